@@ -1,0 +1,94 @@
+//! Heap buffers aligned for `O_DIRECT`.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// A zero-initialised byte buffer whose address and length are multiples of
+/// an alignment (as `O_DIRECT` requires).
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out &[u8].
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` bytes (rounded up to `align`) aligned to `align`.
+    ///
+    /// Panics if `align` is not a power of two (a programmer error).
+    pub fn new(len: usize, align: usize) -> AlignedBuf {
+        assert!(align.is_power_of_two(), "alignment {align} is not a power of two");
+        let len = len.div_ceil(align).max(1) * align;
+        let layout = Layout::from_size_align(len, align).expect("buffer layout");
+        // SAFETY: layout has a non-zero size (len >= align >= 1).
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, layout }
+    }
+
+    /// Length in bytes (a multiple of the alignment).
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Always false: a buffer holds at least one aligned block.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The alignment this buffer was made with.
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for layout.size() initialised bytes for as
+        // long as self lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with exactly this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes, align {})", self.len(), self.align())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_zeroed() {
+        for align in [512, 4096] {
+            let mut b = AlignedBuf::new(1000, align);
+            assert_eq!(b.as_ptr() as usize % align, 0);
+            assert_eq!(b.len() % align, 0);
+            assert!(b.len() >= 1000);
+            assert!(b.iter().all(|&x| x == 0));
+            b[999] = 7;
+            assert_eq!(b[999], 7);
+        }
+    }
+}
