@@ -21,7 +21,10 @@ impl AlignedBuf {
     ///
     /// Panics if `align` is not a power of two (a programmer error).
     pub fn new(len: usize, align: usize) -> AlignedBuf {
-        assert!(align.is_power_of_two(), "alignment {align} is not a power of two");
+        assert!(
+            align.is_power_of_two(),
+            "alignment {align} is not a power of two"
+        );
         let len = len.div_ceil(align).max(1) * align;
         let layout = Layout::from_size_align(len, align).expect("buffer layout");
         // SAFETY: layout has a non-zero size (len >= align >= 1).
@@ -71,8 +74,20 @@ impl Drop for AlignedBuf {
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AlignedBuf({} bytes, align {})", self.len(), self.align())
+        write!(
+            f,
+            "AlignedBuf({} bytes, align {})",
+            self.len(),
+            self.align()
+        )
     }
+}
+
+/// True if `offset`, `len` and the address `addr` are all multiples of
+/// `align` (a power of two): the `Device` rule for every IO.
+pub(crate) fn is_aligned(offset: u64, len: usize, addr: *const u8, align: usize) -> bool {
+    let mask = align - 1;
+    (offset & mask as u64) | (len & mask) as u64 | (addr as usize & mask) as u64 == 0
 }
 
 #[cfg(test)]

@@ -22,12 +22,22 @@ pub enum IoError {
     /// A read returned fewer bytes than asked (the device is shorter than
     /// its stated capacity).
     #[error("short {op} on {device} at offset {offset:#x}: {done} of {len} bytes")]
-    Short { op: &'static str, device: String, offset: u64, len: usize, done: usize },
+    Short {
+        op: &'static str,
+        device: String,
+        offset: u64,
+        len: usize,
+        done: usize,
+    },
     /// The in-memory test device has crashed; every operation fails until
     /// the store is reopened on the post-crash image.
     #[error("device {device} has crashed (fault injection)")]
     Crashed { device: String },
     /// An injected fault (tests only).
     #[error("injected {op} fault on {device} at offset {offset:#x}")]
-    Injected { op: &'static str, device: String, offset: u64 },
+    Injected {
+        op: &'static str,
+        device: String,
+        offset: u64,
+    },
 }
