@@ -232,3 +232,57 @@ fn access_past_capacity_panics_in_debug_builds() {
     let mut r = AlignedBuf::new(4096, 4096);
     let _ = dev.read_at(&mut r, MIB);
 }
+
+/// A block device: a loop device over a file. Needs root and `losetup`, so
+/// it runs only with `NVDEPOT_TEST_LOOP=1` (and `--ignored`).
+#[test]
+#[ignore = "needs root and losetup; set NVDEPOT_TEST_LOOP=1"]
+fn loop_block_device() {
+    if std::env::var("NVDEPOT_TEST_LOOP").as_deref() != Ok("1") {
+        eprintln!("skipped: set NVDEPOT_TEST_LOOP=1");
+        return;
+    }
+    let dir = tempdir();
+    let backing = dir.path().join("backing");
+    std::fs::File::create(&backing)
+        .unwrap()
+        .set_len(8 * MIB)
+        .unwrap();
+    let losetup = |args: &[&str]| {
+        let out = std::process::Command::new("losetup")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "losetup {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let loopdev = losetup(&["-f", "--show", backing.to_str().unwrap()]);
+    struct Detach(String);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("losetup")
+                .args(["-d", &self.0])
+                .status();
+        }
+    }
+    let _detach = Detach(loopdev.clone());
+    let path = PathBuf::from(&loopdev);
+    let dev = FileDevice::open(&path, Some(123)).unwrap(); // size ignored
+    assert!(dev.is_block_device());
+    assert_eq!(dev.capacity(), 8 * MIB);
+    let a = dev.alignment();
+    assert!(a >= 512 && a.is_power_of_two());
+    let w = filled(4 * a, a, 7);
+    dev.write_at(&w, MIB).unwrap();
+    dev.flush().unwrap();
+    let mut r = AlignedBuf::new(4 * a, a);
+    dev.read_at(&mut r, MIB).unwrap();
+    assert_eq!(&r[..], &w[..]);
+    eprintln!(
+        "{loopdev}: alignment {a}, write cache {:?}",
+        dev.volatile_write_cache()
+    );
+    // O_EXCL: a second opener is refused while the first holds it.
+    let err = FileDevice::open(&path, None).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+}
