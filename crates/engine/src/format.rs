@@ -1,0 +1,475 @@
+//! The on-device format, version [`FORMAT_VERSION`]. `docs/FORMAT.md` is the
+//! one document that describes it; keep the two in step.
+//!
+//! Every integer is little-endian. Every structure carries a CRC32C.
+
+/// Bumped on any incompatible change of anything in this file.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Bytes reserved at the start of every device for the superblock.
+pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
+/// Bytes reserved at the start of every segment for its header.
+pub const SEGMENT_HEADER_BYTES: u64 = 4096;
+
+const SUPERBLOCK_MAGIC: &[u8; 8] = b"NVDEPOT\0";
+const SEGMENT_MAGIC: u32 = u32::from_le_bytes(*b"SEGH");
+
+/// Length of the superblock's encoded form.
+pub const SUPERBLOCK_BYTES: usize = 76;
+
+/// Written once, at offset 0 of every device, when the store is created.
+///
+/// ```text
+///  0  [u8; 8]  magic "NVDEPOT\0"
+///  8  u32      format version
+/// 12  u32      reserved (0)
+/// 16  u128     store uuid (the same on every device of a store)
+/// 32  u32      device index
+/// 36  u32      device count
+/// 40  u32      grain bytes
+/// 44  u32      reserved (0)
+/// 48  u64      segment bytes
+/// 56  u64      device bytes used by the store
+/// 64  u64      creation time, seconds since the Unix epoch
+/// 72  u32      crc32c of bytes 0..72
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub format_version: u32,
+    pub uuid: u128,
+    pub device_index: u32,
+    pub device_count: u32,
+    pub grain_bytes: u32,
+    pub segment_bytes: u64,
+    pub device_bytes: u64,
+    pub created_secs: u64,
+}
+
+/// Why a structure did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not this kind of structure at all (magic mismatch, zeroes).
+    Absent,
+    /// Right magic, wrong checksum.
+    BadChecksum { stored: u32, computed: u32 },
+    /// Other format version.
+    Version(u32),
+    /// Fields out of range.
+    Invalid(&'static str),
+}
+
+impl Superblock {
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(out.len() >= SUPERBLOCK_BYTES);
+        out[..SUPERBLOCK_BYTES].fill(0);
+        out[0..8].copy_from_slice(SUPERBLOCK_MAGIC);
+        put_u32(out, 8, self.format_version);
+        out[16..32].copy_from_slice(&self.uuid.to_le_bytes());
+        put_u32(out, 32, self.device_index);
+        put_u32(out, 36, self.device_count);
+        put_u32(out, 40, self.grain_bytes);
+        put_u64(out, 48, self.segment_bytes);
+        put_u64(out, 56, self.device_bytes);
+        put_u64(out, 64, self.created_secs);
+        let crc = crc32c::crc32c(&out[0..72]);
+        put_u32(out, 72, crc);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Superblock, DecodeError> {
+        if buf.len() < SUPERBLOCK_BYTES || &buf[0..8] != SUPERBLOCK_MAGIC {
+            return Err(DecodeError::Absent);
+        }
+        let stored = get_u32(buf, 72);
+        let computed = crc32c::crc32c(&buf[0..72]);
+        if stored != computed {
+            return Err(DecodeError::BadChecksum { stored, computed });
+        }
+        let sb = Superblock {
+            format_version: get_u32(buf, 8),
+            uuid: u128::from_le_bytes(buf[16..32].try_into().expect("16 bytes")),
+            device_index: get_u32(buf, 32),
+            device_count: get_u32(buf, 36),
+            grain_bytes: get_u32(buf, 40),
+            segment_bytes: get_u64(buf, 48),
+            device_bytes: get_u64(buf, 56),
+            created_secs: get_u64(buf, 64),
+        };
+        if sb.format_version != FORMAT_VERSION {
+            return Err(DecodeError::Version(sb.format_version));
+        }
+        if !sb.grain_bytes.is_power_of_two() || !(512..=4096).contains(&sb.grain_bytes) {
+            return Err(DecodeError::Invalid("grain size"));
+        }
+        if sb.segment_bytes % sb.grain_bytes as u64 != 0 || sb.segment_bytes < 1 << 20 {
+            return Err(DecodeError::Invalid("segment size"));
+        }
+        if sb.device_index >= sb.device_count {
+            return Err(DecodeError::Invalid("device index"));
+        }
+        Ok(sb)
+    }
+}
+
+/// What a segment holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// Free: its bytes are garbage.
+    Free = 0,
+    /// KV records.
+    Kv = 1,
+    /// Part of an index checkpoint.
+    Checkpoint = 2,
+}
+
+/// Length of the segment header's encoded form.
+pub const SEGMENT_HEADER_ENCODED: usize = 64;
+
+/// The first bytes of every segment (the rest of its first
+/// [`SEGMENT_HEADER_BYTES`] are zero).
+///
+/// ```text
+///  0  u32   magic "SEGH"
+///  4  u32   format version
+///  8  u8    kind (0 free, 1 kv, 2 checkpoint)
+///  9  [u8;7] reserved (0)
+/// 16  u128  store uuid
+/// 32  u64   sequence number: the store-wide sequence value taken when the
+///           segment was opened; every record in it carries this value
+/// 40  u32   checkpoint part index      (checkpoint segments only, else 0)
+/// 44  u32   checkpoint part count      (checkpoint segments only, else 0)
+/// 48  u64   checkpoint payload bytes   (checkpoint segments only, else 0)
+/// 56  u32   crc32c of the checkpoint payload in this segment
+/// 60  u32   crc32c of bytes 0..60
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub kind: SegmentKind,
+    pub uuid: u128,
+    pub seq: u64,
+    pub part: u32,
+    pub parts: u32,
+    pub payload_bytes: u64,
+    pub payload_crc: u32,
+}
+
+impl SegmentHeader {
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(out.len() >= SEGMENT_HEADER_ENCODED);
+        out[..SEGMENT_HEADER_ENCODED].fill(0);
+        put_u32(out, 0, SEGMENT_MAGIC);
+        put_u32(out, 4, FORMAT_VERSION);
+        out[8] = self.kind as u8;
+        out[16..32].copy_from_slice(&self.uuid.to_le_bytes());
+        put_u64(out, 32, self.seq);
+        put_u32(out, 40, self.part);
+        put_u32(out, 44, self.parts);
+        put_u64(out, 48, self.payload_bytes);
+        put_u32(out, 56, self.payload_crc);
+        let crc = crc32c::crc32c(&out[0..60]);
+        put_u32(out, 60, crc);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
+        if buf.len() < SEGMENT_HEADER_ENCODED || get_u32(buf, 0) != SEGMENT_MAGIC {
+            return Err(DecodeError::Absent);
+        }
+        let stored = get_u32(buf, 60);
+        let computed = crc32c::crc32c(&buf[0..60]);
+        if stored != computed {
+            return Err(DecodeError::BadChecksum { stored, computed });
+        }
+        let version = get_u32(buf, 4);
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let kind = match buf[8] {
+            0 => SegmentKind::Free,
+            1 => SegmentKind::Kv,
+            2 => SegmentKind::Checkpoint,
+            _ => return Err(DecodeError::Invalid("segment kind")),
+        };
+        Ok(SegmentHeader {
+            kind,
+            uuid: u128::from_le_bytes(buf[16..32].try_into().expect("16 bytes")),
+            seq: get_u64(buf, 32),
+            part: get_u32(buf, 40),
+            parts: get_u32(buf, 44),
+            payload_bytes: get_u64(buf, 48),
+            payload_crc: get_u32(buf, 56),
+        })
+    }
+}
+
+/// Bytes of a record header.
+pub const RECORD_HEADER_BYTES: usize = 40;
+
+/// What a record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A key and its value.
+    Put = 1,
+    /// A deletion of a key (no value).
+    Tombstone = 2,
+    /// Filler up to an alignment boundary; `value_len` counts the filler
+    /// bytes after the header.
+    Pad = 3,
+}
+
+/// The header in front of every record.
+///
+/// ```text
+///  0  u32  crc32c of bytes 4..end of value (for Pad: bytes 4..40 only)
+///  4  u32  crc32c of bytes 8..40 followed by the key (checks a partial read)
+///  8  u8   kind (1 put, 2 tombstone, 3 pad)
+///  9  u8   flags (0)
+/// 10  u16  key length
+/// 12  u32  value length
+/// 16  u32  namespace id
+/// 20  u32  reserved (0)
+/// 24  u64  record sequence number (orders records of one key; newest wins)
+/// 32  u64  sequence number of the segment it was written into (a record
+///          left over from an earlier use of the segment does not match)
+/// 40  key, then value, then zeroes up to a whole number of grains
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub kind: RecordKind,
+    pub key_len: u16,
+    pub value_len: u32,
+    pub namespace: u32,
+    pub seq: u64,
+    pub segment_seq: u64,
+}
+
+impl RecordHeader {
+    /// Bytes of header, key and value (without the padding to a grain).
+    pub fn body_bytes(&self) -> usize {
+        match self.kind {
+            RecordKind::Pad => RECORD_HEADER_BYTES + self.value_len as usize,
+            _ => RECORD_HEADER_BYTES + self.key_len as usize + self.value_len as usize,
+        }
+    }
+
+    fn encode_fields(&self, out: &mut [u8]) {
+        out[8] = self.kind as u8;
+        out[9] = 0;
+        out[10..12].copy_from_slice(&self.key_len.to_le_bytes());
+        put_u32(out, 12, self.value_len);
+        put_u32(out, 16, self.namespace);
+        put_u32(out, 20, 0);
+        put_u64(out, 24, self.seq);
+        put_u64(out, 32, self.segment_seq);
+    }
+
+    /// Decodes the fixed fields without checking any checksum.
+    pub fn decode_fields(buf: &[u8]) -> Option<RecordHeader> {
+        if buf.len() < RECORD_HEADER_BYTES {
+            return None;
+        }
+        let kind = match buf[8] {
+            1 => RecordKind::Put,
+            2 => RecordKind::Tombstone,
+            3 => RecordKind::Pad,
+            _ => return None,
+        };
+        if buf[9] != 0 || get_u32(buf, 20) != 0 {
+            return None;
+        }
+        Some(RecordHeader {
+            kind,
+            key_len: u16::from_le_bytes([buf[10], buf[11]]),
+            value_len: get_u32(buf, 12),
+            namespace: get_u32(buf, 16),
+            seq: get_u64(buf, 24),
+            segment_seq: get_u64(buf, 32),
+        })
+    }
+}
+
+/// Encodes a put or tombstone record into `out` (which must hold
+/// `padded_len` bytes, see [`record_bytes`]) and returns the bytes used
+/// before padding.
+pub fn encode_record(out: &mut [u8], header: &RecordHeader, key: &[u8], value: &[u8]) -> usize {
+    debug_assert_eq!(header.key_len as usize, key.len());
+    debug_assert_eq!(header.value_len as usize, value.len());
+    debug_assert!(header.kind != RecordKind::Pad);
+    let end = header.body_bytes();
+    header.encode_fields(out);
+    let k = RECORD_HEADER_BYTES;
+    out[k..k + key.len()].copy_from_slice(key);
+    out[k + key.len()..end].copy_from_slice(value);
+    let hcrc = crc32c::crc32c_append(crc32c::crc32c(&out[8..RECORD_HEADER_BYTES]), key);
+    put_u32(out, 4, hcrc);
+    let crc = crc32c::crc32c(&out[4..end]);
+    put_u32(out, 0, crc);
+    end
+}
+
+/// Encodes a pad record covering exactly `out.len()` bytes (at least a
+/// header's worth).
+pub fn encode_pad(out: &mut [u8], segment_seq: u64) {
+    assert!(out.len() >= RECORD_HEADER_BYTES);
+    let header = RecordHeader {
+        kind: RecordKind::Pad,
+        key_len: 0,
+        value_len: (out.len() - RECORD_HEADER_BYTES) as u32,
+        namespace: 0,
+        seq: 0,
+        segment_seq,
+    };
+    header.encode_fields(out);
+    out[RECORD_HEADER_BYTES..].fill(0);
+    let hcrc = crc32c::crc32c(&out[8..RECORD_HEADER_BYTES]);
+    put_u32(out, 4, hcrc);
+    let crc = crc32c::crc32c(&out[4..RECORD_HEADER_BYTES]);
+    put_u32(out, 0, crc);
+}
+
+/// Bytes a record of this key and value length occupies on the device.
+pub fn record_bytes(key_len: usize, value_len: usize, grain: usize) -> usize {
+    (RECORD_HEADER_BYTES + key_len + value_len).div_ceil(grain) * grain
+}
+
+/// Outcome of checking a record in a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecordCheck {
+    /// A whole, checksummed record.
+    Valid(RecordHeader),
+    /// `buf` ends before the record does; `need` bytes are required.
+    Truncated { need: usize },
+    /// Not a record, or a damaged one.
+    Invalid(&'static str),
+}
+
+/// Checks the record at the start of `buf` completely (both checksums).
+pub fn check_record(buf: &[u8]) -> RecordCheck {
+    let Some(h) = RecordHeader::decode_fields(buf) else {
+        return RecordCheck::Invalid("bad header");
+    };
+    let end = h.body_bytes();
+    if end > buf.len() {
+        return RecordCheck::Truncated { need: end };
+    }
+    let stored = get_u32(buf, 0);
+    let computed = match h.kind {
+        RecordKind::Pad => crc32c::crc32c(&buf[4..RECORD_HEADER_BYTES]),
+        _ => crc32c::crc32c(&buf[4..end]),
+    };
+    if stored != computed {
+        return RecordCheck::Invalid("checksum mismatch");
+    }
+    RecordCheck::Valid(h)
+}
+
+/// Checks only the header and key of the record at the start of `buf`
+/// (for partial reads that do not fetch the whole value).
+pub fn check_record_head(buf: &[u8]) -> RecordCheck {
+    let Some(h) = RecordHeader::decode_fields(buf) else {
+        return RecordCheck::Invalid("bad header");
+    };
+    let end = RECORD_HEADER_BYTES + h.key_len as usize;
+    if end > buf.len() {
+        return RecordCheck::Truncated { need: end };
+    }
+    let key = if h.kind == RecordKind::Pad {
+        &[][..]
+    } else {
+        &buf[RECORD_HEADER_BYTES..end]
+    };
+    let computed = crc32c::crc32c_append(crc32c::crc32c(&buf[8..RECORD_HEADER_BYTES]), key);
+    if get_u32(buf, 4) != computed {
+        return RecordCheck::Invalid("header checksum mismatch");
+    }
+    RecordCheck::Valid(h)
+}
+
+pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trip_and_corruption() {
+        let h = RecordHeader {
+            kind: RecordKind::Put,
+            key_len: 3,
+            value_len: 5,
+            namespace: 7,
+            seq: 42,
+            segment_seq: 9,
+        };
+        let mut buf = vec![0u8; record_bytes(3, 5, 512)];
+        assert_eq!(buf.len(), 512);
+        let used = encode_record(&mut buf, &h, b"abc", b"hello");
+        assert_eq!(used, 48);
+        assert_eq!(check_record(&buf), RecordCheck::Valid(h));
+        assert_eq!(check_record_head(&buf[..43]), RecordCheck::Valid(h));
+        assert_eq!(
+            check_record(&buf[..47]),
+            RecordCheck::Truncated { need: 48 }
+        );
+        for i in 0..used {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                !matches!(check_record(&bad), RecordCheck::Valid(x) if x == h),
+                "flip at {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn pad_and_headers_round_trip() {
+        let mut buf = vec![0xffu8; 1024];
+        encode_pad(&mut buf, 5);
+        match check_record(&buf) {
+            RecordCheck::Valid(h) => {
+                assert_eq!(h.kind, RecordKind::Pad);
+                assert_eq!(h.body_bytes(), 1024);
+            }
+            other => panic!("{other:?}"),
+        }
+        let sb = Superblock {
+            format_version: FORMAT_VERSION,
+            uuid: 0x1234_5678_9abc_def0_1122_3344_5566_7788,
+            device_index: 1,
+            device_count: 2,
+            grain_bytes: 512,
+            segment_bytes: 64 << 20,
+            device_bytes: 1 << 30,
+            created_secs: 99,
+        };
+        let mut b = vec![0u8; 4096];
+        sb.encode(&mut b);
+        assert_eq!(Superblock::decode(&b), Ok(sb));
+        b[40] ^= 1;
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(DecodeError::BadChecksum { .. })
+        ));
+        let sh = SegmentHeader {
+            kind: SegmentKind::Checkpoint,
+            uuid: 3,
+            seq: 77,
+            part: 1,
+            parts: 2,
+            payload_bytes: 1000,
+            payload_crc: 0xdead,
+        };
+        sh.encode(&mut b);
+        assert_eq!(SegmentHeader::decode(&b), Ok(sh));
+        assert_eq!(SegmentHeader::decode(&[0u8; 64]), Err(DecodeError::Absent));
+    }
+}

@@ -1,0 +1,296 @@
+//! Garbage collection: frees segments by relocating the records the index
+//! still points to (papers/000 §4.1).
+//!
+//! Victims are chosen by a generalised greedy policy with an age factor
+//! (cost-benefit, as in SALSA): score = (1 - u) * age / (1 + u), where `u`
+//! is the live fraction and `age` the sequence distance since sealing.
+//!
+//! Relocated puts get a fresh sequence number under the key's stripe lock,
+//! exactly like a user put, so record order on the device stays the order
+//! the index saw. A tombstone is dropped when no other segment in use
+//! holds a record older than it (so no older version of its key can
+//! resurface at recovery); otherwise it is relocated keeping its sequence
+//! number. Before a victim returns to the free pool its header is
+//! overwritten with a "free" header and flushed, so recovery never reads
+//! its stale records.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nvdepot_index::{Expect, Index, Location, GRAINS_MAX};
+
+use crate::error::Result;
+use crate::format::{RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
+use crate::iter::scan_segment;
+use crate::segments::SegState;
+use crate::store::{key_hash, Inner};
+use crate::writer::{RecordParts, GC_RESERVE_SEGMENTS};
+
+/// A live record copied out of a victim.
+struct Live {
+    hash: u64,
+    old: Location,
+    grains: u64,
+    header: crate::format::RecordHeader,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// Relocate in batches of about this many bytes (one flush each).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Free segments below which GC runs.
+pub(crate) fn low_water(inner: &Inner) -> usize {
+    GC_RESERVE_SEGMENTS + 2 + inner.segments.len() / 32
+}
+
+pub(crate) struct GcThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl GcThread {
+    pub fn start(inner: Arc<Inner>) -> GcThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("nvdepot-gc".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    let want = low_water(&inner);
+                    if inner.segments.free_count() < want {
+                        match collect(&inner, want) {
+                            Ok(0) => {
+                                // Nothing to gain: let waiting writers fail fast.
+                                inner.segments.freed.notify_all();
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::error!("garbage collection failed: {e}");
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                    } else {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            })
+            .expect("spawn GC thread");
+        GcThread {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for GcThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Collects victims until `target` segments are free or no victim is worth
+/// collecting. Returns the number of segments freed.
+pub(crate) fn collect(inner: &Inner, target: usize) -> Result<usize> {
+    let mut freed = 0;
+    while inner.segments.free_count() < target {
+        let Some(victim) = pick_victim(inner) else {
+            break;
+        };
+        collect_segment(inner, victim)?;
+        freed += 1;
+    }
+    Ok(freed)
+}
+
+fn pick_victim(inner: &Inner) -> Option<u32> {
+    let cap = inner.layout.grains_per_segment() as f64;
+    let now = inner.seq.load(Ordering::Relaxed);
+    let mut best: Option<(f64, u32)> = None;
+    for (i, s) in inner.segments.infos.iter().enumerate() {
+        if s.state() != SegState::Sealed {
+            continue;
+        }
+        let u = (s.valid_grains.load(Ordering::Relaxed) as f64 / cap).min(1.0);
+        if u >= 0.999 {
+            continue;
+        }
+        let age = (now.saturating_sub(s.sealed_at.load(Ordering::Relaxed)) + 1) as f64;
+        let score = (1.0 - u) * age / (1.0 + u);
+        if best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, i as u32));
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
+fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
+    let _pause = inner.gc_pause.write();
+    let info = inner.segments.get(victim);
+    info.set_state(SegState::Collecting);
+    let seg_seq = info.seq.load(Ordering::Relaxed);
+    let oldest_elsewhere = inner.segments.oldest_record_seq(victim);
+    let mut batch: Vec<Live> = Vec::new();
+    let mut batch_bytes = 0;
+    let result = scan_segment(&inner.layout, victim, seg_seq, |rec| {
+        let h = &rec.header;
+        match h.kind {
+            RecordKind::Put => {
+                let Some(_) = inner.namespaces.counter(h.namespace) else {
+                    // Namespace dropped or cleared: forget the entry.
+                    let fp = Index::fingerprint(key_hash(h.namespace, rec.key()));
+                    let loc = inner.location(rec.pba, h);
+                    if inner.index.remove(fp, loc) {
+                        inner.segments.sub_valid(victim, inner.grains_of(h));
+                    }
+                    return Ok(());
+                };
+                let hash = key_hash(h.namespace, rec.key());
+                let old = inner.location(rec.pba, h);
+                if !inner.still_indexed(Index::fingerprint(hash), old) {
+                    return Ok(());
+                }
+                batch_bytes += rec.bytes.len();
+                batch.push(Live {
+                    hash,
+                    old,
+                    grains: inner.grains_of(h),
+                    header: *h,
+                    key: rec.key().to_vec(),
+                    value: rec.value().to_vec(),
+                });
+            }
+            RecordKind::Tombstone => {
+                if h.seq < oldest_elsewhere {
+                    inner
+                        .counters
+                        .gc_tombstones_dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                let parts = RecordParts {
+                    header: *h,
+                    key: rec.key(),
+                    value: &[],
+                };
+                let app = inner.writer.append(&parts, true)?;
+                let seg = inner.layout.segment_of(app.pba);
+                inner
+                    .segments
+                    .get(seg)
+                    .tombstone_grains
+                    .fetch_add(app.grains, Ordering::Relaxed);
+                inner
+                    .counters
+                    .gc_bytes
+                    .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
+            }
+            RecordKind::Pad => {}
+        }
+        if batch_bytes >= BATCH_BYTES {
+            relocate(inner, victim, &mut batch)?;
+            batch_bytes = 0;
+        }
+        Ok(())
+    });
+    let outcome = result
+        .and_then(|_| relocate(inner, victim, &mut batch))
+        .and_then(|_| inner.writer.sync_all());
+    if let Err(e) = outcome {
+        info.set_state(SegState::Sealed);
+        return Err(e);
+    }
+    debug_assert_eq!(
+        info.valid_grains.load(Ordering::Relaxed),
+        0,
+        "segment {victim} still has live grains"
+    );
+    // Mark it free on the device before reuse (see the module comment).
+    let mut buf = inner.layout.buffer(SEGMENT_HEADER_BYTES as usize);
+    SegmentHeader {
+        kind: SegmentKind::Free,
+        uuid: inner.uuid,
+        seq: 0,
+        part: 0,
+        parts: 0,
+        payload_bytes: 0,
+        payload_crc: 0,
+    }
+    .encode(&mut buf);
+    inner.layout.write(victim, 0, &buf)?;
+    inner.layout.flush(inner.layout.device_bit(victim))?;
+    inner.segments.release(victim);
+    inner.counters.gc_segments.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Re-appends live records under their stripe locks, then repoints the index.
+fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let _stripes = inner.lock_stripes(batch.iter().map(|l| l.hash));
+    let mut moved = Vec::with_capacity(batch.len());
+    let mut last = 0;
+    for live in batch.iter() {
+        let fp = Index::fingerprint(live.hash);
+        // A user write may have replaced it since the scan.
+        if !inner.still_indexed(fp, live.old) {
+            continue;
+        }
+        let header = inner.header(
+            RecordKind::Put,
+            live.header.namespace,
+            &live.key,
+            live.value.len(),
+        );
+        let app = inner.writer.append(
+            &RecordParts {
+                header,
+                key: &live.key,
+                value: &live.value,
+            },
+            true,
+        )?;
+        last = last.max(app.lsn);
+        moved.push((live, app));
+    }
+    if last > 0 {
+        inner.writer.wait_durable(last)?;
+    }
+    for (live, app) in moved {
+        let fp = Index::fingerprint(live.hash);
+        let new = Location {
+            pba: app.pba,
+            grains: app.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        let new_seg = inner.layout.segment_of(app.pba);
+        if inner
+            .index
+            .insert(fp, new, Expect::Replace(live.old))
+            .is_ok()
+        {
+            inner.segments.add_valid(new_seg, app.grains);
+            inner.segments.sub_valid(victim, live.grains);
+            inner
+                .counters
+                .gc_bytes
+                .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
+        }
+    }
+    batch.clear();
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! Options fixed when a store is opened.
+
+/// How a store is created and run. Each field documents its default.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Grain: the allocation unit on the device, 512..=4096, a power of two.
+    /// Only used when creating a store. Default: 512.
+    pub grain_bytes: u32,
+    /// Segment: the unit of allocation and garbage collection. Only used
+    /// when creating a store. Default: 64 MiB.
+    pub segment_bytes: u64,
+    /// Size of the data file to create when the path holds no store.
+    /// Default: none (opening an empty directory is then an error).
+    pub create_bytes: Option<u64>,
+    /// Longest key. Default (and maximum): 65535 bytes.
+    pub key_bytes_max: usize,
+    /// Longest value. Default: 16 MiB (capped at a quarter of a segment).
+    pub value_bytes_max: usize,
+    /// Flush the device before acknowledging a write. Default: true.
+    pub sync: bool,
+    /// Run garbage collection in a background thread. Default: true.
+    pub background_gc: bool,
+    /// Show a progress bar on stderr while rebuilding the index. Default: false.
+    pub progress: bool,
+    /// Open the O_DIRECT files without O_DIRECT (for filesystems such as
+    /// tmpfs that refuse it; never for production). Default: false.
+    pub buffered_io: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            grain_bytes: 512,
+            segment_bytes: 64 << 20,
+            create_bytes: None,
+            key_bytes_max: u16::MAX as usize,
+            value_bytes_max: 16 << 20,
+            sync: true,
+            background_gc: true,
+            progress: false,
+            buffered_io: false,
+        }
+    }
+}
+
+impl Options {
+    /// Sets [`Options::create_bytes`].
+    pub fn create_bytes(mut self, bytes: u64) -> Self {
+        self.create_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets [`Options::segment_bytes`].
+    pub fn segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+}

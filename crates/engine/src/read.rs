@@ -1,0 +1,110 @@
+//! Reading records back: one device read per candidate location.
+
+use nvdepot_index::{Location, GRAINS_MAX};
+use nvdepot_io::AlignedBuf;
+
+use crate::error::{Error, Result};
+use crate::format::{self, RecordCheck, RecordHeader, RECORD_HEADER_BYTES};
+use crate::layout::Layout;
+
+/// A record read from the device and verified.
+pub(crate) struct Record {
+    buf: AlignedBuf,
+    start: usize,
+    pub header: RecordHeader,
+}
+
+impl Record {
+    pub fn key(&self) -> &[u8] {
+        let k = self.start + RECORD_HEADER_BYTES;
+        &self.buf[k..k + self.header.key_len as usize]
+    }
+
+    /// The value, or as much of it as was read (a head read has none).
+    pub fn value(&self) -> &[u8] {
+        let v = self.start + RECORD_HEADER_BYTES + self.header.key_len as usize;
+        let end = (v + self.header.value_len as usize).min(self.buf.len());
+        &self.buf[v.min(end)..end]
+    }
+}
+
+/// What a read found at a location.
+pub(crate) enum Fetched {
+    Record(Record),
+    /// Not a valid record (corrupt, or overwritten since the lookup).
+    Invalid(Error),
+}
+
+/// How much of a record to read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// Header, key and the whole value; full checksum verified.
+    Whole,
+    /// Header and key only; header checksum verified.
+    Head { key_len: usize },
+    /// Header, key and value bytes `[..upto)`; header checksum verified.
+    Prefix { key_len: usize, upto: u64 },
+}
+
+pub(crate) fn read_record(layout: &Layout, loc: Location, span: Span) -> Result<Fetched> {
+    let (segment, offset) = layout.split(loc.pba);
+    let grain = layout.grain_bytes as usize;
+    let stored = loc.grains as usize * grain;
+    let want = match span {
+        Span::Whole => stored,
+        Span::Head { key_len } => (RECORD_HEADER_BYTES + key_len).min(stored),
+        Span::Prefix { key_len, upto } => {
+            (RECORD_HEADER_BYTES + key_len + upto as usize).min(stored)
+        }
+    };
+    let (mut buf, mut start) = layout.read_range(segment, offset, want)?;
+    let invalid = |reason: String| {
+        let (device, at) = layout.describe(segment, offset);
+        Fetched::Invalid(Error::Corrupt {
+            device,
+            offset: at,
+            reason,
+        })
+    };
+    let Some(h) = RecordHeader::decode_fields(&buf[start..]) else {
+        return Ok(invalid("bad record header".into()));
+    };
+    // A record longer than the index's 11-bit size field: read the rest now
+    // that the header says how long it is.
+    let body = h.body_bytes();
+    if loc.grains == GRAINS_MAX && span == Span::Whole && body > buf.len() - start {
+        if offset + body as u64 > layout.segment_bytes {
+            return Ok(invalid(format!(
+                "record length {body} runs past its segment"
+            )));
+        }
+        (buf, start) = layout.read_range(segment, offset, body)?;
+    }
+    let check = match span {
+        Span::Whole => format::check_record(&buf[start..]),
+        _ => format::check_record_head(&buf[start..]),
+    };
+    match check {
+        RecordCheck::Valid(header) => {
+            if header.kind == format::RecordKind::Pad {
+                return Ok(invalid("pad record where a key was expected".into()));
+            }
+            if span == Span::Whole
+                && loc.grains < GRAINS_MAX
+                && body.div_ceil(grain) != loc.grains as usize
+            {
+                return Ok(invalid(format!(
+                    "record spans {} grains, index says {}",
+                    body.div_ceil(grain),
+                    loc.grains
+                )));
+            }
+            Ok(Fetched::Record(Record { buf, start, header }))
+        }
+        RecordCheck::Truncated { need } => Ok(invalid(format!(
+            "record needs {need} bytes, {} stored",
+            stored
+        ))),
+        RecordCheck::Invalid(why) => Ok(invalid(why.to_string())),
+    }
+}

@@ -1,0 +1,700 @@
+//! Opening a store: superblocks, then either the index checkpoint (clean
+//! shutdown) or a rebuild of the index from the log (crash).
+//!
+//! The rebuild reads every KV segment in sequence order with large
+//! sequential reads and keeps, per key, the record with the highest
+//! sequence number (a tombstone hides older puts). Keys are told apart by
+//! (namespace, two independent 64-bit hashes) so no key bytes are kept in
+//! DRAM. A segment's scan ends at its first invalid record: only the two
+//! newest segments may legitimately end in a torn write; elsewhere, valid
+//! records after an invalid one mean corruption and the open fails.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nvdepot_index::{Expect, Index, IndexConfig, Location, GRAINS_MAX};
+use nvdepot_io::{Device, FileDevice};
+
+use crate::checkpoint;
+use crate::error::{Error, Result};
+use crate::format::{
+    self, DecodeError, RecordCheck, RecordKind, SegmentHeader, SegmentKind, Superblock,
+    FORMAT_VERSION, SEGMENT_HEADER_BYTES,
+};
+use crate::iter::{scan_segment, ScanEnd};
+use crate::layout::Layout;
+use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
+use crate::options::Options;
+use crate::read::{read_record, Fetched, Span};
+use crate::segments::{SegState, Segments};
+use crate::store::{key_hash, Inner, OpenReport, PutMode};
+use crate::writer::GC_RESERVE_SEGMENTS;
+
+/// Name of the n-th data file in a store directory.
+pub(crate) fn data_file_name(n: usize) -> String {
+    format!("nvdepot.{n}")
+}
+
+/// Opens the devices behind a path; true if they were just created.
+pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Device>>, bool)> {
+    use std::os::unix::fs::FileTypeExt;
+    let open = |p: &Path, size: Option<u64>| -> Result<Arc<dyn Device>> {
+        let dev = if opts.buffered_io {
+            FileDevice::open_buffered(p, size)?
+        } else {
+            FileDevice::open(p, size)?
+        };
+        Ok(Arc::new(dev))
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_block_device() || m.is_file() => {
+            Ok((vec![open(path, None)?], false))
+        }
+        Ok(m) if !m.is_dir() => Err(Error::NotAStore {
+            device: path.display().to_string(),
+            reason: "not a directory, regular file or block device".into(),
+        }),
+        _ => {
+            std::fs::create_dir_all(path).map_err(|e| Error::NotAStore {
+                device: path.display().to_string(),
+                reason: format!("cannot create directory: {e}"),
+            })?;
+            let mut devices = Vec::new();
+            while path.join(data_file_name(devices.len())).exists() {
+                devices.push(open(&path.join(data_file_name(devices.len())), None)?);
+            }
+            if !devices.is_empty() {
+                return Ok((devices, false));
+            }
+            let Some(size) = opts.create_bytes else {
+                return Err(Error::NotAStore {
+                    device: path.display().to_string(),
+                    reason: "no data files here; give a size to create a store".into(),
+                });
+            };
+            Ok((vec![open(&path.join(data_file_name(0)), Some(size))?], true))
+        }
+    }
+}
+
+fn read_block(dev: &dyn Device, offset: u64, len: usize) -> Result<nvdepot_io::AlignedBuf> {
+    let mut buf = nvdepot_io::AlignedBuf::new(len, dev.alignment());
+    let n = buf.len();
+    dev.read_at(&mut buf[..n], offset)?;
+    Ok(buf)
+}
+
+/// Opens or creates the store on `devices`.
+pub(crate) fn open(
+    devices: Vec<Arc<dyn Device>>,
+    opts: &Options,
+    may_create: bool,
+) -> Result<(Inner, OpenReport)> {
+    let started = Instant::now();
+    if devices.is_empty() {
+        return Err(Error::Config("no devices".into()));
+    }
+    let sbs = read_superblocks(&devices)?;
+    if sbs.iter().all(|s| *s == Err(DecodeError::Absent)) {
+        if !may_create {
+            return Err(Error::NotAStore {
+                device: devices[0].name().into(),
+                reason: "no superblock".into(),
+            });
+        }
+        let inner = format_store(devices, opts)?;
+        let report = OpenReport {
+            clean: true,
+            created: true,
+            seconds: started.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        return Ok((inner, report));
+    }
+    let (layout, sb) = load_layout(devices, sbs)?;
+    let headers = read_segment_headers(&layout, sb.uuid)?;
+    if let Some((inner, keys)) = try_checkpoint(&layout, &headers, opts, sb.uuid)? {
+        let report = OpenReport {
+            clean: true,
+            created: false,
+            seconds: started.elapsed().as_secs_f64(),
+            keys,
+            records_scanned: 0,
+        };
+        return Ok((inner, report));
+    }
+    let (inner, keys, records) = rebuild(layout, &headers, opts, sb.uuid)?;
+    let seconds = started.elapsed().as_secs_f64();
+    tracing::info!(
+        "index rebuilt from the log: {keys} keys from {records} records in {seconds:.2} s"
+    );
+    Ok((
+        inner,
+        OpenReport {
+            clean: false,
+            created: false,
+            seconds,
+            keys,
+            records_scanned: records,
+        },
+    ))
+}
+
+/// Checks the superblocks of a store's devices and builds its layout.
+pub(crate) fn load_layout(
+    devices: Vec<Arc<dyn Device>>,
+    sbs: Vec<std::result::Result<Superblock, DecodeError>>,
+) -> Result<(Arc<Layout>, Superblock)> {
+    let mut ordered: Vec<Option<(Arc<dyn Device>, Superblock)>> = vec![None; devices.len()];
+    let mut first: Option<Superblock> = None;
+    for (d, sb) in devices.into_iter().zip(sbs) {
+        let sb = match sb {
+            Ok(sb) => sb,
+            Err(DecodeError::Version(v)) => {
+                return Err(Error::FormatVersion {
+                    device: d.name().into(),
+                    found: v,
+                    supported: FORMAT_VERSION,
+                })
+            }
+            Err(e) => {
+                return Err(Error::NotAStore {
+                    device: d.name().into(),
+                    reason: format!("superblock: {e:?}"),
+                })
+            }
+        };
+        let f = *first.get_or_insert(sb);
+        if sb.uuid != f.uuid
+            || sb.device_count != f.device_count
+            || sb.segment_bytes != f.segment_bytes
+        {
+            return Err(Error::NotAStore {
+                device: d.name().into(),
+                reason: "belongs to another store".into(),
+            });
+        }
+        let i = sb.device_index as usize;
+        if i >= ordered.len() || ordered[i].is_some() || sb.device_count as usize != ordered.len() {
+            return Err(Error::NotAStore {
+                device: d.name().into(),
+                reason: format!(
+                    "device {} of {}, but {} devices were given",
+                    i,
+                    sb.device_count,
+                    ordered.len()
+                ),
+            });
+        }
+        ordered[i] = Some((d, sb));
+    }
+    let sb = first.expect("at least one device");
+    let devices: Vec<Arc<dyn Device>> = ordered
+        .into_iter()
+        .map(|o| o.expect("all devices present").0)
+        .collect();
+    let align = devices.iter().map(|d| d.alignment()).max().unwrap_or(512);
+    if align as u64 > sb.grain_bytes as u64 {
+        return Err(Error::Config(format!(
+            "device alignment {align} exceeds the store's grain of {}",
+            sb.grain_bytes
+        )));
+    }
+    let layout = Arc::new(Layout {
+        segments: Layout::segments_for(sb.device_bytes, devices.len(), sb.segment_bytes),
+        devices,
+        grain_bytes: sb.grain_bytes as u64,
+        segment_bytes: sb.segment_bytes,
+        align,
+    });
+    Ok((layout, sb))
+}
+
+/// Reads the superblock of every device.
+pub(crate) fn read_superblocks(
+    devices: &[Arc<dyn Device>],
+) -> Result<Vec<std::result::Result<Superblock, DecodeError>>> {
+    let mut sbs = Vec::with_capacity(devices.len());
+    for d in devices {
+        let buf = read_block(d.as_ref(), 0, 4096)?;
+        sbs.push(Superblock::decode(&buf));
+    }
+    Ok(sbs)
+}
+
+fn index_config(layout: &Layout) -> IndexConfig {
+    let grains = layout.segments as u64 * layout.grains_per_segment();
+    let per_table = (grains / 256).max(1);
+    let log2 = 64 - (per_table - 1).leading_zeros();
+    IndexConfig {
+        table_entries_log2: log2.clamp(10, 27),
+        initial_tables_log2: 0,
+    }
+}
+
+fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> {
+    let align = devices.iter().map(|d| d.alignment()).max().unwrap_or(512);
+    let grain = (opts.grain_bytes as usize).max(align);
+    if !grain.is_power_of_two() || !(512..=4096).contains(&grain) {
+        return Err(Error::Config(format!(
+            "grain size {grain} must be a power of two in 512..=4096"
+        )));
+    }
+    let seg = opts.segment_bytes;
+    if seg < 1 << 20 || seg % grain as u64 != 0 {
+        return Err(Error::Config(format!(
+            "segment size {seg} must be at least 1 MiB and a multiple of {grain}"
+        )));
+    }
+    let device_bytes = devices.iter().map(|d| d.capacity()).min().unwrap_or(0);
+    let segments = Layout::segments_for(device_bytes, devices.len(), seg);
+    let need = GC_RESERVE_SEGMENTS as u32 + 3;
+    if segments < need {
+        return Err(Error::Config(format!(
+            "devices too small: {segments} segments of {} MiB fit, at least {need} are needed (1 MiB + {need} × segment size per device)",
+            seg >> 20
+        )));
+    }
+    let uuid: u128 = rand::random();
+    let created_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for (i, d) in devices.iter().enumerate() {
+        let mut buf = nvdepot_io::AlignedBuf::new(4096, d.alignment());
+        Superblock {
+            format_version: FORMAT_VERSION,
+            uuid,
+            device_index: i as u32,
+            device_count: devices.len() as u32,
+            grain_bytes: grain as u32,
+            segment_bytes: seg,
+            device_bytes,
+            created_secs,
+        }
+        .encode(&mut buf);
+        d.write_at(&buf, 0)?;
+        d.flush()?;
+    }
+    let layout = Arc::new(Layout {
+        devices,
+        grain_bytes: grain as u64,
+        segment_bytes: seg,
+        segments,
+        align,
+    });
+    let segs = Arc::new(Segments::new(segments));
+    for s in 0..segments {
+        segs.release(s);
+    }
+    let index = Index::new(index_config(&layout));
+    let namespaces = Namespaces::new(2);
+    let inner = Inner::new(
+        layout,
+        segs,
+        index,
+        Arc::new(AtomicU64::new(1)),
+        namespaces,
+        opts.clone(),
+        uuid,
+    );
+    let value = namespace::encode_registry_value(1, 1);
+    inner.put(
+        Namespace(SYSTEM_NS),
+        DEFAULT_NAME.as_bytes(),
+        &value,
+        PutMode::Upsert,
+    )?;
+    inner.namespaces.insert(DEFAULT_NAME, 1, 1, 0);
+    Ok(inner)
+}
+
+/// Header of every segment; `None` for segments holding no valid header
+/// of this store (free).
+pub(crate) fn read_segment_headers(
+    layout: &Layout,
+    uuid: u128,
+) -> Result<Vec<Option<SegmentHeader>>> {
+    let mut out = Vec::with_capacity(layout.segments as usize);
+    let mut buf = layout.buffer(layout.align.max(512));
+    for s in 0..layout.segments {
+        let n = buf.len();
+        layout.read(s, 0, &mut buf[..n])?;
+        out.push(match SegmentHeader::decode(&buf) {
+            Ok(h) if h.uuid == uuid && h.kind != SegmentKind::Free => Some(h),
+            _ => None,
+        });
+    }
+    Ok(out)
+}
+
+/// Overwrites segment headers with "free" headers and flushes.
+pub(crate) fn mark_free(layout: &Layout, uuid: u128, segs: &[u32]) -> Result<()> {
+    if segs.is_empty() {
+        return Ok(());
+    }
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
+    SegmentHeader {
+        kind: SegmentKind::Free,
+        uuid,
+        seq: 0,
+        part: 0,
+        parts: 0,
+        payload_bytes: 0,
+        payload_crc: 0,
+    }
+    .encode(&mut buf);
+    let mut mask = 0;
+    for &s in segs {
+        layout.write(s, 0, &buf)?;
+        mask |= layout.device_bit(s);
+    }
+    layout.flush(mask)
+}
+
+fn try_checkpoint(
+    layout: &Arc<Layout>,
+    headers: &[Option<SegmentHeader>],
+    opts: &Options,
+    uuid: u128,
+) -> Result<Option<(Inner, u64)>> {
+    let ckpt: Vec<(u32, SegmentHeader)> = headers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            h.filter(|h| h.kind == SegmentKind::Checkpoint)
+                .map(|h| (i as u32, h))
+        })
+        .collect();
+    if ckpt.is_empty() {
+        return Ok(None);
+    }
+    let all: Vec<u32> = ckpt.iter().map(|(s, _)| *s).collect();
+    let newest = ckpt.iter().map(|(_, h)| h.seq).max().expect("non-empty");
+    let mut parts: Vec<(u32, SegmentHeader)> =
+        ckpt.into_iter().filter(|(_, h)| h.seq == newest).collect();
+    parts.sort_by_key(|(_, h)| h.part);
+    let max_kv = headers
+        .iter()
+        .flatten()
+        .filter(|h| h.kind == SegmentKind::Kv)
+        .map(|h| h.seq)
+        .max()
+        .unwrap_or(0);
+    let complete = parts
+        .iter()
+        .enumerate()
+        .all(|(i, (_, h))| h.part as usize == i && h.parts as usize == parts.len());
+    let restored = if complete && newest > max_kv {
+        match checkpoint::read(layout, &parts) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!("index checkpoint unusable, scanning the log instead: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // From here on the checkpoint is stale: invalidate it before any write.
+    mark_free(layout, uuid, &all)?;
+    let Some(r) = restored else { return Ok(None) };
+    // The segment table must agree with the headers on the device.
+    for (i, (in_use, v)) in r.segments.iter().enumerate() {
+        let on_disk = headers[i]
+            .filter(|h| h.kind == SegmentKind::Kv)
+            .map(|h| h.seq);
+        if *in_use && on_disk != Some(v[0]) {
+            tracing::warn!(
+                "checkpoint disagrees with segment {i}'s header; scanning the log instead"
+            );
+            return Ok(None);
+        }
+    }
+    let segs = Arc::new(Segments::new(layout.segments));
+    for (i, (in_use, v)) in r.segments.iter().enumerate() {
+        let info = segs.get(i as u32);
+        if *in_use {
+            info.seq.store(v[0], Ordering::Relaxed);
+            info.valid_grains.store(v[1], Ordering::Relaxed);
+            info.min_seq.store(v[2], Ordering::Relaxed);
+            info.sealed_at.store(v[3], Ordering::Relaxed);
+            info.tombstone_grains.store(v[4], Ordering::Relaxed);
+            info.set_state(SegState::Sealed);
+        } else {
+            segs.release(i as u32);
+        }
+    }
+    let namespaces = Namespaces::new(r.ns_next);
+    for (name, logical, physical, count) in &r.namespaces {
+        namespaces.insert(name, *logical, *physical, *count);
+    }
+    if let Some(c) = namespaces.counter(SYSTEM_NS) {
+        c.store(r.system_count, Ordering::Relaxed);
+    }
+    let keys = r.index.len() as u64;
+    let seq = Arc::new(AtomicU64::new(r.seq.max(newest + 1)));
+    let inner = Inner::new(
+        layout.clone(),
+        segs,
+        r.index,
+        seq,
+        namespaces,
+        opts.clone(),
+        uuid,
+    );
+    Ok(Some((inner, keys)))
+}
+
+/// The newest record of a key found while scanning.
+struct Found {
+    seq: u64,
+    pba: u64,
+    grains: u64,
+    tombstone: bool,
+}
+
+/// What a scan of the whole log found.
+pub(crate) struct LogScan {
+    found: HashMap<(u32, u64, u64), Found>,
+    pub segs: Arc<Segments>,
+    pub max_seq: u64,
+    pub max_ns: u32,
+    pub records: u64,
+    /// Segments where valid records follow an invalid one: (device, offset, reason).
+    pub damaged: Vec<(String, u64, String)>,
+}
+
+pub(crate) fn scan_log(
+    layout: &Layout,
+    headers: &[Option<SegmentHeader>],
+    progress: bool,
+) -> Result<LogScan> {
+    let mut kv: Vec<(u64, u32)> = headers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            h.filter(|h| h.kind == SegmentKind::Kv)
+                .map(|h| (h.seq, i as u32))
+        })
+        .collect();
+    kv.sort_unstable();
+    let tail: HashSet<u32> = kv.iter().rev().take(2).map(|&(_, s)| s).collect();
+    let segs = Arc::new(Segments::new(layout.segments));
+    let mut found: HashMap<(u32, u64, u64), Found> = HashMap::new();
+    let mut max_seq = kv.last().map_or(0, |&(s, _)| s);
+    let mut max_ns = 1u32;
+    let mut records = 0u64;
+    let mut damaged = Vec::new();
+    let bar = if progress {
+        indicatif::ProgressBar::new(kv.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "recovering {bar:40} {pos}/{len} segments {per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    for &(seq, seg) in &kv {
+        let info = segs.get(seg);
+        info.seq.store(seq, Ordering::Relaxed);
+        let mut newest = seq;
+        let end = scan_segment(layout, seg, seq, |rec| {
+            records += 1;
+            let h = rec.header;
+            max_seq = max_seq.max(h.seq);
+            newest = newest.max(h.seq);
+            max_ns = max_ns.max(h.namespace);
+            info.min_seq.fetch_min(h.seq, Ordering::Relaxed);
+            let grains = (h.body_bytes() as u64).div_ceil(layout.grain_bytes);
+            let tombstone = h.kind == RecordKind::Tombstone;
+            if tombstone {
+                info.tombstone_grains.fetch_add(grains, Ordering::Relaxed);
+            }
+            let id = (
+                h.namespace,
+                key_hash(h.namespace, rec.key()),
+                xxhash_rust::xxh3::xxh3_64_with_seed(rec.key(), !(h.namespace as u64)),
+            );
+            let f = Found {
+                seq: h.seq,
+                pba: rec.pba,
+                grains,
+                tombstone,
+            };
+            match found.entry(id) {
+                std::collections::hash_map::Entry::Occupied(mut o) => {
+                    if o.get().seq < h.seq {
+                        o.insert(f);
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(f);
+                }
+            }
+            Ok(())
+        })?;
+        if let ScanEnd::Invalid { offset, reason } = end {
+            if !tail.contains(&seg) && valid_record_after(layout, seg, seq, offset)? {
+                let (device, at) = layout.describe(seg, offset);
+                damaged.push((device, at, format!("{reason}, and valid records follow it")));
+            }
+        }
+        info.sealed_at.store(newest, Ordering::Relaxed);
+        info.set_state(SegState::Sealed);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(LogScan {
+        found,
+        segs,
+        max_seq,
+        max_ns,
+        records,
+        damaged,
+    })
+}
+
+/// The live entries of a log scan: (namespace, hash, location, true grains).
+pub(crate) fn live_entries(
+    scan: &LogScan,
+    live_ns: impl Fn(u32) -> bool,
+) -> Vec<(u32, u64, Location, u64)> {
+    scan.found
+        .iter()
+        .filter(|((ns, _, _), f)| !f.tombstone && live_ns(*ns))
+        .map(|(&(ns, h, _), f)| {
+            (
+                ns,
+                h,
+                Location {
+                    pba: f.pba,
+                    grains: f.grains.min(GRAINS_MAX as u64) as u16,
+                },
+                f.grains,
+            )
+        })
+        .collect()
+}
+
+/// Namespaces named by the registry records of a scan.
+pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i64)> {
+    let namespaces = Namespaces::new(scan.max_ns + 1);
+    let mut system = 0i64;
+    for (&(ns, _, _), f) in scan.found.iter() {
+        if ns != SYSTEM_NS || f.tombstone {
+            continue;
+        }
+        let loc = Location {
+            pba: f.pba,
+            grains: f.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        let Fetched::Record(r) = read_record(layout, loc, Span::Whole)? else {
+            return Err(Error::Unusable(
+                "namespace registry record unreadable".into(),
+            ));
+        };
+        let name = String::from_utf8_lossy(r.key()).into_owned();
+        let (logical, physical) = namespace::decode_registry_value(r.value())
+            .ok_or_else(|| Error::Unusable(format!("bad namespace registry value for {name:?}")))?;
+        namespaces.insert(&name, logical, physical, 0);
+        system += 1;
+    }
+    Ok((namespaces, system))
+}
+
+fn rebuild(
+    layout: Arc<Layout>,
+    headers: &[Option<SegmentHeader>],
+    opts: &Options,
+    uuid: u128,
+) -> Result<(Inner, u64, u64)> {
+    let scan = scan_log(&layout, headers, opts.progress)?;
+    if let Some((device, offset, reason)) = scan.damaged.first() {
+        return Err(Error::Corrupt {
+            device: device.clone(),
+            offset: *offset,
+            reason: format!("{reason} (run `nvdepot check`)"),
+        });
+    }
+    let (namespaces, system) = registry(&layout, &scan)?;
+    if let Some(c) = namespaces.counter(SYSTEM_NS) {
+        c.store(system, Ordering::Relaxed);
+    }
+    let index = Index::new(index_config(&layout));
+    let mut counts: HashMap<u32, i64> = HashMap::new();
+    let mut cands = Vec::new();
+    let mut keys = 0;
+    let segs = scan.segs.clone();
+    for (ns, h, loc, grains) in live_entries(&scan, |ns| {
+        ns == SYSTEM_NS || namespaces.is_live_physical(ns)
+    }) {
+        let fp = Index::fingerprint(h);
+        cands.clear();
+        index.lookup(fp, &mut cands);
+        index
+            .insert(fp, loc, Expect::Absent { seen: &cands })
+            .map_err(|e| Error::Unusable(format!("index insert during recovery failed: {e:?}")))?;
+        segs.add_valid(layout.segment_of(loc.pba), grains);
+        if ns != SYSTEM_NS {
+            *counts.entry(ns).or_default() += 1;
+            keys += 1;
+        }
+    }
+    for (ns, n) in counts {
+        if let Some(c) = namespaces.counter(ns) {
+            c.store(n, Ordering::Relaxed);
+        }
+    }
+    // Everything else is free; KV segments that turned out empty too.
+    for s in 0..layout.segments {
+        let info = segs.get(s);
+        let empty = info.min_seq.load(Ordering::Relaxed) == u64::MAX;
+        if info.state() != SegState::Sealed || empty {
+            segs.release(s);
+        }
+    }
+    let seq = Arc::new(AtomicU64::new(scan.max_seq + 1));
+    let records = scan.records;
+    drop(scan);
+    let inner = Inner::new(layout, segs, index, seq, namespaces, opts.clone(), uuid);
+    Ok((inner, keys, records))
+}
+
+/// True if some grain after `offset` in the segment starts a valid record
+/// of this segment's sequence number.
+pub(crate) fn valid_record_after(layout: &Layout, seg: u32, seq: u64, offset: u64) -> Result<bool> {
+    let grain = layout.grain_bytes;
+    let chunk = 4u64 << 20;
+    let mut start = offset + grain;
+    while start < layout.segment_bytes {
+        let len = chunk.min(layout.segment_bytes - start) as usize;
+        let (buf, at) = layout.read_range(seg, start, len)?;
+        let mut pos = 0;
+        while pos + format::RECORD_HEADER_BYTES <= len {
+            let b = &buf[at + pos..at + len];
+            if let Some(h) = format::RecordHeader::decode_fields(b) {
+                if h.segment_seq == seq {
+                    let ok = match format::check_record(b) {
+                        RecordCheck::Valid(_) => true,
+                        RecordCheck::Truncated { .. } => {
+                            format::check_record_head(b) != RecordCheck::Invalid("")
+                        }
+                        RecordCheck::Invalid(_) => false,
+                    };
+                    if ok && matches!(format::check_record_head(b), RecordCheck::Valid(_)) {
+                        return Ok(true);
+                    }
+                }
+            }
+            pos += grain as usize;
+        }
+        start += len as u64;
+    }
+    Ok(false)
+}

@@ -1,0 +1,177 @@
+//! The in-DRAM segment table: state, live grains and sequence bounds of
+//! every segment, and the pool of free segments.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use parking_lot::{Condvar, Mutex};
+
+/// Life cycle of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum SegState {
+    Free = 0,
+    /// Being appended to by the writer.
+    Open = 1,
+    /// Full (or closed at restart); a GC candidate.
+    Sealed = 2,
+    /// Holds part of the index checkpoint.
+    Checkpoint = 3,
+    /// Being garbage collected.
+    Collecting = 4,
+}
+
+impl SegState {
+    /// True for segments whose KV records count (open, sealed, being collected).
+    pub fn holds_records(self) -> bool {
+        matches!(
+            self,
+            SegState::Open | SegState::Sealed | SegState::Collecting
+        )
+    }
+
+    fn from_u8(v: u8) -> SegState {
+        match v {
+            0 => SegState::Free,
+            1 => SegState::Open,
+            2 => SegState::Sealed,
+            3 => SegState::Checkpoint,
+            _ => SegState::Collecting,
+        }
+    }
+}
+
+/// What the store knows about one segment.
+pub(crate) struct SegmentInfo {
+    state: AtomicU8,
+    /// Segment sequence number (from its header).
+    pub seq: AtomicU64,
+    /// Grains of records the index points to.
+    pub valid_grains: AtomicU64,
+    /// Smallest record sequence number written into it (`u64::MAX` if none).
+    pub min_seq: AtomicU64,
+    /// Store sequence value when it was sealed (its age for GC).
+    pub sealed_at: AtomicU64,
+    /// Grains of tombstones in it.
+    pub tombstone_grains: AtomicU64,
+}
+
+impl SegmentInfo {
+    fn new() -> SegmentInfo {
+        SegmentInfo {
+            state: AtomicU8::new(SegState::Free as u8),
+            seq: AtomicU64::new(0),
+            valid_grains: AtomicU64::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
+            sealed_at: AtomicU64::new(0),
+            tombstone_grains: AtomicU64::new(0),
+        }
+    }
+
+    pub fn state(&self) -> SegState {
+        SegState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    pub fn set_state(&self, s: SegState) {
+        debug_assert!(
+            s != SegState::Free || self.state() != SegState::Open,
+            "freeing the open segment"
+        );
+        self.state.store(s as u8, Ordering::Release);
+    }
+}
+
+/// All segments and the free pool.
+pub(crate) struct Segments {
+    pub infos: Vec<SegmentInfo>,
+    free: Mutex<VecDeque<u32>>,
+    /// Signalled when segments are freed (writers waiting for space) and
+    /// when GC gives up (so they stop waiting).
+    pub freed: Condvar,
+}
+
+impl Segments {
+    pub fn new(count: u32) -> Segments {
+        Segments {
+            infos: (0..count).map(|_| SegmentInfo::new()).collect(),
+            free: Mutex::new(VecDeque::new()),
+            freed: Condvar::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.infos.len()
+    }
+
+    pub fn get(&self, s: u32) -> &SegmentInfo {
+        &self.infos[s as usize]
+    }
+
+    /// Marks a segment free and puts it in the pool.
+    pub fn release(&self, s: u32) {
+        let info = self.get(s);
+        info.set_state(SegState::Free);
+        info.valid_grains.store(0, Ordering::Relaxed);
+        info.tombstone_grains.store(0, Ordering::Relaxed);
+        info.min_seq.store(u64::MAX, Ordering::Relaxed);
+        let mut free = self.free.lock();
+        debug_assert!(!free.contains(&s));
+        free.push_back(s);
+        drop(free);
+        self.freed.notify_all();
+    }
+
+    /// Takes a free segment if more than `reserve` are free.
+    pub fn take_free(&self, reserve: usize) -> Option<u32> {
+        let mut free = self.free.lock();
+        if free.len() > reserve {
+            free.pop_front()
+        } else {
+            None
+        }
+    }
+
+    pub fn free_count(&self) -> usize {
+        self.free.lock().len()
+    }
+
+    /// Waits until a segment is freed or the timeout passes.
+    pub fn wait_freed(&self, timeout: std::time::Duration) {
+        let mut free = self.free.lock();
+        self.freed.wait_for(&mut free, timeout);
+    }
+
+    pub fn add_valid(&self, pba_segment: u32, grains: u64) {
+        self.get(pba_segment)
+            .valid_grains
+            .fetch_add(grains, Ordering::Relaxed);
+    }
+
+    pub fn sub_valid(&self, pba_segment: u32, grains: u64) {
+        let prev = self
+            .get(pba_segment)
+            .valid_grains
+            .fetch_sub(grains, Ordering::Relaxed);
+        debug_assert!(
+            prev >= grains,
+            "valid grains underflow in segment {pba_segment}"
+        );
+    }
+
+    /// Smallest `min_seq` over segments in use other than `except`.
+    pub fn oldest_record_seq(&self, except: u32) -> u64 {
+        self.infos
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                *i as u32 != except
+                    && matches!(
+                        s.state(),
+                        SegState::Open | SegState::Sealed | SegState::Collecting
+                    )
+            })
+            .map(|(_, s)| s.min_seq.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}

@@ -1,0 +1,800 @@
+//! The store: GET/PUT/DELETE and friends over the index, the log writer and
+//! the devices.
+//!
+//! Concurrency: writers of one key are serialised by a striped lock taken
+//! on the key hash, held from the lookup of the old record until the index
+//! points to the new, durable one. So record sequence numbers of a key
+//! increase in the order the index sees them, which is the order recovery
+//! replays. Readers take no lock: they read the candidate records and, if
+//! none matches, look the key up again to tell "absent" from "moved".
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nvdepot_index::{Expect, Index, InsertError, Location, GRAINS_MAX};
+use nvdepot_io::Device;
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use crate::error::{Error, Result};
+use crate::format::{RecordHeader, RecordKind, RECORD_HEADER_BYTES};
+use crate::layout::Layout;
+use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
+use crate::options::Options;
+use crate::read::{read_record, Fetched, Span};
+use crate::segments::Segments;
+use crate::stats::Counters;
+use crate::writer::{RecordParts, Writer};
+
+const STRIPES: usize = 4096;
+
+/// Condition for [`Store::put_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutMode {
+    /// Insert or overwrite.
+    Upsert,
+    /// Only if the key is absent (memcached `add`, Redis `SET NX`).
+    IfAbsent,
+    /// Only if the key is present (memcached `replace`, Redis `SET XX`).
+    IfPresent,
+}
+
+/// One operation of [`Store::write_batch`].
+#[derive(Clone, Copy, Debug)]
+pub enum WriteOp<'a> {
+    Put { key: &'a [u8], value: &'a [u8] },
+    Delete { key: &'a [u8] },
+}
+
+impl WriteOp<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+        }
+    }
+}
+
+/// How the last open went.
+#[derive(Clone, Debug, Default)]
+pub struct OpenReport {
+    /// True if the index was restored from a checkpoint (clean shutdown).
+    pub clean: bool,
+    /// True if the store was created by this open.
+    pub created: bool,
+    /// Wall-clock seconds the open took.
+    pub seconds: f64,
+    /// Keys in the store after opening.
+    pub keys: u64,
+    /// Records read while rebuilding the index (0 on a clean open).
+    pub records_scanned: u64,
+}
+
+/// The 64-bit hash of a key in a namespace (physical id).
+pub(crate) fn key_hash(physical: u32, key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, physical as u64)
+}
+
+/// Everything the store's threads share.
+pub(crate) struct Inner {
+    pub layout: Arc<Layout>,
+    pub segments: Arc<Segments>,
+    pub index: Index,
+    pub writer: Writer,
+    pub seq: Arc<AtomicU64>,
+    pub namespaces: Namespaces,
+    stripes: Box<[Mutex<()>]>,
+    pub opts: Options,
+    pub uuid: u128,
+    /// Held shared by iterators and namespace purges, exclusively by GC
+    /// while it moves records.
+    pub gc_pause: RwLock<()>,
+    /// Serialises namespace create/drop/clear.
+    ns_admin: Mutex<()>,
+    pub counters: Counters,
+}
+
+/// An existing record of a key, found under its stripe lock.
+#[derive(Clone, Copy)]
+pub(crate) struct Existing {
+    pub loc: Location,
+    /// True size in grains (the index field saturates at `GRAINS_MAX`).
+    pub grains: u64,
+}
+
+impl Inner {
+    pub fn new(
+        layout: Arc<Layout>,
+        segments: Arc<Segments>,
+        index: Index,
+        seq: Arc<AtomicU64>,
+        namespaces: Namespaces,
+        opts: Options,
+        uuid: u128,
+    ) -> Inner {
+        let writer = Writer::new(
+            layout.clone(),
+            segments.clone(),
+            uuid,
+            opts.sync,
+            seq.clone(),
+        );
+        Inner {
+            layout,
+            segments,
+            index,
+            writer,
+            seq,
+            namespaces,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            opts,
+            uuid,
+            gc_pause: RwLock::new(()),
+            ns_admin: Mutex::new(()),
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn stripe_of(&self, hash: u64) -> usize {
+        (hash >> 35) as usize % STRIPES
+    }
+
+    pub fn lock_stripe(&self, hash: u64) -> MutexGuard<'_, ()> {
+        self.stripes[self.stripe_of(hash)].lock()
+    }
+
+    /// Locks the stripes of several hashes in order (no deadlock).
+    pub fn lock_stripes(&self, hashes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut ids: Vec<usize> = hashes.map(|h| self.stripe_of(h)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().map(|i| self.stripes[i].lock()).collect()
+    }
+
+    pub fn grains_of(&self, header: &RecordHeader) -> u64 {
+        (header.body_bytes() as u64).div_ceil(self.layout.grain_bytes)
+    }
+
+    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::KeyEmpty);
+        }
+        if key.len() > self.opts.key_bytes_max {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.opts.key_bytes_max,
+            });
+        }
+        if let Some(v) = value {
+            let max = self.value_bytes_max();
+            if v.len() > max {
+                return Err(Error::ValueTooLarge { len: v.len(), max });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn value_bytes_max(&self) -> usize {
+        let seg_cap = (self.layout.segment_bytes / 4) as usize
+            - RECORD_HEADER_BYTES
+            - self.opts.key_bytes_max;
+        self.opts.value_bytes_max.min(seg_cap)
+    }
+
+    fn resolve(&self, ns: Namespace) -> Result<(u32, Arc<std::sync::atomic::AtomicI64>)> {
+        self.namespaces
+            .resolve(ns)
+            .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))
+    }
+
+    /// Finds the record of `key` among the index candidates, reading only
+    /// headers and keys. Caller holds the key's stripe lock.
+    pub fn find_head(
+        &self,
+        physical: u32,
+        key: &[u8],
+        fp: u64,
+        cands: &mut Vec<Location>,
+    ) -> Result<Option<Existing>> {
+        cands.clear();
+        self.index.lookup(fp, cands);
+        for &loc in cands.iter() {
+            match read_record(&self.layout, loc, Span::Head { key_len: key.len() })? {
+                Fetched::Record(r) => {
+                    if r.header.kind == RecordKind::Put
+                        && r.header.namespace == physical
+                        && r.key() == key
+                    {
+                        return Ok(Some(Existing {
+                            loc,
+                            grains: self.grains_of(&r.header),
+                        }));
+                    }
+                }
+                Fetched::Invalid(e) => {
+                    // Another key's record may have been moved by GC since
+                    // the lookup; only a record still indexed is corrupt.
+                    if self.still_indexed(fp, loc) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn still_indexed(&self, fp: u64, loc: Location) -> bool {
+        let mut v = Vec::new();
+        self.index.lookup(fp, &mut v);
+        v.contains(&loc)
+    }
+
+    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let fp = Index::fingerprint(key_hash(physical, key));
+        let mut cands = Vec::new();
+        let mut again = Vec::new();
+        for _ in 0..64 {
+            cands.clear();
+            self.index.lookup(fp, &mut cands);
+            let mut corrupt = None;
+            for &loc in &cands {
+                match read_record(&self.layout, loc, Span::Whole)? {
+                    Fetched::Record(r) => {
+                        if r.header.kind == RecordKind::Put
+                            && r.header.namespace == physical
+                            && r.key() == key
+                        {
+                            return Ok(Some(r.value().to_vec()));
+                        }
+                    }
+                    Fetched::Invalid(e) => corrupt = Some(e),
+                }
+            }
+            again.clear();
+            self.index.lookup(fp, &mut again);
+            if again == cands {
+                return match corrupt {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+        }
+        Err(Error::Unusable("key kept moving during 64 lookups".into()))
+    }
+
+    /// Writes one record durably and points the index at it.
+    pub fn put(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
+        self.check_sizes(key, Some(value))?;
+        let (physical, count) = self.resolve(ns)?;
+        let h = key_hash(physical, key);
+        let fp = Index::fingerprint(h);
+        let _stripe = self.lock_stripe(h);
+        let mut cands = Vec::new();
+        let existing = self.find_head(physical, key, fp, &mut cands)?;
+        match (mode, existing.is_some()) {
+            (PutMode::IfAbsent, true) | (PutMode::IfPresent, false) => return Ok(false),
+            _ => {}
+        }
+        let header = self.header(RecordKind::Put, physical, key, value.len());
+        let app = self
+            .writer
+            .append(&RecordParts { header, key, value }, false)?;
+        self.writer.wait_durable(app.lsn)?;
+        let new = Location {
+            pba: app.pba,
+            grains: app.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        self.link(fp, new, app.grains, existing, &cands)?;
+        if existing.is_none() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    pub fn header(
+        &self,
+        kind: RecordKind,
+        physical: u32,
+        key: &[u8],
+        value_len: usize,
+    ) -> RecordHeader {
+        RecordHeader {
+            kind,
+            key_len: key.len() as u16,
+            value_len: value_len as u32,
+            namespace: physical,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            segment_seq: 0,
+        }
+    }
+
+    /// Points the index at a new durable record, replacing `existing`.
+    fn link(
+        &self,
+        fp: u64,
+        new: Location,
+        grains: u64,
+        existing: Option<Existing>,
+        cands: &[Location],
+    ) -> Result<()> {
+        let expect = match existing {
+            Some(e) => Expect::Replace(e.loc),
+            None => Expect::Absent { seen: cands },
+        };
+        match self.index.insert(fp, new, expect) {
+            Ok(_) => {}
+            Err(InsertError::Full) => {
+                return Err(Error::Unusable(format!(
+                    "index full at {} keys",
+                    self.index.len()
+                )));
+            }
+            Err(InsertError::Conflict) => {
+                // Under the stripe lock only a namespace purge can change
+                // this key's entries; it removed the old one.
+                let mut now = Vec::new();
+                self.index.lookup(fp, &mut now);
+                self.index
+                    .insert(fp, new, Expect::Absent { seen: &now })
+                    .map_err(|e| Error::Unusable(format!("index insert failed: {e:?}")))?;
+            }
+        }
+        self.segments
+            .add_valid(self.layout.segment_of(new.pba), grains);
+        if let Some(e) = existing {
+            self.segments
+                .sub_valid(self.layout.segment_of(e.loc.pba), e.grains);
+        }
+        Ok(())
+    }
+
+    pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
+        self.check_sizes(key, None)?;
+        let (physical, count) = self.resolve(ns)?;
+        let h = key_hash(physical, key);
+        let fp = Index::fingerprint(h);
+        let _stripe = self.lock_stripe(h);
+        let mut cands = Vec::new();
+        let Some(existing) = self.find_head(physical, key, fp, &mut cands)? else {
+            return Ok(false);
+        };
+        let header = self.header(RecordKind::Tombstone, physical, key, 0);
+        let app = self.writer.append(
+            &RecordParts {
+                header,
+                key,
+                value: &[],
+            },
+            false,
+        )?;
+        self.writer.wait_durable(app.lsn)?;
+        self.unlink(fp, existing, app.pba, app.grains);
+        count.fetch_sub(1, Ordering::Relaxed);
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn unlink(&self, fp: u64, existing: Existing, tomb_pba: u64, tomb_grains: u64) {
+        if self.index.remove(fp, existing.loc) {
+            self.segments
+                .sub_valid(self.layout.segment_of(existing.loc.pba), existing.grains);
+        }
+        let tseg = self.layout.segment_of(tomb_pba);
+        self.segments
+            .get(tseg)
+            .tombstone_grains
+            .fetch_add(tomb_grains, Ordering::Relaxed);
+    }
+
+    pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
+        for op in ops {
+            match op {
+                WriteOp::Put { key, value } => self.check_sizes(key, Some(value))?,
+                WriteOp::Delete { key } => self.check_sizes(key, None)?,
+            }
+        }
+        let (physical, count) = self.resolve(ns)?;
+        // Last operation on a key wins.
+        let mut last: HashMap<&[u8], usize> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            last.insert(op.key(), i);
+        }
+        let mut order: Vec<usize> = last.into_values().collect();
+        order.sort_unstable();
+        let hashes: Vec<u64> = order
+            .iter()
+            .map(|&i| key_hash(physical, ops[i].key()))
+            .collect();
+        let _stripes = self.lock_stripes(hashes.iter().copied());
+        struct Planned {
+            fp: u64,
+            existing: Option<Existing>,
+            cands: Vec<Location>,
+            app: Option<crate::writer::Appended>,
+        }
+        let mut plan = Vec::with_capacity(order.len());
+        for (&i, &h) in order.iter().zip(&hashes) {
+            let fp = Index::fingerprint(h);
+            let mut cands = Vec::new();
+            let existing = self.find_head(physical, ops[i].key(), fp, &mut cands)?;
+            let app = match ops[i] {
+                WriteOp::Put { key, value } => {
+                    let header = self.header(RecordKind::Put, physical, key, value.len());
+                    Some(
+                        self.writer
+                            .append(&RecordParts { header, key, value }, false)?,
+                    )
+                }
+                WriteOp::Delete { key } if existing.is_some() => {
+                    let header = self.header(RecordKind::Tombstone, physical, key, 0);
+                    Some(self.writer.append(
+                        &RecordParts {
+                            header,
+                            key,
+                            value: &[],
+                        },
+                        false,
+                    )?)
+                }
+                WriteOp::Delete { .. } => None,
+            };
+            plan.push(Planned {
+                fp,
+                existing,
+                cands,
+                app,
+            });
+        }
+        if let Some(lsn) = plan.iter().filter_map(|p| p.app.map(|a| a.lsn)).max() {
+            self.writer.wait_durable(lsn)?;
+        }
+        for (p, &i) in plan.iter().zip(&order) {
+            let Some(app) = p.app else { continue };
+            match ops[i] {
+                WriteOp::Put { .. } => {
+                    let new = Location {
+                        pba: app.pba,
+                        grains: app.grains.min(GRAINS_MAX as u64) as u16,
+                    };
+                    self.link(p.fp, new, app.grains, p.existing, &p.cands)?;
+                    if p.existing.is_none() {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.counters.puts.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .user_bytes
+                        .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+                }
+                WriteOp::Delete { .. } => {
+                    let existing = p.existing.expect("delete planned only for present keys");
+                    self.unlink(p.fp, existing, app.pba, app.grains);
+                    count.fetch_sub(1, Ordering::Relaxed);
+                    self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get_range(
+        &self,
+        physical: u32,
+        key: &[u8],
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let fp = Index::fingerprint(key_hash(physical, key));
+        let mut cands = Vec::new();
+        let mut again = Vec::new();
+        let upto = offset.saturating_add(len as u64);
+        for _ in 0..64 {
+            cands.clear();
+            self.index.lookup(fp, &mut cands);
+            let mut corrupt = None;
+            for &loc in &cands {
+                let span = Span::Prefix {
+                    key_len: key.len(),
+                    upto,
+                };
+                match read_record(&self.layout, loc, span)? {
+                    Fetched::Record(r) => {
+                        if r.header.kind == RecordKind::Put
+                            && r.header.namespace == physical
+                            && r.key() == key
+                        {
+                            let v = r.value();
+                            let vlen = r.header.value_len as u64;
+                            let start = offset.min(vlen) as usize;
+                            let end = upto.min(vlen) as usize;
+                            return Ok(Some(v[start..end].to_vec()));
+                        }
+                    }
+                    Fetched::Invalid(e) => corrupt = Some(e),
+                }
+            }
+            again.clear();
+            self.index.lookup(fp, &mut again);
+            if again == cands {
+                return match corrupt {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+        }
+        Err(Error::Unusable("key kept moving during 64 lookups".into()))
+    }
+
+    // ---- namespaces ----
+
+    pub fn create_namespace(&self, name: &str) -> Result<Namespace> {
+        validate_ns_name(name)?;
+        let _admin = self.ns_admin.lock();
+        if self.namespaces.lookup(name).is_some() {
+            return Err(Error::NamespaceExists(name.to_string()));
+        }
+        let id = self.namespaces.allocate_id();
+        let value = namespace::encode_registry_value(id, id);
+        self.put(
+            Namespace(SYSTEM_NS),
+            name.as_bytes(),
+            &value,
+            PutMode::Upsert,
+        )?;
+        self.namespaces.insert(name, id, id, 0);
+        Ok(Namespace(id))
+    }
+
+    pub fn drop_namespace(&self, name: &str) -> Result<()> {
+        let _admin = self.ns_admin.lock();
+        let logical = self
+            .namespaces
+            .lookup(name)
+            .ok_or_else(|| Error::NoSuchNamespace(name.to_string()))?;
+        self.delete(Namespace(SYSTEM_NS), name.as_bytes())?;
+        if let Some(physical) = self.namespaces.remove(logical) {
+            self.purge(physical)?;
+        }
+        Ok(())
+    }
+
+    pub fn clear(&self, ns: Namespace) -> Result<()> {
+        let _admin = self.ns_admin.lock();
+        let name = self
+            .namespaces
+            .name_of(ns)
+            .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))?;
+        let new_physical = self.namespaces.allocate_id();
+        let value = namespace::encode_registry_value(ns.0, new_physical);
+        self.put(
+            Namespace(SYSTEM_NS),
+            name.as_bytes(),
+            &value,
+            PutMode::Upsert,
+        )?;
+        let old = self.namespaces.remove(ns.0);
+        self.namespaces.insert(&name, ns.0, new_physical, 0);
+        if let Some(old) = old {
+            self.purge(old)?;
+        }
+        Ok(())
+    }
+
+    /// Removes from the index every record of a retired physical namespace.
+    fn purge(&self, physical: u32) -> Result<()> {
+        let _pause = self.gc_pause.read();
+        for s in 0..self.segments.len() as u32 {
+            if !self.segments.get(s).state().holds_records() {
+                continue;
+            }
+            let seg_seq = self.segments.get(s).seq.load(Ordering::Relaxed);
+            crate::iter::scan_segment(&self.layout, s, seg_seq, |rec| {
+                if rec.header.kind == RecordKind::Put && rec.header.namespace == physical {
+                    let fp = Index::fingerprint(key_hash(physical, rec.key()));
+                    let loc = self.location(rec.pba, &rec.header);
+                    if self.index.remove(fp, loc) {
+                        self.segments.sub_valid(s, self.grains_of(&rec.header));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    pub fn location(&self, pba: u64, header: &RecordHeader) -> Location {
+        Location {
+            pba,
+            grains: self.grains_of(header).min(GRAINS_MAX as u64) as u16,
+        }
+    }
+}
+
+fn validate_ns_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 255 || name.bytes().any(|b| b < 0x20) {
+        return Err(Error::Config(format!(
+            "namespace name {name:?} must be 1-255 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// An open store. Share it between threads with `Arc`; every method takes
+/// `&self` except [`Store::close`].
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+    gc: Option<crate::gc::GcThread>,
+    report: OpenReport,
+}
+
+impl Store {
+    /// Opens the store at `path`: a directory holding `nvdepot.N` data
+    /// files (created, with one file of `opts.create_bytes`, when there are
+    /// none), a single data file, or a block device.
+    pub fn open(path: &Path, opts: &Options) -> Result<Store> {
+        let (devices, fresh) = crate::recovery::open_paths(path, opts)?;
+        Self::open_devices_inner(devices, opts, fresh)
+    }
+
+    /// Opens (or, if every device is blank and `opts.create_bytes` is set,
+    /// creates) a store on the given devices.
+    pub fn open_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Store> {
+        let fresh = opts.create_bytes.is_some();
+        Self::open_devices_inner(devices, opts, fresh)
+    }
+
+    fn open_devices_inner(
+        devices: Vec<Arc<dyn Device>>,
+        opts: &Options,
+        may_create: bool,
+    ) -> Result<Store> {
+        let (inner, report) = crate::recovery::open(devices, opts, may_create)?;
+        let inner = Arc::new(inner);
+        let gc = opts
+            .background_gc
+            .then(|| crate::gc::GcThread::start(inner.clone()));
+        Ok(Store { inner, gc, report })
+    }
+
+    /// How the open went (clean or recovered, how long).
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The namespace every store has, named "default".
+    pub fn default_namespace(&self) -> Namespace {
+        self.namespace(DEFAULT_NAME)
+            .expect("the default namespace exists")
+    }
+
+    /// The value of `key`, or `None`. One device read if no other key shares
+    /// its fingerprint.
+    pub fn get(&self, ns: Namespace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_sizes(key, None)?;
+        let (physical, _) = self.inner.resolve(ns)?;
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(physical, key)
+    }
+
+    /// Bytes `[offset, offset + len)` of the value (clipped to its end), or
+    /// `None` if the key is absent. Reads only the record's prefix up to the
+    /// end of the range; the header and key are checksummed, the value bytes
+    /// of a partial read are not (a full `get` verifies them).
+    pub fn get_range(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner.check_sizes(key, None)?;
+        let (physical, _) = self.inner.resolve(ns)?;
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.inner.get_range(physical, key, offset, len)
+    }
+
+    /// Values of several keys.
+    pub fn get_many(&self, ns: Namespace, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(ns, k)).collect()
+    }
+
+    /// Inserts or overwrites. Returns once the record is durable.
+    pub fn put(&self, ns: Namespace, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.put(ns, key, value, PutMode::Upsert).map(|_| ())
+    }
+
+    /// Conditional put; `Ok(false)` if the condition failed (nothing written).
+    pub fn put_with(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
+        self.inner.put(ns, key, value, mode)
+    }
+
+    /// Deletes `key` (a durable tombstone); `Ok(false)` if it was absent.
+    pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
+        self.inner.delete(ns, key)
+    }
+
+    /// Applies puts and deletes with one shared flush. Each operation is
+    /// individually durable when this returns; after a crash *during* the
+    /// call, any subset of them may be present (no atomicity across keys).
+    pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
+        self.inner.write_batch(ns, ops)
+    }
+
+    /// Creates a namespace.
+    pub fn create_namespace(&self, name: &str) -> Result<Namespace> {
+        self.inner.create_namespace(name)
+    }
+
+    /// Looks a namespace up by name.
+    pub fn namespace(&self, name: &str) -> Option<Namespace> {
+        self.inner.namespaces.lookup(name).map(Namespace)
+    }
+
+    /// Drops a namespace and all its keys. The drop is durable when this
+    /// returns; it then scans the log to free the index entries (O(store)).
+    pub fn drop_namespace(&self, name: &str) -> Result<()> {
+        self.inner.drop_namespace(name)
+    }
+
+    /// Deletes every key of a namespace (durable, then O(store) cleanup).
+    pub fn clear(&self, ns: Namespace) -> Result<()> {
+        self.inner.clear(ns)
+    }
+
+    /// (name, handle, key count) of every namespace, sorted by name.
+    pub fn namespaces(&self) -> Vec<(String, Namespace, u64)> {
+        self.inner
+            .namespaces
+            .list()
+            .into_iter()
+            .map(|(name, logical, _, count)| (name, Namespace(logical), count.max(0) as u64))
+            .collect()
+    }
+
+    /// Keys in a namespace.
+    pub fn count(&self, ns: Namespace) -> u64 {
+        self.inner
+            .resolve(ns)
+            .map(|(_, c)| c.load(Ordering::Relaxed).max(0) as u64)
+            .unwrap_or(0)
+    }
+
+    /// Unordered iteration over a namespace's keys and values (see
+    /// [`crate::NamespaceIter`] for the consistency it gives).
+    pub fn iter(&self, ns: Namespace) -> crate::NamespaceIter<'_> {
+        crate::NamespaceIter::new(&self.inner, self.inner.resolve(ns).ok().map(|(p, _)| p))
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> crate::Stats {
+        crate::stats::collect(&self.inner)
+    }
+
+    /// Runs one garbage-collection pass now (also done in the background).
+    /// Returns the number of segments freed.
+    pub fn collect_garbage(&self) -> Result<usize> {
+        crate::gc::collect(&self.inner, usize::MAX)
+    }
+
+    /// Writes everything out, saves the index checkpoint so the next open
+    /// is fast, and closes.
+    pub fn close(mut self) -> Result<()> {
+        if let Some(gc) = self.gc.take() {
+            gc.stop();
+        }
+        self.inner.writer.sync_all()?;
+        self.inner.writer.seal();
+        crate::checkpoint::write(&self.inner)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(gc) = self.gc.take() {
+            gc.stop();
+        }
+    }
+}

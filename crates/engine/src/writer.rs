@@ -1,0 +1,378 @@
+//! The log writer: appends records to the open segment through DRAM write
+//! buffers and makes them durable with group commit.
+//!
+//! Appending copies the record into the active buffer under a short lock
+//! and returns its grain address and a log position. A writer then waits
+//! for that position to become durable: the first waiter to find no flush
+//! in progress becomes the *leader*, takes every buffer filled so far,
+//! writes them with `O_DIRECT` and flushes the devices, while later writers
+//! keep appending to fresh buffers and will be covered by the next flush.
+//! So concurrent writers share one `fdatasync`.
+//!
+//! Buffers always end on the device alignment (a pad record fills the gap)
+//! so no block is ever written twice.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nvdepot_io::AlignedBuf;
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::format::{self, RecordHeader, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
+use crate::layout::Layout;
+use crate::segments::{SegState, Segments};
+
+/// Size of a write buffer (a record larger than this gets its own).
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// Free segments kept back for garbage collection to relocate into.
+pub(crate) const GC_RESERVE_SEGMENTS: usize = 2;
+
+/// A record to append.
+pub(crate) struct RecordParts<'a> {
+    pub header: RecordHeader,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// Where an appended record went.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Appended {
+    pub pba: u64,
+    pub grains: u64,
+    /// Log position to wait for with [`Writer::wait_durable`].
+    pub lsn: u64,
+}
+
+struct Pending {
+    buf: AlignedBuf,
+    segment: u32,
+    /// Offset in the segment of `buf[0]`.
+    offset: u64,
+    len: usize,
+}
+
+struct OpenSegment {
+    id: u32,
+    seq: u64,
+    /// Next free byte in the segment.
+    next: u64,
+}
+
+struct State {
+    open: Option<OpenSegment>,
+    active: Option<Pending>,
+    queued: Vec<Pending>,
+    /// Log position of the last appended record.
+    appended: u64,
+    /// Log position up to which everything is durable.
+    durable: u64,
+    leader: bool,
+    failed: Option<String>,
+    pool: Vec<AlignedBuf>,
+}
+
+/// Counters the writer keeps.
+#[derive(Default)]
+pub(crate) struct WriterStats {
+    pub device_bytes: AtomicU64,
+    pub flushes: AtomicU64,
+    pub pad_bytes: AtomicU64,
+}
+
+pub(crate) struct Writer {
+    layout: Arc<Layout>,
+    segments: Arc<Segments>,
+    uuid: u128,
+    sync: bool,
+    /// The store-wide sequence counter.
+    seq: Arc<AtomicU64>,
+    state: Mutex<State>,
+    done: Condvar,
+    pub stats: WriterStats,
+}
+
+impl Writer {
+    pub fn new(
+        layout: Arc<Layout>,
+        segments: Arc<Segments>,
+        uuid: u128,
+        sync: bool,
+        seq: Arc<AtomicU64>,
+    ) -> Writer {
+        Writer {
+            layout,
+            segments,
+            uuid,
+            sync,
+            seq,
+            state: Mutex::new(State {
+                open: None,
+                active: None,
+                queued: Vec::new(),
+                appended: 0,
+                durable: 0,
+                leader: false,
+                failed: None,
+                pool: Vec::new(),
+            }),
+            done: Condvar::new(),
+            stats: WriterStats::default(),
+        }
+    }
+
+    /// Appends a record; `gc` appends may use the segments kept in reserve.
+    /// Waits (outside the lock) for GC when no segment is free.
+    pub fn append(&self, rec: &RecordParts<'_>, gc: bool) -> Result<Appended> {
+        let len = format::record_bytes(
+            rec.key.len(),
+            rec.value.len(),
+            self.layout.grain_bytes as usize,
+        );
+        let data_bytes = self.layout.segment_bytes - SEGMENT_HEADER_BYTES;
+        assert!(
+            len as u64 <= data_bytes,
+            "record of {len} bytes exceeds a segment"
+        );
+        let mut waited = Duration::ZERO;
+        loop {
+            let mut st = self.state.lock();
+            if let Some(why) = &st.failed {
+                return Err(Error::Unusable(why.clone()));
+            }
+            let fits = st
+                .open
+                .as_ref()
+                .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
+            if !fits {
+                let reserve = if gc { 0 } else { GC_RESERVE_SEGMENTS };
+                match self.segments.take_free(reserve) {
+                    Some(id) => self.switch_segment(&mut st, id),
+                    None => {
+                        drop(st);
+                        if waited >= Duration::from_secs(10) || (gc && waited > Duration::ZERO) {
+                            return Err(self.full_error());
+                        }
+                        self.segments.wait_freed(Duration::from_millis(50));
+                        waited += Duration::from_millis(50);
+                        continue;
+                    }
+                }
+            }
+            return Ok(self.copy_in(&mut st, rec, len));
+        }
+    }
+
+    fn full_error(&self) -> Error {
+        let total = self.segments.len();
+        let used = total - self.segments.free_count();
+        let grains: u64 = self
+            .segments
+            .infos
+            .iter()
+            .map(|s| s.valid_grains.load(Ordering::Relaxed))
+            .sum();
+        let cap = (used as u64 * self.layout.grains_per_segment()).max(1);
+        Error::StoreFull {
+            used_segments: used,
+            total_segments: total,
+            valid_percent: grains * 100 / cap,
+        }
+    }
+
+    /// Seals the open segment and opens `id`, whose header goes at the
+    /// front of the first buffer.
+    fn switch_segment(&self, st: &mut State, id: u32) {
+        self.close_active(st);
+        if let Some(old) = st.open.take() {
+            let info = self.segments.get(old.id);
+            info.sealed_at
+                .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+            info.set_state(SegState::Sealed);
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let info = self.segments.get(id);
+        info.seq.store(seq, Ordering::Relaxed);
+        info.valid_grains.store(0, Ordering::Relaxed);
+        info.tombstone_grains.store(0, Ordering::Relaxed);
+        info.min_seq.store(u64::MAX, Ordering::Relaxed);
+        info.set_state(SegState::Open);
+        let mut buf = self.take_buffer(st, BUFFER_BYTES);
+        let header = SegmentHeader {
+            kind: SegmentKind::Kv,
+            uuid: self.uuid,
+            seq,
+            part: 0,
+            parts: 0,
+            payload_bytes: 0,
+            payload_crc: 0,
+        };
+        buf[..SEGMENT_HEADER_BYTES as usize].fill(0);
+        header.encode(&mut buf);
+        st.active = Some(Pending {
+            buf,
+            segment: id,
+            offset: 0,
+            len: SEGMENT_HEADER_BYTES as usize,
+        });
+        st.open = Some(OpenSegment {
+            id,
+            seq,
+            next: SEGMENT_HEADER_BYTES,
+        });
+    }
+
+    fn take_buffer(&self, st: &mut State, len: usize) -> AlignedBuf {
+        if len <= BUFFER_BYTES {
+            if let Some(b) = st.pool.pop() {
+                return b;
+            }
+            return self.layout.buffer(BUFFER_BYTES);
+        }
+        self.layout.buffer(len)
+    }
+
+    fn copy_in(&self, st: &mut State, rec: &RecordParts<'_>, len: usize) -> Appended {
+        let room = st.active.as_ref().map_or(0, |a| a.buf.len() - a.len);
+        if room < len {
+            self.close_active(st);
+            let open = st.open.as_ref().expect("open segment");
+            let (id, at) = (open.id, open.next);
+            let buf = self.take_buffer(st, len);
+            st.active = Some(Pending {
+                buf,
+                segment: id,
+                offset: at,
+                len: 0,
+            });
+        }
+        let open = st.open.as_mut().expect("open segment");
+        let (id, seg_seq, at) = (open.id, open.seq, open.next);
+        open.next += len as u64;
+        let active = st.active.as_mut().expect("active buffer");
+        debug_assert_eq!(active.offset + active.len as u64, at);
+        let out = &mut active.buf[active.len..active.len + len];
+        let header = RecordHeader {
+            segment_seq: seg_seq,
+            ..rec.header
+        };
+        let used = format::encode_record(out, &header, rec.key, rec.value);
+        out[used..].fill(0);
+        active.len += len;
+        let info = self.segments.get(id);
+        info.min_seq.fetch_min(rec.header.seq, Ordering::Relaxed);
+        st.appended += 1;
+        Appended {
+            pba: self.layout.pba(id, at),
+            grains: (len as u64) / self.layout.grain_bytes,
+            lsn: st.appended,
+        }
+    }
+
+    /// Moves the active buffer to the flush queue, padded to the alignment.
+    fn close_active(&self, st: &mut State) {
+        let Some(mut p) = st.active.take() else {
+            return;
+        };
+        let align = self.layout.align;
+        let end = p.offset as usize + p.len;
+        let pad = end.next_multiple_of(align) - end;
+        if pad > 0 {
+            let open = st.open.as_mut().expect("open segment");
+            debug_assert_eq!(open.next as usize, end);
+            if p.len + pad > p.buf.len() {
+                let mut bigger = self.layout.buffer(p.len + pad);
+                bigger[..p.len].copy_from_slice(&p.buf[..p.len]);
+                p.buf = bigger;
+            }
+            format::encode_pad(&mut p.buf[p.len..p.len + pad], open.seq);
+            open.next += pad as u64;
+            p.len += pad;
+            self.stats
+                .pad_bytes
+                .fetch_add(pad as u64, Ordering::Relaxed);
+        }
+        if p.len > 0 {
+            st.queued.push(p);
+        } else {
+            st.pool.push(p.buf);
+        }
+    }
+
+    /// Blocks until the record at `lsn` is on the device (written, and
+    /// flushed when the store syncs).
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if st.durable >= lsn {
+                return Ok(());
+            }
+            if let Some(why) = &st.failed {
+                return Err(Error::Unusable(why.clone()));
+            }
+            if st.leader {
+                self.done.wait(&mut st);
+                continue;
+            }
+            st.leader = true;
+            self.close_active(&mut st);
+            let batch = std::mem::take(&mut st.queued);
+            let target = st.appended;
+            drop(st);
+            let result = self.write_batch(&batch);
+            st = self.state.lock();
+            st.leader = false;
+            for p in batch {
+                if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
+                    st.pool.push(p.buf);
+                }
+            }
+            match result {
+                Ok(()) => st.durable = target,
+                Err(e) => {
+                    st.failed = Some(format!("log write failed: {e}"));
+                    self.done.notify_all();
+                    return Err(e);
+                }
+            }
+            self.done.notify_all();
+        }
+    }
+
+    fn write_batch(&self, batch: &[Pending]) -> Result<()> {
+        let mut mask = 0u64;
+        for p in batch {
+            self.layout.write(p.segment, p.offset, &p.buf[..p.len])?;
+            mask |= self.layout.device_bit(p.segment);
+            self.stats
+                .device_bytes
+                .fetch_add(p.len as u64, Ordering::Relaxed);
+        }
+        if self.sync && mask != 0 {
+            self.layout.flush(mask)?;
+            self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes out everything appended so far and waits for it.
+    pub fn sync_all(&self) -> Result<()> {
+        let lsn = self.state.lock().appended;
+        self.wait_durable(lsn)
+    }
+
+    /// Seals the open segment (after `sync_all`), e.g. before a checkpoint.
+    pub fn seal(&self) {
+        let mut st = self.state.lock();
+        self.close_active(&mut st);
+        debug_assert!(st.queued.is_empty(), "seal with unwritten buffers");
+        if let Some(old) = st.open.take() {
+            let info = self.segments.get(old.id);
+            info.sealed_at
+                .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+            info.set_state(SegState::Sealed);
+        }
+    }
+}
