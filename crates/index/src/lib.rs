@@ -12,7 +12,19 @@
 //! stop-the-world rehash, no IO): entries are migrated one lock region at a
 //! time by the inserts that touch them.
 //!
-//! STUB: the API below is fixed; the implementation is in progress.
+//! See `docs/INDEX.md` for the design: entry layout, lock regions,
+//! displacement and the resize protocol with its concurrency argument.
+
+mod directory;
+mod entry;
+#[cfg(test)]
+mod model;
+pub(crate) mod sync;
+mod table;
+
+use directory::Inner;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Where a record lives: its first grain and its size in grains.
 ///
@@ -66,7 +78,10 @@ pub struct IndexConfig {
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        IndexConfig { table_entries_log2: 20, initial_tables_log2: 0 }
+        IndexConfig {
+            table_entries_log2: 20,
+            initial_tables_log2: 0,
+        }
     }
 }
 
@@ -79,14 +94,56 @@ pub struct Geometry {
 
 /// The concurrent index. All methods take `&self`; share it with `Arc`.
 pub struct Index {
-    _private: (),
+    inner: Arc<Inner>,
+    /// Finish a resize on a helper thread (default: true).
+    background_resize: AtomicBool,
 }
 
 impl Index {
     /// A new, empty index.
     pub fn new(config: IndexConfig) -> Index {
-        let _ = config;
-        unimplemented!()
+        Index::with_tuning(
+            config,
+            entry::REGION_LOG2_DEFAULT,
+            directory::OVERFLOW_MAX_DEFAULT,
+        )
+    }
+
+    /// A new index with lock regions of `2^region_log2` entries (>= 32)
+    /// instead of 8192 and at most `overflow_max` overflow entries per
+    /// region before a failed insert grows the index regardless of its
+    /// occupancy (default 128). Small values exercise region boundaries and
+    /// resizes in tests.
+    #[doc(hidden)]
+    pub fn with_tuning(config: IndexConfig, region_log2: u32, overflow_max: usize) -> Index {
+        let IndexConfig {
+            table_entries_log2,
+            initial_tables_log2,
+        } = config;
+        Index::from_inner(Inner::new(
+            table_entries_log2,
+            initial_tables_log2,
+            region_log2,
+            overflow_max,
+        ))
+    }
+
+    fn from_inner(inner: Inner) -> Index {
+        Index {
+            inner: Arc::new(inner),
+            background_resize: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether a resize started by an insert is finished by a helper thread
+    /// (true, the default) or only by later operations and `finish_resize`.
+    pub fn set_background_resize(&self, on: bool) {
+        self.background_resize.store(on, Ordering::Relaxed);
+    }
+
+    /// True while a resize is in progress (two generations of tables).
+    pub fn resize_in_progress(&self) -> bool {
+        self.inner.resize_in_progress()
     }
 
     /// The 35-bit fingerprint of a 64-bit key hash (its low 35 bits).
@@ -97,28 +154,38 @@ impl Index {
     /// Appends to `out` the location of every entry whose fingerprint
     /// equals `fp` (same tag, same neighborhood). `out` is not cleared.
     pub fn lookup(&self, fp: u64, out: &mut Vec<Location>) {
-        let _ = (fp, out);
-        unimplemented!()
+        self.inner.lookup(fp, out)
     }
 
     /// Conditionally adds or replaces an entry (see [`Expect`]). Returns the
     /// replaced location for `Expect::Replace`, `None` for `Absent`.
     /// Grows the directory (incrementally) when the neighborhood is full.
-    pub fn insert(&self, fp: u64, new: Location, expect: Expect<'_>) -> Result<Option<Location>, InsertError> {
-        let _ = (fp, new, expect);
-        unimplemented!()
+    pub fn insert(
+        &self,
+        fp: u64,
+        new: Location,
+        expect: Expect<'_>,
+    ) -> Result<Option<Location>, InsertError> {
+        let outcome = self.inner.insert(fp, new, expect);
+        if outcome.started_resize && self.background_resize.load(Ordering::Relaxed) {
+            let inner = Arc::clone(&self.inner);
+            // If the thread cannot be spawned, operations finish the resize.
+            let _ = std::thread::Builder::new()
+                .name("nvdepot-index-resize".into())
+                .spawn(move || inner.finish_resize(true));
+        }
+        outcome.result
     }
 
     /// Removes the entry with fingerprint `fp` and location `old`; false if
     /// there is none.
     pub fn remove(&self, fp: u64, old: Location) -> bool {
-        let _ = (fp, old);
-        unimplemented!()
+        self.inner.remove(fp, old)
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        unimplemented!()
+        self.inner.len()
     }
 
     /// True if there are no entries.
@@ -128,38 +195,59 @@ impl Index {
 
     /// Bytes of DRAM held by tables, directory and locks.
     pub fn memory_bytes(&self) -> usize {
-        unimplemented!()
+        self.inner.memory_bytes()
     }
 
     /// Calls `f(fp, location)` for every entry. Entries inserted or removed
     /// concurrently may or may not be seen; no entry is seen twice.
-    pub fn for_each(&self, f: impl FnMut(u64, Location)) {
-        let _ = f;
-        unimplemented!()
+    pub fn for_each(&self, mut f: impl FnMut(u64, Location)) {
+        self.inner.for_each(&mut f)
     }
 
     /// Completes any resize in progress (used before a checkpoint).
     pub fn finish_resize(&self) {
-        unimplemented!()
+        self.inner.finish_resize(false)
     }
 
     /// Current geometry (after `finish_resize`, stable while no insert runs).
     pub fn geometry(&self) -> Geometry {
-        unimplemented!()
+        self.inner.geometry()
     }
 
     /// Calls `f(table_number, raw_entries)` for each table in order. The
     /// caller guarantees no concurrent mutation and no resize in progress.
-    pub fn dump(&self, f: impl FnMut(usize, &[u64])) {
-        let _ = f;
-        unimplemented!()
+    ///
+    /// Each table is `2^table_entries_log2 + 31` raw `HashEntry` words (the
+    /// last 31 slots hold the spill of the last neighborhoods), followed by
+    /// two words `[home slot, HashEntry]` per entry in the table's overflow
+    /// lists (usually none or few; see docs/INDEX.md). Store the length.
+    pub fn dump(&self, mut f: impl FnMut(usize, &[u64])) {
+        self.inner.dump(&mut f)
     }
 
     /// Rebuilds an index from a geometry and the raw tables `dump` gave.
     /// Validates every entry (neighborhood offsets, sizes); `Err` names the
     /// first bad one.
     pub fn load(geometry: Geometry, tables: Vec<Vec<u64>>) -> Result<Index, String> {
-        let _ = (geometry, tables);
-        unimplemented!()
+        let (region_log2, overflow_max) =
+            (entry::REGION_LOG2_DEFAULT, directory::OVERFLOW_MAX_DEFAULT);
+        Inner::load(geometry, tables, region_log2, overflow_max).map(Index::from_inner)
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // A helper thread still migrating stops at its next region.
+        self.inner.close();
+    }
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("geometry", &self.geometry())
+            .field("len", &self.len())
+            .field("memory_bytes", &self.memory_bytes())
+            .finish()
     }
 }

@@ -1,0 +1,119 @@
+//! Memory and insert latency of the index as it grows.
+//!
+//! `cargo run --release -p nvdepot-index --example memory_curve -- N [SEED]`
+//!
+//! Inserts N random fingerprints with fake locations into a default index
+//! (2^20-entry tables, one table at the start) and prints, at each grow and
+//! every 1M keys: keys, tables, occupancy, memory_bytes per key and the max
+//! insert latency since the previous line; then insert latency percentiles.
+//! The insert is timed alone (the lookup that gathers `seen` is not).
+
+use nvdepot_index::{Expect, Index, IndexConfig, Location};
+use rand::{Rng, SeedableRng};
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args
+        .next()
+        .map_or(20_000_000, |a| a.parse().expect("N: number of keys"));
+    let seed: u64 = args
+        .next()
+        .map_or_else(rand::random, |a| a.parse().expect("SEED: u64"));
+    println!("memory_curve: N={n} seed={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let config = IndexConfig::default();
+    let index = Index::new(config);
+    let table_entries = 1usize << config.table_entries_log2;
+    let mut lat_ns: Vec<u32> = Vec::with_capacity(n);
+    let mut seen = Vec::new();
+    let mut max_ns = 0u64;
+    let mut max_bytes_per_key_after_first_grow = 0f64;
+    let mut fullest: Vec<f64> = Vec::new();
+    let mut grown = false;
+    println!(
+        "{:>10} {:>6} {:>9} {:>9} {:>12}  event",
+        "keys", "tables", "occupancy", "B/key", "max_ins_us"
+    );
+    let line = |event: &str, keys: usize, max_ns: u64, index: &Index| {
+        let tables = 1usize << index.geometry().tables_log2;
+        let bytes = index.memory_bytes();
+        println!(
+            "{keys:>10} {tables:>6} {:>9.4} {:>9.3} {:>12.1}  {event}",
+            keys as f64 / (tables * table_entries) as f64,
+            bytes as f64 / keys.max(1) as f64,
+            max_ns as f64 / 1000.0,
+        );
+    };
+    let t0 = Instant::now();
+    for i in 0..n {
+        let fp = Index::fingerprint(rng.gen());
+        let loc = Location {
+            pba: i as u64,
+            grains: 1 + (i % 2047) as u16,
+        };
+        seen.clear();
+        index.lookup(fp, &mut seen);
+        let resizing = index.resize_in_progress();
+        let bytes_before = index.memory_bytes();
+        let start = Instant::now();
+        index
+            .insert(fp, loc, Expect::Absent { seen: &seen })
+            .expect("insert");
+        let ns = start.elapsed().as_nanos() as u64;
+        lat_ns.push(ns.min(u32::MAX as u64) as u32);
+        max_ns = max_ns.max(ns);
+        if !resizing && index.resize_in_progress() {
+            // This insert found a full neighborhood: the table set was at
+            // its fullest just before it.
+            let tables = 1usize << index.geometry().tables_log2;
+            let per_key = bytes_before as f64 / i.max(1) as f64;
+            fullest.push(per_key);
+            println!(
+                "{i:>10} {tables:>6} {:>9.4} {per_key:>9.3} {:>12.1}  grow starts (before this insert)",
+                i as f64 / (tables * table_entries) as f64,
+                max_ns as f64 / 1000.0,
+            );
+            grown = true;
+        }
+        if grown && i % 4096 == 0 {
+            let per_key = index.memory_bytes() as f64 / (i + 1) as f64;
+            max_bytes_per_key_after_first_grow = max_bytes_per_key_after_first_grow.max(per_key);
+        }
+        if (i + 1) % 1_000_000 == 0 {
+            let event = if index.resize_in_progress() {
+                "resizing"
+            } else {
+                ""
+            };
+            line(event, i + 1, max_ns, &index);
+            max_ns = 0;
+        }
+    }
+    let elapsed = t0.elapsed();
+    index.finish_resize();
+    line("end (after finish_resize)", n, max_ns, &index);
+    let t = Instant::now();
+    let len = index.len();
+    println!("len() = {len} in {:.1} us", t.elapsed().as_secs_f64() * 1e6);
+    assert_eq!(len, n);
+    lat_ns.sort_unstable();
+    let pct =
+        |p: f64| lat_ns[((lat_ns.len() as f64 * p) as usize).min(lat_ns.len() - 1)] as f64 / 1000.0;
+    println!(
+        "insert latency us: p50 {:.3}  p99 {:.3}  p99.9 {:.3}  p99.99 {:.3}  max {:.1}",
+        pct(0.5),
+        pct(0.99),
+        pct(0.999),
+        pct(0.9999),
+        *lat_ns.last().unwrap() as f64 / 1000.0
+    );
+    println!(
+        "{n} lookups+inserts in {:.2} s ({:.2} M/s)",
+        elapsed.as_secs_f64(),
+        n as f64 / elapsed.as_secs_f64() / 1e6
+    );
+    let worst_fullest = fullest.iter().cloned().fold(0.0, f64::max);
+    println!("B/key at the fullest point before each grow: {fullest:.3?} (max {worst_fullest:.3})");
+    println!("max B/key after the first grow (sampled every 4096 inserts): {max_bytes_per_key_after_first_grow:.3}");
+}

@@ -1,0 +1,811 @@
+//! The directory of hash tables, its region locks and incremental resize.
+//!
+//! This file is compiled twice: as `crate::directory` over the real
+//! primitives (`crate::sync`), and, in tests, as `crate::model::directory`
+//! over shuttle's (`crate::model::sync`), so that the lock + migration
+//! protocol below is model-checked exactly as it ships. It must therefore
+//! only name its primitives through `super::sync`.
+//!
+//! # Structure
+//!
+//! A *generation* is the directory for one table count: `2^d` tables of
+//! `2^t + H - 1` slots, each cut into lock regions of `R` slots (the last
+//! region of a table also owns the `H - 1` overflow slots). A region is a
+//! mutex over its own slot allocation, a state byte and an occupancy count.
+//! Generations are kept in `gens[d]`; `current` names the one that new
+//! operations start from. Generation metadata (32 bytes per region) lives
+//! as long as the index; slot memory moves from old to new.
+//!
+//! # Resize
+//!
+//! Doubling the table count splits old table `j` into new tables `j` and
+//! `j + 2^d` by tag bit `d`; an entry keeps its slot (and so its neighborhood
+//! offset). Region `(j, k)` of generation `d` therefore migrates to regions
+//! `(j, k)` and `(j + 2^d, k)` of generation `d + 1` by a copy, with no
+//! displacement. Region states:
+//!
+//! ```text
+//!   UNPOPULATED --(source migrated)--> LIVE --(migrated)--> MIGRATED
+//! ```
+//!
+//! Invariant: the slots of a region are valid only while it is LIVE, and
+//! are read or written only by a thread that holds its lock and saw LIVE.
+//! Every entry is in exactly one LIVE region. Migration runs under the
+//! lock of the LIVE source and installs the children (each under its own
+//! lock) before marking the source MIGRATED, so a thread that finds a
+//! region MIGRATED can go to the next generation and find it LIVE there.
+//! Locks are taken in (generation, table, region) order: a thread never
+//! holds a lock of generation `d + 1` while acquiring one of generation `d`.
+
+use super::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::entry::{
+    FpGeometry, HashEntry, H, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX, TABLE_ENTRIES_LOG2_MIN,
+};
+use crate::table::{self, Overflow, Window};
+use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX, PBA_MAX};
+use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
+use std::sync::OnceLock;
+
+const UNPOPULATED: u8 = 0;
+const LIVE: u8 = 1;
+const MIGRATED: u8 = 2;
+
+/// Grow at a failed insert only once the tables are this full (percent);
+/// below it the entry goes to its region's overflow list.
+const GROW_OCCUPANCY_PERCENT: usize = 92;
+
+/// Overflow entries per region beyond which a failed insert grows anyway
+/// (a hot spot of equal fingerprints that only a grow can split).
+pub(crate) const OVERFLOW_MAX_DEFAULT: usize = 128;
+
+/// The memory of one region.
+struct Chunk {
+    slots: Box<[u64]>,
+    /// Entries homed in this region whose neighborhood was full.
+    overflow: Vec<Overflow>,
+}
+
+#[repr(align(64))] // one cache line: no false sharing between regions
+struct Region {
+    state: AtomicU8,
+    /// Entries (slots and overflow); written only under `slots`' lock,
+    /// read racily by len.
+    count: AtomicU32,
+    /// `Some` exactly while LIVE.
+    slots: Mutex<Option<Chunk>>,
+}
+
+impl Region {
+    fn new(state: u8, slots: Option<Chunk>, count: u32) -> Region {
+        Region {
+            state: AtomicU8::new(state),
+            count: AtomicU32::new(count),
+            slots: Mutex::new(slots),
+        }
+    }
+
+    fn add_count(&self, delta: i64) {
+        // Under the region lock: a plain read-modify-write, no RMW atomic.
+        let c = self.count.load(Ordering::Relaxed) as i64 + delta;
+        debug_assert!(c >= 0);
+        self.count.store(c as u32, Ordering::Relaxed);
+    }
+}
+
+/// One directory generation (`2^tables_log2` tables).
+struct Gen {
+    tables_log2: u32,
+    /// Index `table << regions_per_table_log2 | region`.
+    regions: Box<[Region]>,
+    /// Set once `gens[tables_log2 + 1]` exists: this generation is being
+    /// migrated away.
+    next_ready: AtomicBool,
+    /// Regions of this generation not yet MIGRATED (valid once next_ready).
+    remaining: AtomicUsize,
+}
+
+/// Why a lock attempt must be retried.
+enum Retry {
+    /// Same generation (a region had to be populated first).
+    Same,
+    /// The regions live in the next generation now.
+    Next,
+}
+
+/// One or two locked, LIVE, adjacent regions of one table.
+struct Locked<'a> {
+    gen: &'a Gen,
+    table: usize,
+    k0: usize,
+    guards: [Option<MutexGuard<'a, Option<Chunk>>>; 2],
+}
+
+impl Locked<'_> {
+    fn regions(&self) -> usize {
+        1 + self.guards[1].is_some() as usize
+    }
+}
+
+pub(crate) struct Inner {
+    fpg: FpGeometry,
+    region_log2: u32,
+    regions_per_table_log2: u32,
+    overflow_max: usize,
+    gens: [OnceLock<Gen>; TABLES_LOG2_MAX as usize + 1],
+    current: AtomicUsize,
+    grow_lock: Mutex<()>,
+    table_bytes: StdAtomicUsize,
+    meta_bytes: StdAtomicUsize,
+    /// Set when the owning `Index` is dropped: background migration stops.
+    closing: StdAtomicBool,
+}
+
+/// Result of [`Inner::insert`]: the outcome, and whether this call started
+/// a resize (the caller may then start a background migration).
+pub(crate) struct InsertOutcome {
+    pub(crate) result: Result<Option<Location>, InsertError>,
+    pub(crate) started_resize: bool,
+}
+
+impl Inner {
+    /// An empty index; `region_log2` is the lock region size (13 in
+    /// production, smaller in tests to exercise region boundaries).
+    pub(crate) fn new(
+        table_entries_log2: u32,
+        tables_log2: u32,
+        region_log2: u32,
+        overflow_max: usize,
+    ) -> Inner {
+        let inner = Inner::empty(table_entries_log2, tables_log2, region_log2, overflow_max);
+        let rpt = 1usize << inner.regions_per_table_log2;
+        let regions = (0..rpt << tables_log2)
+            .map(|i| Region::new(LIVE, Some(inner.alloc_chunk(i & (rpt - 1))), 0))
+            .collect();
+        inner.install_gen(tables_log2, regions);
+        inner
+    }
+
+    fn empty(
+        table_entries_log2: u32,
+        tables_log2: u32,
+        region_log2: u32,
+        overflow_max: usize,
+    ) -> Inner {
+        assert!(
+            (TABLE_ENTRIES_LOG2_MIN..=TABLE_ENTRIES_LOG2_MAX).contains(&table_entries_log2),
+            "table_entries_log2 {table_entries_log2} out of range {TABLE_ENTRIES_LOG2_MIN}..={TABLE_ENTRIES_LOG2_MAX}"
+        );
+        assert!(
+            tables_log2 <= TABLES_LOG2_MAX,
+            "tables_log2 {tables_log2} > {TABLES_LOG2_MAX}"
+        );
+        // A neighborhood must span at most two regions.
+        assert!(
+            1 << region_log2 >= H,
+            "lock region of 2^{region_log2} entries < H"
+        );
+        let region_log2 = region_log2.min(table_entries_log2);
+        Inner {
+            fpg: FpGeometry { table_entries_log2 },
+            region_log2,
+            regions_per_table_log2: table_entries_log2 - region_log2,
+            overflow_max,
+            gens: Default::default(),
+            current: AtomicUsize::new(tables_log2 as usize),
+            grow_lock: Mutex::new(()),
+            table_bytes: StdAtomicUsize::new(0),
+            meta_bytes: StdAtomicUsize::new(std::mem::size_of::<Inner>()),
+            closing: StdAtomicBool::new(false),
+        }
+    }
+
+    fn install_gen(&self, tables_log2: u32, regions: Box<[Region]>) {
+        let bytes = std::mem::size_of::<Gen>() + regions.len() * std::mem::size_of::<Region>();
+        self.meta_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let gen = Gen {
+            tables_log2,
+            regions,
+            next_ready: AtomicBool::new(false),
+            remaining: AtomicUsize::new(0),
+        };
+        let set = self.gens[tables_log2 as usize].set(gen);
+        assert!(set.is_ok(), "generation {tables_log2} created twice");
+    }
+
+    fn rpt(&self) -> usize {
+        1 << self.regions_per_table_log2
+    }
+
+    fn gen(&self, d: usize) -> &Gen {
+        self.gens[d].get().expect("generation exists")
+    }
+
+    /// Slots in region `k` of a table (the last one owns the overflow).
+    fn region_len(&self, k: usize) -> usize {
+        (1 << self.region_log2) + if k + 1 == self.rpt() { H - 1 } else { 0 }
+    }
+
+    fn alloc_chunk(&self, k: usize) -> Chunk {
+        let len = self.region_len(k);
+        self.table_bytes.fetch_add(len * 8, Ordering::Relaxed);
+        Chunk {
+            slots: vec![HashEntry::FREE.0; len].into_boxed_slice(),
+            overflow: Vec::new(),
+        }
+    }
+
+    fn account_overflow(&self, capacity_before: usize, capacity_after: usize) {
+        let size = std::mem::size_of::<Overflow>();
+        if capacity_after > capacity_before {
+            self.table_bytes
+                .fetch_add((capacity_after - capacity_before) * size, Ordering::Relaxed);
+        } else {
+            self.table_bytes
+                .fetch_sub((capacity_before - capacity_after) * size, Ordering::Relaxed);
+        }
+    }
+
+    /// The region of slot `slot` (overflow slots belong to the last one).
+    fn region_of(&self, slot: usize) -> usize {
+        (slot >> self.region_log2).min(self.rpt() - 1)
+    }
+
+    /// Regions to lock for the neighborhood at `home`: the one or two it
+    /// spans, or with `extend` also the next one (room for displacement).
+    fn span(&self, home: usize, extend: bool) -> (usize, usize) {
+        let k0 = self.region_of(home);
+        let k1 = self.region_of(home + H - 1);
+        let n = if k1 == k0 && extend && k0 + 1 < self.rpt() {
+            2
+        } else {
+            k1 - k0 + 1
+        };
+        (k0, n)
+    }
+
+    /// Locks regions `k0..k0 + n` of `table` in generation `d` and returns
+    /// them if they are LIVE and may be used as they are. A write during a
+    /// resize first migrates them (that is what drives the resize).
+    fn lock_span(
+        &self,
+        d: usize,
+        table: usize,
+        k0: usize,
+        n: usize,
+        write: bool,
+    ) -> Result<Locked<'_>, Retry> {
+        let gen = self.gen(d);
+        let idx = table << self.regions_per_table_log2 | k0;
+        let regions = &gen.regions[idx..idx + n];
+        let mut guards = [Some(regions[0].slots.lock()), None];
+        if n == 2 {
+            guards[1] = Some(regions[1].slots.lock());
+        }
+        let states = [
+            regions[0].state.load(Ordering::Acquire),
+            regions[n - 1].state.load(Ordering::Acquire),
+        ];
+        if let Some(i) = states.iter().position(|&s| s == UNPOPULATED) {
+            drop(guards);
+            self.populate(d, table, k0 + i);
+            return Err(Retry::Same);
+        }
+        let migrated = states.contains(&MIGRATED);
+        if migrated || (write && gen.next_ready.load(Ordering::Acquire)) {
+            for (i, g) in guards.iter_mut().enumerate() {
+                if let Some(g) = g.as_mut().filter(|_| states[i] == LIVE) {
+                    self.migrate(gen, table, k0 + i, g);
+                }
+            }
+            return Err(Retry::Next);
+        }
+        Ok(Locked {
+            gen,
+            table,
+            k0,
+            guards,
+        })
+    }
+
+    /// Locks the LIVE regions holding the neighborhood of `fp`.
+    fn lock_live(&self, fp: u64, extend: bool, write: bool) -> Locked<'_> {
+        let home = self.fpg.home(fp);
+        let (k0, n) = self.span(home, extend);
+        let mut d = self.current.load(Ordering::Acquire);
+        loop {
+            let table = FpGeometry::table(fp, d as u32);
+            // MIGRATED is final: skip the lock of a region known to be gone.
+            let idx = table << self.regions_per_table_log2 | k0;
+            let regions = &self.gen(d).regions[idx..idx + n];
+            if regions
+                .iter()
+                .all(|r| r.state.load(Ordering::Acquire) == MIGRATED)
+            {
+                d += 1;
+                continue;
+            }
+            match self.lock_span(d, table, k0, n, write) {
+                Ok(locked) => return locked,
+                Err(Retry::Same) => {}
+                Err(Retry::Next) => d += 1,
+            }
+        }
+    }
+
+    fn window<'a>(&self, l: &'a mut Locked<'_>) -> Window<'a> {
+        let base = l.k0 << self.region_log2;
+        let [g0, g1] = &mut l.guards;
+        let a = g0.as_mut().and_then(|g| g.as_mut()).expect("live region");
+        let b: &mut [u64] = match g1 {
+            Some(g) => &mut g.as_mut().expect("live region").slots,
+            None => &mut [],
+        };
+        Window::new(base, &mut a.slots, b, &mut a.overflow)
+    }
+
+    fn apply(&self, l: &Locked<'_>, delta: [i64; 2]) {
+        let idx = l.table << self.regions_per_table_log2 | l.k0;
+        for (i, &d) in delta.iter().enumerate().take(l.regions()) {
+            if d != 0 {
+                l.gen.regions[idx + i].add_count(d);
+            }
+        }
+    }
+
+    /// Makes region `k` of `table` in generation `d` LIVE by migrating its
+    /// source region in generation `d - 1` (populating that one first if
+    /// needed). Called with no locks held.
+    fn populate(&self, d: usize, table: usize, k: usize) {
+        let src_d = d - 1;
+        let src_table = table & ((1 << src_d) - 1);
+        let gen = self.gen(src_d);
+        let r = &gen.regions[src_table << self.regions_per_table_log2 | k];
+        loop {
+            let mut g = r.slots.lock();
+            match r.state.load(Ordering::Acquire) {
+                LIVE => return self.migrate(gen, src_table, k, &mut g),
+                MIGRATED => return,
+                _ => {
+                    drop(g);
+                    self.populate(src_d, src_table, k);
+                }
+            }
+        }
+    }
+
+    /// Moves LIVE region `(table, k)` of `gen`, whose lock is `g`, into the
+    /// next generation: entries with tag bit `d` clear stay in the same
+    /// allocation (now table `table` of the next generation), the others
+    /// are copied to a new one (table `table + 2^d`), at the same slots.
+    fn migrate(&self, gen: &Gen, table: usize, k: usize, g: &mut Option<Chunk>) {
+        let d = gen.tables_log2;
+        let next = self.gen(d as usize + 1);
+        let mut lo = g.take().expect("live region has slots");
+        let mut hi = self.alloc_chunk(k);
+        let bit = 1u64 << d;
+        let (mut n_lo, mut n_hi) = (0u32, 0u32);
+        for (s, raw) in lo.slots.iter_mut().enumerate() {
+            let e = HashEntry(*raw);
+            if e.is_free() {
+                continue;
+            }
+            debug_assert_eq!(
+                FpGeometry::table(e.tag(), d),
+                table,
+                "entry in the wrong table"
+            );
+            if e.tag() & bit == 0 {
+                n_lo += 1;
+            } else {
+                hi.slots[s] = e.0;
+                *raw = HashEntry::FREE.0;
+                n_hi += 1;
+            }
+        }
+        // Overflow entries follow their tag bit, and move back into the
+        // (now half-empty) slots where their neighborhood is in this region.
+        let base = k << self.region_log2;
+        let capacity_before = lo.overflow.capacity();
+        let (stay, go): (Vec<Overflow>, Vec<Overflow>) = lo
+            .overflow
+            .drain(..)
+            .partition(|o| o.entry.tag() & bit == 0);
+        for (chunk, list, n) in [(&mut lo, stay, &mut n_lo), (&mut hi, go, &mut n_hi)] {
+            *n += list.len() as u32;
+            chunk.overflow = list;
+            let mut w = Window::new(base, &mut chunk.slots, &mut [], &mut chunk.overflow);
+            table::drain_overflow(&mut w);
+            chunk.overflow.shrink_to_fit();
+        }
+        self.account_overflow(
+            capacity_before,
+            lo.overflow.capacity() + hi.overflow.capacity(),
+        );
+        let src = &gen.regions[table << self.regions_per_table_log2 | k];
+        debug_assert_eq!(src.count.load(Ordering::Relaxed), n_lo + n_hi);
+        for (t, chunk, n) in [(table, lo, n_lo), (table | 1 << d, hi, n_hi)] {
+            let r = &next.regions[t << self.regions_per_table_log2 | k];
+            let mut slots = r.slots.lock();
+            debug_assert!(slots.is_none() && r.state.load(Ordering::Relaxed) == UNPOPULATED);
+            *slots = Some(chunk);
+            r.count.store(n, Ordering::Relaxed);
+            r.state.store(LIVE, Ordering::Release);
+        }
+        src.count.store(0, Ordering::Relaxed);
+        src.state.store(MIGRATED, Ordering::Release);
+        if gen.remaining.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.advance();
+        }
+    }
+
+    /// Moves `current` past every generation whose migration is complete.
+    fn advance(&self) {
+        loop {
+            let d = self.current.load(Ordering::SeqCst);
+            let gen = self.gen(d);
+            if !gen.next_ready.load(Ordering::SeqCst) || gen.remaining.load(Ordering::SeqCst) != 0 {
+                return;
+            }
+            let _ = self
+                .current
+                .compare_exchange(d, d + 1, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts doubling generation `d` unless that already happened. Returns
+    /// true if this call started it.
+    fn grow(&self, d: usize) -> bool {
+        let _serialize = self.grow_lock.lock();
+        let gen = self.gen(d);
+        if d >= TABLES_LOG2_MAX as usize || gen.next_ready.load(Ordering::Acquire) {
+            return false;
+        }
+        let count = 1 << (d + 1 + self.regions_per_table_log2 as usize);
+        let regions = (0..count)
+            .map(|_| Region::new(UNPOPULATED, None, 0))
+            .collect();
+        self.install_gen(d as u32 + 1, regions);
+        gen.remaining.store(gen.regions.len(), Ordering::SeqCst);
+        gen.next_ready.store(true, Ordering::SeqCst);
+        true
+    }
+
+    pub(crate) fn lookup(&self, fp: u64, out: &mut Vec<Location>) {
+        let mut l = self.lock_live(fp, false, false);
+        let w = self.window(&mut l);
+        table::lookup(&w, self.fpg.home(fp), FpGeometry::tag(fp), out);
+    }
+
+    pub(crate) fn insert(&self, fp: u64, new: Location, expect: Expect<'_>) -> InsertOutcome {
+        assert!(
+            new.pba <= PBA_MAX && (1..=GRAINS_MAX).contains(&new.grains),
+            "unstorable location {new:?}"
+        );
+        let (home, tag) = (self.fpg.home(fp), FpGeometry::tag(fp));
+        let mut extend = false;
+        let mut started_resize = false;
+        loop {
+            let mut l = self.lock_live(fp, extend, true);
+            let d = l.gen.tables_log2 as usize;
+            // Displacement may use one more region if the neighborhood is in one.
+            let can_extend = !extend && l.regions() == 1 && l.k0 + 1 < self.rpt();
+            let mut w = self.window(&mut l);
+            let capacity_before = w.overflow_capacity();
+            let mut done = table::insert(&mut w, home, tag, new, expect);
+            let mut grow = false;
+            if done == table::Insert::NoSpace && !can_extend {
+                // Displacement failed with all the room two regions give.
+                if d < TABLES_LOG2_MAX as usize && self.should_grow(d, table::overflow_len(&w)) {
+                    grow = true;
+                } else if table::overflow_len(&w) < self.overflow_max {
+                    table::insert_overflow(&mut w, home, tag, new);
+                    done = table::Insert::Done(None);
+                }
+            }
+            let (delta, capacity_after) = (w.delta, w.overflow_capacity());
+            self.apply(&l, delta);
+            self.account_overflow(capacity_before, capacity_after);
+            drop(l);
+            let result = match done {
+                table::Insert::Done(r) => Ok(r),
+                table::Insert::Conflict => Err(InsertError::Conflict),
+                table::Insert::NoSpace if can_extend => {
+                    extend = true;
+                    continue;
+                }
+                table::Insert::NoSpace if grow => {
+                    started_resize |= self.grow(d);
+                    extend = false;
+                    continue;
+                }
+                table::Insert::NoSpace => Err(InsertError::Full),
+            };
+            return InsertOutcome {
+                result,
+                started_resize,
+            };
+        }
+    }
+
+    /// Whether a failed insert in generation `d` should double it rather
+    /// than use the overflow list (see "Overflow" in docs/INDEX.md).
+    fn should_grow(&self, d: usize, overflow_len: usize) -> bool {
+        let capacity = 1usize << (d as u32 + self.fpg.table_entries_log2);
+        overflow_len >= self.overflow_max || self.len() * 100 >= capacity * GROW_OCCUPANCY_PERCENT
+    }
+
+    pub(crate) fn remove(&self, fp: u64, old: Location) -> bool {
+        let mut l = self.lock_live(fp, false, true);
+        let mut w = self.window(&mut l);
+        let capacity_before = w.overflow_capacity();
+        let removed = table::remove(&mut w, self.fpg.home(fp), FpGeometry::tag(fp), old);
+        let (delta, capacity_after) = (w.delta, w.overflow_capacity());
+        self.apply(&l, delta);
+        self.account_overflow(capacity_before, capacity_after);
+        removed
+    }
+
+    /// Entries in LIVE regions. Exact when no operation runs concurrently;
+    /// cost: one load per region (4096 for 2^25 entries of 2^13-regions).
+    pub(crate) fn len(&self) -> usize {
+        let d0 = self.current.load(Ordering::Acquire);
+        let live = self.gens[d0..]
+            .iter()
+            .map_while(|g| g.get())
+            .flat_map(|g| g.regions.iter());
+        live.filter(|r| r.state.load(Ordering::Acquire) == LIVE)
+            .map(|r| r.count.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.table_bytes.load(Ordering::Relaxed) + self.meta_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn resize_in_progress(&self) -> bool {
+        let d = self.current.load(Ordering::Acquire);
+        self.gen(d).next_ready.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn geometry(&self) -> Geometry {
+        Geometry {
+            table_entries_log2: self.fpg.table_entries_log2,
+            tables_log2: self.current.load(Ordering::Acquire) as u32,
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// Migrates every remaining region (of every resize in flight), unless
+    /// the index is being dropped and `stop_on_close` is set.
+    pub(crate) fn finish_resize(&self, stop_on_close: bool) {
+        loop {
+            let d = self.current.load(Ordering::SeqCst);
+            let gen = self.gen(d);
+            if !gen.next_ready.load(Ordering::SeqCst) {
+                return;
+            }
+            for (idx, r) in gen.regions.iter().enumerate() {
+                if stop_on_close && self.closing.load(Ordering::Relaxed) {
+                    return;
+                }
+                if r.state.load(Ordering::Acquire) == MIGRATED {
+                    continue;
+                }
+                let mut g = r.slots.lock();
+                // `current` is fully populated, so the region is LIVE
+                // unless someone migrated it meanwhile.
+                if r.state.load(Ordering::Acquire) == LIVE {
+                    let (table, k) = (idx >> self.regions_per_table_log2, idx & (self.rpt() - 1));
+                    self.migrate(gen, table, k, &mut g);
+                }
+            }
+            self.advance();
+        }
+    }
+
+    /// Calls `f` for every entry; see `Index::for_each`.
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(u64, Location)) {
+        let d = self.current.load(Ordering::Acquire);
+        let mut buf = Vec::new();
+        for table in 0..1 << d {
+            for k in 0..self.rpt() {
+                self.visit(d, table, k, &mut buf, f);
+            }
+        }
+    }
+
+    /// Reports every entry of tables `table (mod 2^d)` whose home slot is in
+    /// region `k`. Those entries lie in regions `k` and `k + 1`, which are
+    /// read under their locks at once, so an entry hopping across the
+    /// boundary concurrently is seen exactly once. Locks are released before
+    /// `f` runs, so `f` may call back into the index.
+    fn visit(
+        &self,
+        d: usize,
+        table: usize,
+        k: usize,
+        buf: &mut Vec<(u64, Location)>,
+        f: &mut dyn FnMut(u64, Location),
+    ) {
+        let n = if k + 1 < self.rpt() { 2 } else { 1 };
+        loop {
+            match self.lock_span(d, table, k, n, false) {
+                Ok(mut l) => {
+                    let lo = k << self.region_log2;
+                    let hi = if n == 2 {
+                        lo + (1 << self.region_log2)
+                    } else {
+                        1 << self.fpg.table_entries_log2
+                    };
+                    debug_assert!(hi - lo == 1 << self.region_log2);
+                    table::collect(&self.window(&mut l), self.fpg, lo, hi, buf);
+                    drop(l);
+                    for (fp, loc) in buf.drain(..) {
+                        f(fp, loc);
+                    }
+                    return;
+                }
+                Err(Retry::Same) => {}
+                Err(Retry::Next) => {
+                    self.visit(d + 1, table, k, buf, f);
+                    self.visit(d + 1, table | 1 << d, k, buf, f);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Calls `f(table, raw words)` per table of the current generation:
+    /// the table's slots, then `[home, entry]` per overflow entry.
+    pub(crate) fn dump(&self, f: &mut dyn FnMut(usize, &[u64])) {
+        self.finish_resize(false);
+        let gen = self.gen(self.current.load(Ordering::Acquire));
+        let mut buf = Vec::with_capacity(self.fpg.table_slots());
+        let mut overflow = Vec::new();
+        for table in 0..1 << gen.tables_log2 {
+            buf.clear();
+            for k in 0..self.rpt() {
+                let chunk = gen.regions[table << self.regions_per_table_log2 | k]
+                    .slots
+                    .lock();
+                let chunk = chunk.as_ref().expect("dump during a resize");
+                buf.extend_from_slice(&chunk.slots);
+                overflow.extend(
+                    chunk
+                        .overflow
+                        .iter()
+                        .flat_map(|o| [o.home as u64, o.entry.0]),
+                );
+            }
+            buf.append(&mut overflow);
+            f(table, &buf);
+        }
+    }
+
+    /// Rebuilds an index from dumped tables, validating every word.
+    pub(crate) fn load(
+        geometry: Geometry,
+        tables: Vec<Vec<u64>>,
+        region_log2: u32,
+        overflow_max: usize,
+    ) -> Result<Inner, String> {
+        let Geometry {
+            table_entries_log2: t,
+            tables_log2: d,
+        } = geometry;
+        if !(TABLE_ENTRIES_LOG2_MIN..=TABLE_ENTRIES_LOG2_MAX).contains(&t) || d > TABLES_LOG2_MAX {
+            return Err(format!("bad geometry {geometry:?}"));
+        }
+        if tables.len() != 1 << d {
+            return Err(format!(
+                "{} tables for tables_log2 {d} (want {})",
+                tables.len(),
+                1usize << d
+            ));
+        }
+        let inner = Inner::empty(t, d, region_log2, overflow_max);
+        let table_slots = inner.fpg.table_slots();
+        let mut regions = Vec::with_capacity(tables.len() << inner.regions_per_table_log2);
+        for (j, words) in tables.into_iter().enumerate() {
+            if words.len() < table_slots || (words.len() - table_slots) % 2 != 0 {
+                return Err(format!(
+                    "table {j}: {} words (want {table_slots} + 2 per overflow entry)",
+                    words.len()
+                ));
+            }
+            let (slots, overflow) = words.split_at(table_slots);
+            for (s, &raw) in slots.iter().enumerate() {
+                inner.validate(d, j, s, raw)?;
+            }
+            let mut lists = vec![Vec::new(); inner.rpt()];
+            for (i, pair) in overflow.chunks_exact(2).enumerate() {
+                let o = inner.validate_overflow(d, j, i, pair[0], pair[1])?;
+                lists[inner.region_of(o.home as usize)].push(o);
+            }
+            let mut rest = slots;
+            for (k, overflow) in lists.into_iter().enumerate() {
+                let (slots, tail) = rest.split_at(inner.region_len(k));
+                rest = tail;
+                let count = slots
+                    .iter()
+                    .filter(|&&raw| !HashEntry(raw).is_free())
+                    .count()
+                    + overflow.len();
+                let bytes = slots.len() * 8 + overflow.capacity() * std::mem::size_of::<Overflow>();
+                inner.table_bytes.fetch_add(bytes, Ordering::Relaxed);
+                let chunk = Chunk {
+                    slots: slots.into(),
+                    overflow,
+                };
+                regions.push(Region::new(LIVE, Some(chunk), count as u32));
+            }
+        }
+        inner.install_gen(d, regions.into_boxed_slice());
+        Ok(inner)
+    }
+
+    fn validate(&self, d: u32, table: usize, slot: usize, raw: u64) -> Result<(), String> {
+        let e = HashEntry(raw);
+        let bad = |why: String| {
+            Err(format!(
+                "table {table} slot {slot}: entry {raw:#018x}: {why}"
+            ))
+        };
+        if e.is_free() {
+            return if e == HashEntry::FREE {
+                Ok(())
+            } else {
+                bad("non-canonical free entry".into())
+            };
+        }
+        if e.off() > slot || slot - e.off() >= 1 << self.fpg.table_entries_log2 {
+            return bad(format!(
+                "neighborhood offset {} puts its home outside the table",
+                e.off()
+            ));
+        }
+        if e.kv_size() == 0 {
+            return bad("kv_size 0".into());
+        }
+        if FpGeometry::table(e.tag(), d) != table {
+            return bad(format!(
+                "tag {:#04x} belongs to table {}",
+                e.tag(),
+                FpGeometry::table(e.tag(), d)
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_overflow(
+        &self,
+        d: u32,
+        table: usize,
+        i: usize,
+        home: u64,
+        raw: u64,
+    ) -> Result<Overflow, String> {
+        let e = HashEntry(raw);
+        let bad = |why: &str| {
+            Err(format!(
+                "table {table} overflow entry {i}: home {home}, entry {raw:#018x}: {why}"
+            ))
+        };
+        if home >= 1 << self.fpg.table_entries_log2 {
+            return bad("home outside the table");
+        }
+        if e.is_free() || e.off() != 0 || e.kv_size() == 0 {
+            return bad("free, nonzero offset or kv_size 0");
+        }
+        if FpGeometry::table(e.tag(), d) != table {
+            return bad("tag belongs to another table");
+        }
+        Ok(Overflow {
+            home: home as u32,
+            entry: e,
+        })
+    }
+}
