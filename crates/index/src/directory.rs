@@ -46,6 +46,14 @@ use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX, PBA_MAX};
 use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
 use std::sync::OnceLock;
 
+/// Counts a rare path taken (see `marks` at the end of this file).
+macro_rules! mark {
+    ($name:ident) => {
+        #[cfg(test)]
+        marks::$name.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+}
+
 const UNPOPULATED: u8 = 0;
 const LIVE: u8 = 1;
 const MIGRATED: u8 = 2;
@@ -292,8 +300,15 @@ impl Inner {
         }
         let migrated = states.contains(&MIGRATED);
         if migrated || (write && gen.next_ready.load(Ordering::Acquire)) {
+            if migrated && states.contains(&LIVE) {
+                mark!(MIXED);
+            }
+            if states == [MIGRATED; 2] {
+                mark!(HOP);
+            }
             for (i, g) in guards.iter_mut().enumerate() {
                 if let Some(g) = g.as_mut().filter(|_| states[i] == LIVE) {
+                    mark!(MIGRATE_BY_OP);
                     self.migrate(gen, table, k0 + i, g);
                 }
             }
@@ -321,6 +336,7 @@ impl Inner {
                 .iter()
                 .all(|r| r.state.load(Ordering::Acquire) == MIGRATED)
             {
+                mark!(HOP);
                 d += 1;
                 continue;
             }
@@ -363,7 +379,10 @@ impl Inner {
         loop {
             let mut g = r.slots.lock();
             match r.state.load(Ordering::Acquire) {
-                LIVE => return self.migrate(gen, src_table, k, &mut g),
+                LIVE => {
+                    mark!(POPULATE);
+                    return self.migrate(gen, src_table, k, &mut g);
+                }
                 MIGRATED => return,
                 _ => {
                     drop(g);
@@ -578,9 +597,10 @@ impl Inner {
         self.closing.store(true, Ordering::Relaxed);
     }
 
-    /// Migrates every remaining region (of every resize in flight), unless
-    /// the index is being dropped and `stop_on_close` is set.
-    pub(crate) fn finish_resize(&self, stop_on_close: bool) {
+    /// Migrates every remaining region (of every resize in flight). As the
+    /// `background` helper, stops if the index is dropped and yields the CPU
+    /// after each region so that foreground operations are not preempted.
+    pub(crate) fn finish_resize(&self, background: bool) {
         loop {
             let d = self.current.load(Ordering::SeqCst);
             let gen = self.gen(d);
@@ -588,7 +608,7 @@ impl Inner {
                 return;
             }
             for (idx, r) in gen.regions.iter().enumerate() {
-                if stop_on_close && self.closing.load(Ordering::Relaxed) {
+                if background && self.closing.load(Ordering::Relaxed) {
                     return;
                 }
                 if r.state.load(Ordering::Acquire) == MIGRATED {
@@ -600,6 +620,10 @@ impl Inner {
                 if r.state.load(Ordering::Acquire) == LIVE {
                     let (table, k) = (idx >> self.regions_per_table_log2, idx & (self.rpt() - 1));
                     self.migrate(gen, table, k, &mut g);
+                    drop(g);
+                    if background {
+                        super::sync::yield_now();
+                    }
                 }
             }
             self.advance();
@@ -710,7 +734,7 @@ impl Inner {
         let table_slots = inner.fpg.table_slots();
         let mut regions = Vec::with_capacity(tables.len() << inner.regions_per_table_log2);
         for (j, words) in tables.into_iter().enumerate() {
-            if words.len() < table_slots || (words.len() - table_slots) % 2 != 0 {
+            if words.len() < table_slots || (words.len() - table_slots) & 1 != 0 {
                 return Err(format!(
                     "table {j}: {} words (want {table_slots} + 2 per overflow entry)",
                     words.len()
@@ -808,4 +832,20 @@ impl Inner {
             entry: e,
         })
     }
+}
+
+/// Coverage marks: counters of rare paths, so that tests can assert they
+/// were taken (each compilation of this file has its own).
+#[cfg(test)]
+pub(crate) mod marks {
+    use std::sync::atomic::AtomicUsize;
+    /// An operation found its regions migrated and went to the next
+    /// generation without migrating them itself.
+    pub(crate) static HOP: AtomicUsize = AtomicUsize::new(0);
+    /// An operation (not `finish_resize`) migrated a region.
+    pub(crate) static MIGRATE_BY_OP: AtomicUsize = AtomicUsize::new(0);
+    /// A region was populated on demand from the previous generation.
+    pub(crate) static POPULATE: AtomicUsize = AtomicUsize::new(0);
+    /// Two locked regions were in different states (LIVE and MIGRATED).
+    pub(crate) static MIXED: AtomicUsize = AtomicUsize::new(0);
 }

@@ -9,6 +9,8 @@
 
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+pub(crate) use std::thread::yield_now;
+
 /// A mutex (parking_lot: one byte, no poisoning).
 pub(crate) struct Mutex<T>(parking_lot::Mutex<T>);
 

@@ -5,6 +5,8 @@
 
 pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+pub(crate) use shuttle::thread::yield_now;
+
 pub(crate) struct Mutex<T>(shuttle::sync::Mutex<T>);
 
 pub(crate) type MutexGuard<'a, T> = shuttle::sync::MutexGuard<'a, T>;
