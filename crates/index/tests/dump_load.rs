@@ -69,7 +69,7 @@ fn round_trip() {
     assert_eq!(tables.len(), 1 << geometry.tables_log2);
     assert!(tables
         .iter()
-        .all(|t| t.len() >= SLOTS && (t.len() - SLOTS) % 2 == 0));
+        .all(|t| t.len() >= SLOTS && (t.len() - SLOTS) & 1 == 0));
     let overflow_words: usize = tables.iter().map(|t| t.len() - SLOTS).sum();
     assert_eq!(geometry.tables_log2, 2);
     assert!(
