@@ -1,6 +1,9 @@
 //! Memory and insert latency of the index as it grows.
 //!
-//! `cargo run --release -p nvdepot-index --example memory_curve -- N [SEED]`
+//! `cargo run --release -p nvdepot-index --example memory_curve -- N [SEED] [nobg]`
+//!
+//! `nobg` turns the background resize helper off (operations then migrate
+//! every region themselves).
 //!
 //! Inserts N random fingerprints with fake locations into a default index
 //! (2^20-entry tables, one table at the start) and prints, at each grow and
@@ -24,6 +27,9 @@ fn main() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let config = IndexConfig::default();
     let index = Index::new(config);
+    let background = args.next().as_deref() != Some("nobg");
+    index.set_background_resize(background);
+    println!("background resize helper: {background}");
     let table_entries = 1usize << config.table_entries_log2;
     let mut lat_ns: Vec<u32> = Vec::with_capacity(n);
     let mut seen = Vec::new();
@@ -108,10 +114,47 @@ fn main() {
         pct(0.9999),
         *lat_ns.last().unwrap() as f64 / 1000.0
     );
+    let over = |us: u32| {
+        lat_ns
+            .iter()
+            .rev()
+            .take_while(|&&ns| ns > us * 1000)
+            .count()
+    };
+    println!(
+        "inserts over 100 us: {}, over 1 ms: {}, over 2 ms: {}",
+        over(100),
+        over(1000),
+        over(2000)
+    );
     println!(
         "{n} lookups+inserts in {:.2} s ({:.2} M/s)",
         elapsed.as_secs_f64(),
         n as f64 / elapsed.as_secs_f64() / 1e6
+    );
+    // Machine hiccups (preemption, VM steal) hit any code: time an empty
+    // section for as long as the inserts ran, for comparison.
+    let mut hiccups = [0usize; 3];
+    let mut worst = 0u64;
+    let t1 = Instant::now();
+    let mut i = 0u64;
+    while t1.elapsed() < elapsed {
+        i += 1;
+        let start = Instant::now();
+        std::hint::black_box(i);
+        let ns = start.elapsed().as_nanos() as u64;
+        worst = worst.max(ns);
+        for (h, limit) in hiccups.iter_mut().zip([100_000, 1_000_000, 2_000_000]) {
+            *h += (ns > limit) as usize;
+        }
+    }
+    println!(
+        "baseline (empty timed section, {:.1} s): over 100 us: {}, over 1 ms: {}, over 2 ms: {}, max {:.1} us",
+        elapsed.as_secs_f64(),
+        hiccups[0],
+        hiccups[1],
+        hiccups[2],
+        worst as f64 / 1000.0
     );
     let worst_fullest = fullest.iter().cloned().fold(0.0, f64::max);
     println!("B/key at the fullest point before each grow: {fullest:.3?} (max {worst_fullest:.3})");

@@ -49,6 +49,24 @@ use std::sync::OnceLock;
 #[path = "checkpoint.rs"]
 mod checkpoint;
 
+/// Hints the CPU to load `[addr, addr + len)` into the cache. Any address
+/// is fine: a prefetch never faults.
+#[inline(always)]
+fn prefetch(addr: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (addr & !63..addr + len).step_by(64) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint; it does not access memory
+        // architecturally and cannot fault, whatever the address.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(line as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (addr, len);
+}
+
 /// Counts a rare path taken (see `marks` at the end of this file).
 macro_rules! mark {
     ($name:ident) => {
@@ -113,6 +131,17 @@ struct Gen {
     next_ready: AtomicBool,
     /// Regions of this generation not yet MIGRATED (valid once next_ready).
     remaining: AtomicUsize,
+    /// Address of each region's slots (0 if none), read without the lock
+    /// only to prefetch a neighborhood while the lock is being taken. Dense
+    /// (8 bytes per region), so it stays in cache where `regions` may not.
+    slot_hints: Box<[StdAtomicUsize]>,
+}
+
+impl Gen {
+    fn set_hint(&self, idx: usize, chunk: Option<&Chunk>) {
+        let addr = chunk.map_or(0, |c| c.slots.as_ptr() as usize);
+        self.slot_hints[idx].store(addr, Ordering::Relaxed);
+    }
 }
 
 /// Why a lock attempt must be retried.
@@ -212,15 +241,27 @@ impl Inner {
 
     fn install_gen(&self, tables_log2: u32, regions: Box<[Region]>) {
         let bytes = std::mem::size_of::<Gen>() + regions.len() * std::mem::size_of::<Region>();
-        self.meta_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let hint = |r: &Region| {
+            r.slots
+                .lock()
+                .as_ref()
+                .map_or(0, |c| c.slots.as_ptr() as usize)
+        };
+        let slot_hints = regions
+            .iter()
+            .map(|r| StdAtomicUsize::new(hint(r)))
+            .collect();
+        let bytes = bytes + regions.len() * std::mem::size_of::<StdAtomicUsize>();
         let gen = Gen {
             tables_log2,
             regions,
             next_ready: AtomicBool::new(false),
             remaining: AtomicUsize::new(0),
+            slot_hints,
         };
         let set = self.gens[tables_log2 as usize].set(gen);
         assert!(set.is_ok(), "generation {tables_log2} created twice");
+        self.meta_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn rpt(&self) -> usize {
@@ -334,7 +375,14 @@ impl Inner {
             let table = FpGeometry::table(fp, d as u32);
             // MIGRATED is final: skip the lock of a region known to be gone.
             let idx = table << self.regions_per_table_log2 | k0;
-            let regions = &self.gen(d).regions[idx..idx + n];
+            let gen = self.gen(d);
+            // Start the (likely) cache misses on the slots before the one on
+            // the region lock, so that they overlap.
+            let base = gen.slot_hints[idx].load(Ordering::Relaxed);
+            if base != 0 {
+                prefetch(base + (home - (k0 << self.region_log2)) * 8, H * 8);
+            }
+            let regions = &gen.regions[idx..idx + n];
             if regions
                 .iter()
                 .all(|r| r.state.load(Ordering::Acquire) == MIGRATED)
@@ -446,14 +494,17 @@ impl Inner {
         let src = &gen.regions[table << self.regions_per_table_log2 | k];
         debug_assert_eq!(src.count.load(Ordering::Relaxed), n_lo + n_hi);
         for (t, chunk, n) in [(table, lo, n_lo), (table | 1 << d, hi, n_hi)] {
-            let r = &next.regions[t << self.regions_per_table_log2 | k];
+            let idx = t << self.regions_per_table_log2 | k;
+            let r = &next.regions[idx];
             let mut slots = r.slots.lock();
             debug_assert!(slots.is_none() && r.state.load(Ordering::Relaxed) == UNPOPULATED);
+            next.set_hint(idx, Some(&chunk));
             *slots = Some(chunk);
             r.count.store(n, Ordering::Relaxed);
             r.state.store(LIVE, Ordering::Release);
         }
         src.count.store(0, Ordering::Relaxed);
+        gen.set_hint(table << self.regions_per_table_log2 | k, None);
         src.state.store(MIGRATED, Ordering::Release);
         if gen.remaining.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.advance();
@@ -553,7 +604,9 @@ impl Inner {
     /// than use the overflow list (see "Overflow" in docs/INDEX.md).
     fn should_grow(&self, d: usize, overflow_len: usize) -> bool {
         let capacity = 1usize << (d as u32 + self.fpg.table_entries_log2);
-        overflow_len >= self.overflow_max || self.len() * 100 >= capacity * GROW_OCCUPANCY_PERCENT
+        // An estimate is enough here, and bounds the cost of a failed insert.
+        let len = self.sampled_len(256);
+        overflow_len >= self.overflow_max || len * 100 >= capacity * GROW_OCCUPANCY_PERCENT
     }
 
     pub(crate) fn remove(&self, fp: u64, old: Location) -> bool {
@@ -570,14 +623,23 @@ impl Inner {
     /// Entries in LIVE regions. Exact when no operation runs concurrently;
     /// cost: one load per region (4096 for 2^25 entries of 2^13-regions).
     pub(crate) fn len(&self) -> usize {
+        self.sampled_len(usize::MAX)
+    }
+
+    /// `len` estimated from at most `samples` evenly spaced regions per
+    /// generation (exact if they have no more regions than that).
+    fn sampled_len(&self, samples: usize) -> usize {
         let d0 = self.current.load(Ordering::Acquire);
-        let live = self.gens[d0..]
-            .iter()
-            .map_while(|g| g.get())
-            .flat_map(|g| g.regions.iter());
-        live.filter(|r| r.state.load(Ordering::Acquire) == LIVE)
-            .map(|r| r.count.load(Ordering::Relaxed) as usize)
-            .sum()
+        let gens = self.gens[d0..].iter().map_while(|g| g.get());
+        gens.map(|g| {
+            let stride = g.regions.len().div_ceil(samples);
+            let sum: usize = (g.regions.iter().step_by(stride))
+                .filter(|r| r.state.load(Ordering::Acquire) == LIVE)
+                .map(|r| r.count.load(Ordering::Relaxed) as usize)
+                .sum();
+            sum * stride
+        })
+        .sum()
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
