@@ -1,6 +1,7 @@
 //! Single-thread insert and lookup throughput of the index.
 //!
-//! `cargo run --release -p nvdepot-index --example throughput -- N`
+//! `cargo run --release -p nvdepot-index --example throughput -- N [T]`
+//! (T: table_entries_log2, default 20; small T keeps the index in cache)
 //!
 //! Inserts N random fingerprints (lookup first, as the engine does, for
 //! `seen`), then looks up N present and N absent fingerprints.
@@ -15,7 +16,13 @@ fn main() {
         .map_or(10_000_000, |a| a.parse().expect("N"));
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let fps: Vec<u64> = (0..n).map(|_| Index::fingerprint(rng.gen())).collect();
-    let index = Index::new(IndexConfig::default());
+    let t_log2 = std::env::args()
+        .nth(2)
+        .map_or(20, |a| a.parse().expect("T"));
+    let index = Index::new(IndexConfig {
+        table_entries_log2: t_log2,
+        ..IndexConfig::default()
+    });
     let mut seen = Vec::new();
     let t = Instant::now();
     for (i, &fp) in fps.iter().enumerate() {

@@ -130,7 +130,21 @@ impl<'a> Window<'a> {
 
 /// Appends the location of every entry with fingerprint (home, tag).
 pub(crate) fn lookup(w: &Window<'_>, home: usize, tag: u64, out: &mut Vec<Location>) {
-    out.extend(w.matches(home, tag).map(|(_, e)| e.location()));
+    // The hot path: a plain loop rather than `matches`.
+    let (x, y) = w.neighborhood(home);
+    for (off, &raw) in x.iter().chain(y).enumerate() {
+        let e = HashEntry(raw);
+        if e.probe_key() == probe_key(off, tag) && !e.is_free() {
+            out.push(e.location());
+        }
+    }
+    if !w.ovf.is_empty() {
+        let ovf = w
+            .ovf
+            .iter()
+            .filter(|o| o.home as usize == home && o.entry.tag() == tag);
+        out.extend(ovf.map(|o| o.entry.location()));
+    }
 }
 
 /// What an insert did in one window.
