@@ -52,6 +52,11 @@ fn main() {
         );
     };
     let t0 = Instant::now();
+    let mut was_resizing = false;
+    let mut tables_log2 = index.geometry().tables_log2;
+    // The fullest point of a generation is where memory per key is lowest:
+    // keys only grow, and memory only jumps when a resize allocates.
+    let mut epoch_min = (f64::MAX, 0usize, 0f64);
     for i in 0..n {
         let fp = Index::fingerprint(rng.gen());
         let loc = Location {
@@ -60,8 +65,13 @@ fn main() {
         };
         seen.clear();
         index.lookup(fp, &mut seen);
-        let resizing = index.resize_in_progress();
-        let bytes_before = index.memory_bytes();
+        if i > 0 {
+            let tables = 1usize << tables_log2;
+            let per_key = index.memory_bytes() as f64 / i as f64;
+            if per_key < epoch_min.0 {
+                epoch_min = (per_key, i, i as f64 / (tables * table_entries) as f64);
+            }
+        }
         let start = Instant::now();
         index
             .insert(fp, loc, Expect::Absent { seen: &seen })
@@ -69,18 +79,29 @@ fn main() {
         let ns = start.elapsed().as_nanos() as u64;
         lat_ns.push(ns.min(u32::MAX as u64) as u32);
         max_ns = max_ns.max(ns);
-        if !resizing && index.resize_in_progress() {
-            // This insert found a full neighborhood: the table set was at
-            // its fullest just before it.
-            let tables = 1usize << index.geometry().tables_log2;
-            let per_key = bytes_before as f64 / i.max(1) as f64;
-            fullest.push(per_key);
-            println!(
-                "{i:>10} {tables:>6} {:>9.4} {per_key:>9.3} {:>12.1}  grow starts (before this insert)",
-                i as f64 / (tables * table_entries) as f64,
-                max_ns as f64 / 1000.0,
+        let resizing = index.resize_in_progress();
+        if resizing && !was_resizing {
+            line(
+                "resize started (helper or this insert)",
+                i + 1,
+                max_ns,
+                &index,
             );
             grown = true;
+        }
+        was_resizing = resizing;
+        let now_log2 = index.geometry().tables_log2;
+        if now_log2 != tables_log2 {
+            let (per_key, keys, occupancy) = epoch_min;
+            fullest.push(per_key);
+            println!(
+                "{keys:>10} {:>6} {occupancy:>9.4} {per_key:>9.3} {:>12}  fullest point before that resize",
+                1usize << tables_log2,
+                "",
+            );
+            line("resize done", i + 1, max_ns, &index);
+            tables_log2 = now_log2;
+            epoch_min = (f64::MAX, 0, 0.0);
         }
         if grown && i % 4096 == 0 {
             let per_key = index.memory_bytes() as f64 / (i + 1) as f64;

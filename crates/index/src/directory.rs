@@ -178,13 +178,27 @@ pub(crate) struct Inner {
     meta_bytes: StdAtomicUsize,
     /// Set when the owning `Index` is dropped: background migration stops.
     closing: StdAtomicBool,
+    /// `d + 1` while a `ResizeAction::Requested(d)` is pending, else 0.
+    grow_pending: StdAtomicUsize,
 }
 
 /// Result of [`Inner::insert`]: the outcome, and whether this call started
 /// a resize (the caller may then start a background migration).
 pub(crate) struct InsertOutcome {
     pub(crate) result: Result<Option<Location>, InsertError>,
-    pub(crate) started_resize: bool,
+    pub(crate) resize: ResizeAction,
+}
+
+/// What an insert did about growing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResizeAction {
+    None,
+    /// It started a resize (created the next generation).
+    Started,
+    /// It wants generation `.0` doubled, but put its entry in an overflow
+    /// list meanwhile: the caller should run `grow_requested` off the hot
+    /// path (it won a flag: no other insert asks until that runs).
+    Requested(usize),
 }
 
 impl Inner {
@@ -236,6 +250,7 @@ impl Inner {
             table_bytes: StdAtomicUsize::new(0),
             meta_bytes: StdAtomicUsize::new(std::mem::size_of::<Inner>()),
             closing: StdAtomicBool::new(false),
+            grow_pending: StdAtomicUsize::new(0),
         }
     }
 
@@ -549,14 +564,23 @@ impl Inner {
         table::lookup(&w, self.fpg.home(fp), FpGeometry::tag(fp), out);
     }
 
-    pub(crate) fn insert(&self, fp: u64, new: Location, expect: Expect<'_>) -> InsertOutcome {
+    /// With `defer_grow`, an insert that should grow but has room in the
+    /// overflow list uses it and returns `ResizeAction::Requested`, so that
+    /// the next generation is allocated off the hot path.
+    pub(crate) fn insert(
+        &self,
+        fp: u64,
+        new: Location,
+        expect: Expect<'_>,
+        defer_grow: bool,
+    ) -> InsertOutcome {
         assert!(
             new.pba <= PBA_MAX && (1..=GRAINS_MAX).contains(&new.grains),
             "unstorable location {new:?}"
         );
         let (home, tag) = (self.fpg.home(fp), FpGeometry::tag(fp));
         let mut extend = false;
-        let mut started_resize = false;
+        let mut resize = ResizeAction::None;
         loop {
             let mut l = self.lock_live(fp, extend, true);
             let d = l.gen.tables_log2 as usize;
@@ -568,9 +592,24 @@ impl Inner {
             let mut grow = false;
             if done == table::Insert::NoSpace && !can_extend {
                 // Displacement failed with all the room two regions give.
+                let room = table::overflow_len(&w) < self.overflow_max;
                 if d < TABLES_LOG2_MAX as usize && self.should_grow(d, table::overflow_len(&w)) {
-                    grow = true;
-                } else if table::overflow_len(&w) < self.overflow_max {
+                    if defer_grow && room {
+                        table::insert_overflow(&mut w, home, tag, new);
+                        done = table::Insert::Done(None);
+                        let pending = self.grow_pending.compare_exchange(
+                            0,
+                            d + 1,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                        if pending.is_ok() {
+                            resize = ResizeAction::Requested(d);
+                        }
+                    } else {
+                        grow = true;
+                    }
+                } else if room {
                     table::insert_overflow(&mut w, home, tag, new);
                     done = table::Insert::Done(None);
                 }
@@ -587,17 +626,24 @@ impl Inner {
                     continue;
                 }
                 table::Insert::NoSpace if grow => {
-                    started_resize |= self.grow(d);
+                    if self.grow(d) {
+                        resize = ResizeAction::Started;
+                    }
                     extend = false;
                     continue;
                 }
                 table::Insert::NoSpace => Err(InsertError::Full),
             };
-            return InsertOutcome {
-                result,
-                started_resize,
-            };
+            return InsertOutcome { result, resize };
         }
+    }
+
+    /// Runs the grow an insert returned `ResizeAction::Requested(d)` for.
+    pub(crate) fn grow_requested(&self, d: usize) {
+        self.grow(d);
+        let _ = self
+            .grow_pending
+            .compare_exchange(d + 1, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Whether a failed insert in generation `d` should double it rather
@@ -665,7 +711,14 @@ impl Inner {
     /// Migrates every remaining region (of every resize in flight). As the
     /// `background` helper, stops if the index is dropped and yields the CPU
     /// after each region so that foreground operations are not preempted.
+    /// A grow that an insert requested but whose helper has not run yet is
+    /// done first (so that no resize can start after this returns, unless
+    /// new inserts ask for one).
     pub(crate) fn finish_resize(&self, background: bool) {
+        let pending = self.grow_pending.load(Ordering::Acquire);
+        if pending != 0 {
+            self.grow_requested(pending - 1);
+        }
         loop {
             let d = self.current.load(Ordering::SeqCst);
             let gen = self.gen(d);

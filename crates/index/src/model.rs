@@ -46,7 +46,9 @@ mod tests {
     fn absent(inner: &Inner, fp: u64, l: Location) {
         let mut seen = Vec::new();
         inner.lookup(fp, &mut seen);
-        let r = inner.insert(fp, l, Expect::Absent { seen: &seen }).result;
+        let r = inner
+            .insert(fp, l, Expect::Absent { seen: &seen }, false)
+            .result;
         assert_eq!(r, Ok(None), "insert {fp:#x}");
     }
 
@@ -75,9 +77,9 @@ mod tests {
             shuttle::thread::spawn(move || {
                 // Tag 128 = 0 mod 4, home 5: no room, no hop possible.
                 let f = fp(128, 5);
-                let out = inner.insert(f, loc(1000), Expect::Absent { seen: &[] });
+                let out = inner.insert(f, loc(1000), Expect::Absent { seen: &[] }, false);
                 assert_eq!(out.result, Ok(None));
-                assert!(out.started_resize);
+                assert_eq!(out.resize, super::directory::ResizeAction::Started);
                 grown.store(true, Ordering::SeqCst);
                 let more = vec![
                     (f, loc(1000)),

@@ -197,3 +197,36 @@ fn full_only_at_256_tables() {
     assert_eq!(index.len(), n as usize);
     assert_eq!(index.geometry().tables_log2, 8);
 }
+
+#[test]
+fn finish_resize_leaves_nothing_pending() {
+    // An insert that finds the tables ≥ 92 % full parks its entry in an
+    // overflow list and leaves the grow to a helper thread; finish_resize
+    // (run before a checkpoint) must do that grow itself, so that nothing
+    // starts a resize after it returns.
+    for trial in 0..20u64 {
+        let index = Index::new(IndexConfig {
+            table_entries_log2: T_LOG2,
+            initial_tables_log2: 0,
+        });
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ trial;
+        for n in 0..(950 + trial * 3) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let fp = x & ((1 << (8 + T_LOG2)) - 1);
+            let mut seen = Vec::new();
+            index.lookup(fp, &mut seen);
+            index
+                .insert(fp, loc(n), Expect::Absent { seen: &seen })
+                .unwrap();
+        }
+        index.finish_resize();
+        let geometry = index.geometry();
+        let (_, tables) = dump(&index);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(!index.resize_in_progress(), "trial {trial}");
+        assert_eq!(index.geometry(), geometry, "trial {trial}");
+        assert_eq!(dump(&index).1, tables, "trial {trial}");
+    }
+}
