@@ -8,6 +8,9 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+
+use nvdepot_io::Device;
 
 use nvdepot_index::Index;
 
@@ -76,6 +79,11 @@ pub fn check(path: &Path, opts: &Options) -> Result<CheckReport> {
         ..opts.clone()
     };
     let (devices, _) = recovery::open_paths(path, &opts)?;
+    check_devices(devices, &opts)
+}
+
+/// Verifies the store on `devices` without modifying it.
+pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<CheckReport> {
     let sbs = recovery::read_superblocks(&devices)?;
     let (layout, sb) = recovery::load_layout(devices, sbs)?;
     let headers = recovery::read_segment_headers(&layout, sb.uuid)?;
@@ -138,23 +146,28 @@ pub fn check(path: &Path, opts: &Options) -> Result<CheckReport> {
             Ok(r) => {
                 report.checkpoint_compared = true;
                 let mut in_ckpt = HashSet::new();
-                r.index.for_each(|fp, loc| {
-                    in_ckpt.insert((fp, loc));
+                r.index.for_each(|_, loc| {
+                    in_ckpt.insert(loc.pba);
                 });
-                let in_log: HashSet<_> = live
-                    .iter()
-                    .map(|&(_, h, loc, _)| (Index::fingerprint(h), loc))
-                    .collect();
-                for e in in_log.difference(&in_ckpt).take(10) {
-                    report.problems.push(format!(
-                        "log has live record at grain {} missing from the checkpoint index",
-                        e.1.pba
-                    ));
+                let mut cands = Vec::new();
+                let mut missing = 0;
+                for &(_, h, loc, _) in &live {
+                    cands.clear();
+                    r.index.lookup(Index::fingerprint(h), &mut cands);
+                    if !cands.contains(&loc) {
+                        missing += 1;
+                        if missing <= 10 {
+                            report.problems.push(format!(
+                                "log has a live record at grain {} that the checkpoint index lacks",
+                                loc.pba
+                            ));
+                        }
+                    }
+                    in_ckpt.remove(&loc.pba);
                 }
-                for e in in_ckpt.difference(&in_log).take(10) {
+                for pba in in_ckpt.iter().take(10) {
                     report.problems.push(format!(
-                        "checkpoint index points to grain {} which the log does not hold live",
-                        e.1.pba
+                        "checkpoint index points to grain {pba}, which the log does not hold live"
                     ));
                 }
             }

@@ -26,7 +26,7 @@ use crate::format::{RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES
 use crate::iter::scan_segment;
 use crate::segments::SegState;
 use crate::store::{key_hash, Inner};
-use crate::writer::{RecordParts, GC_RESERVE_SEGMENTS};
+use crate::writer::{Appender, RecordParts, GC_RESERVE_SEGMENTS};
 
 /// A live record copied out of a victim.
 struct Live {
@@ -64,6 +64,7 @@ impl GcThread {
                         match collect(&inner, want) {
                             Ok(0) => {
                                 // Nothing to gain: let waiting writers fail fast.
+                                inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
                                 inner.segments.freed.notify_all();
                                 std::thread::sleep(Duration::from_millis(20));
                             }
@@ -102,18 +103,26 @@ impl Drop for GcThread {
     }
 }
 
-/// Collects victims until `target` segments are free or no victim is worth
-/// collecting. Returns the number of segments freed.
+/// Collects victims until `target` segments are free or collecting stops
+/// paying off (two victims in a row without a net gain in free segments:
+/// everything left is live, or slack that relocation would recreate).
+/// Returns the net number of segments freed.
 pub(crate) fn collect(inner: &Inner, target: usize) -> Result<usize> {
-    let mut freed = 0;
-    while inner.segments.free_count() < target {
-        let Some(victim) = pick_victim(inner) else {
-            break;
-        };
+    let start = inner.segments.free_count();
+    let mut best = start;
+    let mut fruitless = 0;
+    while inner.segments.free_count() < target && fruitless < 2 {
+        let Some(victim) = pick_victim(inner) else { break };
         collect_segment(inner, victim)?;
-        freed += 1;
+        let now = inner.segments.free_count();
+        if now > best {
+            best = now;
+            fruitless = 0;
+        } else {
+            fruitless += 1;
+        }
     }
-    Ok(freed)
+    Ok(inner.segments.free_count().saturating_sub(start))
 }
 
 fn pick_victim(inner: &Inner) -> Option<u32> {
@@ -186,7 +195,7 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                     key: rec.key(),
                     value: &[],
                 };
-                let app = inner.writer.append(&parts, true)?;
+                let app = inner.writer.append(&parts, Appender::Gc)?;
                 let seg = inner.layout.segment_of(app.pba);
                 inner
                     .segments
@@ -263,7 +272,7 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
                 key: &live.key,
                 value: &live.value,
             },
-            true,
+            Appender::Gc,
         )?;
         last = last.max(app.lsn);
         moved.push((live, app));

@@ -39,7 +39,7 @@ mod stats;
 mod store;
 mod writer;
 
-pub use check::{check, CheckReport};
+pub use check::{check, check_devices, CheckReport};
 pub use error::{Error, Result};
 pub use iter::NamespaceIter;
 pub use namespace::Namespace;

@@ -435,7 +435,6 @@ fn try_checkpoint(
     if let Some(c) = namespaces.counter(SYSTEM_NS) {
         c.store(r.system_count, Ordering::Relaxed);
     }
-    let keys = r.index.len() as u64;
     let seq = Arc::new(AtomicU64::new(r.seq.max(newest + 1)));
     let inner = Inner::new(
         layout.clone(),
@@ -446,6 +445,7 @@ fn try_checkpoint(
         opts.clone(),
         uuid,
     );
+    let keys = inner.user_keys();
     Ok(Some((inner, keys)))
 }
 

@@ -88,6 +88,9 @@ pub(crate) struct Segments {
     /// Signalled when segments are freed (writers waiting for space) and
     /// when GC gives up (so they stop waiting).
     pub freed: Condvar,
+    /// Bumped each time GC finds nothing worth collecting, so writers
+    /// waiting for space give up instead of waiting out their timeout.
+    pub gc_gave_up: AtomicU64,
 }
 
 impl Segments {
@@ -96,6 +99,7 @@ impl Segments {
             infos: (0..count).map(|_| SegmentInfo::new()).collect(),
             free: Mutex::new(VecDeque::new()),
             freed: Condvar::new(),
+            gc_gave_up: AtomicU64::new(0),
         }
     }
 

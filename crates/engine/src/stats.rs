@@ -57,7 +57,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         .filter(|s| s.state().holds_records())
         .map(|s| s.valid_grains.load(Ordering::Relaxed))
         .sum();
-    let keys = inner.index.len() as u64;
+    let keys = inner.user_keys();
     let user = c.user_bytes.load(Ordering::Relaxed);
     let device = inner.writer.stats.device_bytes.load(Ordering::Relaxed);
     let mem = inner.index.memory_bytes() as u64;

@@ -25,7 +25,7 @@ use crate::options::Options;
 use crate::read::{read_record, Fetched, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
-use crate::writer::{RecordParts, Writer};
+use crate::writer::{Appender, RecordParts, Writer};
 
 const STRIPES: usize = 4096;
 
@@ -133,6 +133,15 @@ impl Inner {
             ns_admin: Mutex::new(()),
             counters: Counters::default(),
         }
+    }
+
+    /// Keys in user namespaces (the index also holds the registry's).
+    pub fn user_keys(&self) -> u64 {
+        let system = self
+            .namespaces
+            .counter(SYSTEM_NS)
+            .map_or(0, |c| c.load(Ordering::Relaxed).max(0) as u64);
+        (self.index.len() as u64).saturating_sub(system)
     }
 
     pub fn stripe_of(&self, hash: u64) -> usize {
@@ -278,7 +287,7 @@ impl Inner {
         let header = self.header(RecordKind::Put, physical, key, value.len());
         let app = self
             .writer
-            .append(&RecordParts { header, key, value }, false)?;
+            .append(&RecordParts { header, key, value }, Appender::Put)?;
         self.writer.wait_durable(app.lsn)?;
         let new = Location {
             pba: app.pba,
@@ -369,7 +378,7 @@ impl Inner {
                 key,
                 value: &[],
             },
-            false,
+            Appender::Delete,
         )?;
         self.writer.wait_durable(app.lsn)?;
         self.unlink(fp, existing, app.pba, app.grains);
@@ -426,7 +435,7 @@ impl Inner {
                     let header = self.header(RecordKind::Put, physical, key, value.len());
                     Some(
                         self.writer
-                            .append(&RecordParts { header, key, value }, false)?,
+                            .append(&RecordParts { header, key, value }, Appender::Put)?,
                     )
                 }
                 WriteOp::Delete { key } if existing.is_some() => {
@@ -437,7 +446,7 @@ impl Inner {
                             key,
                             value: &[],
                         },
-                        false,
+                        Appender::Delete,
                     )?)
                 }
                 WriteOp::Delete { .. } => None,

@@ -30,6 +30,18 @@ const BUFFER_BYTES: usize = 1 << 20;
 /// Free segments kept back for garbage collection to relocate into.
 pub(crate) const GC_RESERVE_SEGMENTS: usize = 2;
 
+/// Who is appending: decides how deep into the reserve it may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Appender {
+    /// User puts: leave the whole reserve to GC.
+    Put,
+    /// Tombstones: may take all but one reserved segment, so that a full
+    /// store can still delete and so make room.
+    Delete,
+    /// GC relocation: may take every free segment.
+    Gc,
+}
+
 /// A record to append.
 pub(crate) struct RecordParts<'a> {
     pub header: RecordHeader,
@@ -123,9 +135,9 @@ impl Writer {
         }
     }
 
-    /// Appends a record; `gc` appends may use the segments kept in reserve.
-    /// Waits (outside the lock) for GC when no segment is free.
-    pub fn append(&self, rec: &RecordParts<'_>, gc: bool) -> Result<Appended> {
+    /// Appends a record. Waits (outside the lock) for GC when no segment
+    /// is free to `who`, and fails with `StoreFull` when GC cannot help.
+    pub fn append(&self, rec: &RecordParts<'_>, who: Appender) -> Result<Appended> {
         let len = format::record_bytes(
             rec.key.len(),
             rec.value.len(),
@@ -137,6 +149,7 @@ impl Writer {
             "record of {len} bytes exceeds a segment"
         );
         let mut waited = Duration::ZERO;
+        let gave_up = self.segments.gc_gave_up.load(Ordering::Relaxed);
         loop {
             let mut st = self.state.lock();
             if let Some(why) = &st.failed {
@@ -147,12 +160,17 @@ impl Writer {
                 .as_ref()
                 .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
             if !fits {
-                let reserve = if gc { 0 } else { GC_RESERVE_SEGMENTS };
+                let reserve = match who {
+                    Appender::Put => GC_RESERVE_SEGMENTS,
+                    Appender::Delete => GC_RESERVE_SEGMENTS - 1,
+                    Appender::Gc => 0,
+                };
                 match self.segments.take_free(reserve) {
                     Some(id) => self.switch_segment(&mut st, id),
                     None => {
                         drop(st);
-                        if waited >= Duration::from_secs(10) || (gc && waited > Duration::ZERO) {
+                        let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
+                        if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
                             return Err(self.full_error());
                         }
                         self.segments.wait_freed(Duration::from_millis(50));

@@ -1,0 +1,255 @@
+//! Behaviour of the store's API on the in-memory device and on a real file.
+
+use std::sync::Arc;
+
+use nvdepot_engine::{check_devices, Error, Options, PutMode, Store, WriteOp};
+use nvdepot_io::{Device, MemDevice};
+
+const MIB: u64 = 1 << 20;
+
+fn opts() -> Options {
+    Options { segment_bytes: MIB, ..Options::default() }.create_bytes(0)
+}
+
+fn mem_store(capacity: u64) -> (Arc<MemDevice>, Store) {
+    let dev = Arc::new(MemDevice::new(capacity, 512));
+    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts()).expect("create store");
+    (dev, store)
+}
+
+fn reopen(dev: Arc<MemDevice>) -> Store {
+    Store::open_devices(vec![dev as Arc<dyn Device>], &Options::default()).expect("reopen")
+}
+
+#[test]
+fn put_get_delete_and_conditions() {
+    let (_dev, s) = mem_store(32 * MIB);
+    let ns = s.default_namespace();
+    assert_eq!(s.get(ns, b"k").unwrap(), None);
+    s.put(ns, b"k", b"v1").unwrap();
+    assert_eq!(s.get(ns, b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    assert!(!s.put_with(ns, b"k", b"v2", PutMode::IfAbsent).unwrap());
+    assert!(s.put_with(ns, b"k", b"v3", PutMode::IfPresent).unwrap());
+    assert_eq!(s.get(ns, b"k").unwrap().as_deref(), Some(&b"v3"[..]));
+    assert!(!s.put_with(ns, b"other", b"x", PutMode::IfPresent).unwrap());
+    assert!(s.put_with(ns, b"other", b"x", PutMode::IfAbsent).unwrap());
+    assert_eq!(s.count(ns), 2);
+    assert!(s.delete(ns, b"k").unwrap());
+    assert!(!s.delete(ns, b"k").unwrap());
+    assert_eq!(s.get(ns, b"k").unwrap(), None);
+    assert_eq!(s.count(ns), 1);
+    // Empty values are values.
+    s.put(ns, b"empty", b"").unwrap();
+    assert_eq!(s.get(ns, b"empty").unwrap().as_deref(), Some(&b""[..]));
+}
+
+#[test]
+fn limits_give_clear_errors() {
+    let (_dev, s) = mem_store(32 * MIB);
+    let ns = s.default_namespace();
+    let big_key = vec![b'k'; 70_000];
+    assert!(matches!(s.put(ns, &big_key, b"v"), Err(Error::KeyTooLarge { len: 70_000, .. })));
+    assert!(matches!(s.put(ns, b"", b"v"), Err(Error::KeyEmpty)));
+    let big = vec![0u8; MIB as usize];
+    let err = s.put(ns, b"k", &big).unwrap_err();
+    assert!(matches!(err, Error::ValueTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("value too large"), "{err}");
+}
+
+#[test]
+fn values_of_many_sizes_round_trip_and_ranges() {
+    let (_dev, s) = mem_store(64 * MIB);
+    let ns = s.default_namespace();
+    for (i, len) in [0usize, 1, 471, 472, 473, 512, 4096, 65_536, 150_000].into_iter().enumerate() {
+        let v: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8).collect();
+        let key = format!("key{i}");
+        s.put(ns, key.as_bytes(), &v).unwrap();
+        assert_eq!(s.get(ns, key.as_bytes()).unwrap().unwrap(), v, "len {len}");
+        let r = s.get_range(ns, key.as_bytes(), 3, 100).unwrap().unwrap();
+        assert_eq!(r, v[3.min(len)..103.min(len)]);
+    }
+    assert_eq!(s.get_range(ns, b"nope", 0, 10).unwrap(), None);
+}
+
+#[test]
+fn batches_namespaces_iteration() {
+    let (dev, s) = mem_store(64 * MIB);
+    let ns = s.default_namespace();
+    let users = s.create_namespace("users").unwrap();
+    assert!(matches!(s.create_namespace("users"), Err(Error::NamespaceExists(_))));
+    s.put(ns, b"a", b"default-a").unwrap();
+    s.put(users, b"a", b"users-a").unwrap();
+    assert_eq!(s.get(ns, b"a").unwrap().as_deref(), Some(&b"default-a"[..]));
+    assert_eq!(s.get(users, b"a").unwrap().as_deref(), Some(&b"users-a"[..]));
+    let keys: Vec<String> = (0..100).map(|i| format!("u{i}")).collect();
+    let ops: Vec<WriteOp> = keys.iter().map(|k| WriteOp::Put { key: k.as_bytes(), value: k.as_bytes() }).collect();
+    s.write_batch(users, &ops).unwrap();
+    s.write_batch(users, &[WriteOp::Delete { key: b"u0" }, WriteOp::Put { key: b"u1", value: b"new" }]).unwrap();
+    assert_eq!(s.count(users), 100);
+    let got = s.get_many(users, &[b"u0", b"u1", b"u2"]).unwrap();
+    assert_eq!(got, vec![None, Some(b"new".to_vec()), Some(b"u2".to_vec())]);
+    let mut seen: Vec<Vec<u8>> = s.iter(users).map(|r| r.unwrap().0).collect();
+    seen.sort();
+    assert_eq!(seen.len(), 100);
+    seen.dedup();
+    assert_eq!(seen.len(), 100);
+    let names: Vec<String> = s.namespaces().into_iter().map(|n| n.0).collect();
+    assert_eq!(names, vec!["default".to_string(), "users".to_string()]);
+
+    s.clear(users).unwrap();
+    assert_eq!(s.count(users), 0);
+    assert_eq!(s.get(users, b"a").unwrap(), None);
+    assert_eq!(s.iter(users).count(), 0);
+    s.put(users, b"after", b"clear").unwrap();
+    let tmp = s.create_namespace("tmp").unwrap();
+    s.put(tmp, b"x", b"y").unwrap();
+    s.drop_namespace("tmp").unwrap();
+    assert!(s.namespace("tmp").is_none());
+    assert!(matches!(s.get(tmp, b"x"), Err(Error::NoSuchNamespace(_))));
+
+    // Both a clean reopen and a crash reopen keep all of that.
+    s.close().unwrap();
+    for crash in [false, true] {
+        let dev2 = if crash { Arc::new(dev.snapshot().unwrap()) } else { dev.clone() };
+        let s = reopen(dev2.clone());
+        assert_eq!(s.open_report().clean, !crash);
+        let users = s.namespace("users").unwrap();
+        assert_eq!(s.get(users, b"after").unwrap().as_deref(), Some(&b"clear"[..]));
+        assert_eq!(s.get(users, b"u5").unwrap(), None);
+        assert!(s.namespace("tmp").is_none());
+        assert_eq!(s.count(users), 1);
+        assert_eq!(s.get(s.default_namespace(), b"a").unwrap().as_deref(), Some(&b"default-a"[..]));
+        drop(s);
+        let report = check_devices(vec![dev2 as Arc<dyn Device>], &Options::default()).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+}
+
+#[test]
+fn clean_reopen_uses_checkpoint_and_crash_reopen_scans() {
+    let (dev, s) = mem_store(64 * MIB);
+    let ns = s.default_namespace();
+    for i in 0..2000u32 {
+        s.put(ns, format!("k{i}").as_bytes(), &i.to_le_bytes()).unwrap();
+    }
+    for i in 0..500u32 {
+        s.delete(ns, format!("k{i}").as_bytes()).unwrap();
+    }
+    s.close().unwrap();
+    let report = check_devices(vec![dev.clone() as Arc<dyn Device>], &Options::default()).unwrap();
+    assert!(report.is_ok() && report.checkpoint_compared, "{report}");
+    let s = reopen(dev.clone());
+    assert!(s.open_report().clean);
+    assert_eq!(s.open_report().keys, 1500);
+    assert_eq!(s.get(ns, b"k1999").unwrap().unwrap(), 1999u32.to_le_bytes());
+    s.put(ns, b"later", b"x").unwrap();
+    // Crash: no checkpoint (it was invalidated at open), the log has it all.
+    drop(s);
+    let s = reopen(dev);
+    assert!(!s.open_report().clean);
+    assert_eq!(s.open_report().keys, 1501);
+    assert_eq!(s.get(ns, b"k10").unwrap(), None);
+    assert_eq!(s.get(ns, b"later").unwrap().as_deref(), Some(&b"x"[..]));
+}
+
+#[test]
+fn gc_reclaims_overwritten_space_and_reports_write_amplification() {
+    // 16 MiB store, 1 MiB segments: overwrite a 4 MiB working set many times.
+    let (dev, s) = mem_store(16 * MIB);
+    let ns = s.default_namespace();
+    let value = vec![7u8; 3000];
+    for round in 0..12u32 {
+        for i in 0..1000u32 {
+            let mut v = value.clone();
+            v[..4].copy_from_slice(&round.to_le_bytes());
+            s.put(ns, format!("key{i}").as_bytes(), &v).unwrap();
+        }
+    }
+    let st = s.stats();
+    assert!(st.gc_segments_collected > 0, "{st}");
+    assert!(st.write_amplification >= 1.0, "{st}");
+    for i in 0..1000u32 {
+        let v = s.get(ns, format!("key{i}").as_bytes()).unwrap().unwrap();
+        assert_eq!(&v[..4], &11u32.to_le_bytes());
+    }
+    drop(s);
+    let s = reopen(dev.clone());
+    assert_eq!(s.open_report().keys, 1000);
+    for i in (0..1000u32).step_by(37) {
+        let v = s.get(ns, format!("key{i}").as_bytes()).unwrap().unwrap();
+        assert_eq!(&v[..4], &11u32.to_le_bytes());
+    }
+    drop(s);
+    let report = check_devices(vec![dev as Arc<dyn Device>], &Options::default()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn deleted_keys_stay_deleted_across_gc_and_recovery() {
+    let (dev, s) = mem_store(16 * MIB);
+    let ns = s.default_namespace();
+    let v = vec![1u8; 2000];
+    for i in 0..300u32 {
+        s.put(ns, format!("gone{i}").as_bytes(), &v).unwrap();
+    }
+    for i in 0..300u32 {
+        s.delete(ns, format!("gone{i}").as_bytes()).unwrap();
+    }
+    // Churn so that GC collects the segments holding puts and tombstones.
+    for round in 0..10u32 {
+        for i in 0..1000u32 {
+            s.put(ns, format!("churn{i}").as_bytes(), &round.to_le_bytes().repeat(700)).unwrap();
+        }
+    }
+    assert!(s.stats().gc_segments_collected > 0);
+    drop(s);
+    let s = reopen(dev);
+    for i in 0..300u32 {
+        assert_eq!(s.get(ns, format!("gone{i}").as_bytes()).unwrap(), None, "gone{i} came back");
+    }
+    assert_eq!(s.count(ns), 1000);
+}
+
+#[test]
+fn store_full_is_an_error_not_a_hang() {
+    let (_dev, s) = mem_store(8 * MIB);
+    let ns = s.default_namespace();
+    let v = vec![3u8; 60_000];
+    let mut err = None;
+    for i in 0..1000u32 {
+        if let Err(e) = s.put(ns, format!("fill{i}").as_bytes(), &v) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = err.expect("an 8 MiB store cannot hold 60 MB");
+    assert!(matches!(err, Error::StoreFull { .. }), "{err}");
+    // Deleting makes room again.
+    for i in 0..20u32 {
+        s.delete(ns, format!("fill{i}").as_bytes()).unwrap();
+    }
+    s.collect_garbage().unwrap();
+    s.put(ns, b"after-full", b"ok").unwrap();
+}
+
+#[test]
+fn file_store_round_trip() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("store");
+    let o = Options::default().create_bytes(256 * MIB).segment_bytes(8 * MIB);
+    let s = Store::open(&path, &o).unwrap();
+    assert!(s.open_report().created);
+    let ns = s.default_namespace();
+    for i in 0..100u32 {
+        s.put(ns, format!("f{i}").as_bytes(), &vec![i as u8; 5000]).unwrap();
+    }
+    s.close().unwrap();
+    let s = Store::open(&path, &Options::default()).unwrap();
+    assert!(s.open_report().clean);
+    assert_eq!(s.get(ns, b"f42").unwrap().unwrap(), vec![42u8; 5000]);
+    drop(s);
+    let report = nvdepot_engine::check(&path, &Options::default()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let err = Store::open(&dir.path().join("empty"), &Options::default()).err().unwrap();
+    assert!(err.to_string().contains("give a size"), "{err}");
+}
