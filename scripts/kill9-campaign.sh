@@ -7,7 +7,9 @@
 # Usage: scripts/kill9-campaign.sh [TRIALS]   (default 20)
 # Environment: SEED (replays a campaign), KILL9_DIR (where stores go, not a
 # tmpfs: the store uses O_DIRECT; default target/kill9-campaign),
-# DELAY_MS_MIN/DELAY_MS_MAX (default 200/3000), COUNT, VALUE_SIZE.
+# DELAY_MS_MIN/DELAY_MS_MAX (default 200/3000), COUNT, VALUE_SIZE,
+# SEGMENT_SIZE (default: 1M, 4M or 64M at random per trial; small segments
+# make the load cross segment boundaries).
 # Prints one line per trial and `N passed, M failed`; exits 1 if any failed.
 # A failed trial's store and logs are kept for inspection.
 set -euo pipefail
@@ -33,12 +35,12 @@ mkdir -p "$root"
 passed=0
 failed=0
 
-# Runs one trial in directory $1 with value seed $2 and kill delay $3 ms;
-# prints `ok ...` or `FAIL ...`.
+# Runs one trial in directory $1 with value seed $2, kill delay $3 ms and
+# segment size $4; prints `ok ...` or `FAIL ...`.
 trial() {
-    local dir=$1 vseed=$2 delay_ms=$3
+    local dir=$1 vseed=$2 delay_ms=$3 segment=$4
     rm -rf "$dir" && mkdir -p "$dir"
-    "$bin" kv --data "$dir/store" --size 1G load --count "$count" \
+    "$bin" kv --data "$dir/store" --size 1G --segment-size "$segment" load --count "$count" \
         --value-size "$value_size" --seed "$vseed" --ack-every 1 \
         >"$dir/load.out" 2>"$dir/load.err" &
     local pid=$!
@@ -73,15 +75,17 @@ trial() {
 for ((t = 1; t <= trials; t++)); do
     vseed=$((RANDOM * 32768 + RANDOM))
     delay_ms=$((delay_min + (RANDOM * 32768 + RANDOM) % (delay_max - delay_min + 1)))
+    segments=(1M 4M 64M)
+    segment=${SEGMENT_SIZE:-${segments[RANDOM % 3]}}
     dir=$root/trial-$t
-    if result=$(trial "$dir" "$vseed" "$delay_ms"); then
+    if result=$(trial "$dir" "$vseed" "$delay_ms" "$segment"); then
         passed=$((passed + 1))
         rm -rf "$dir"
     else
         failed=$((failed + 1))
         result="$result; kept $dir"
     fi
-    echo "trial $t/$trials: kill after ${delay_ms} ms, value seed $vseed: $result"
+    echo "trial $t/$trials: segments $segment, kill after ${delay_ms} ms, value seed $vseed: $result"
 done
 echo "$passed passed, $failed failed"
 (( failed == 0 ))

@@ -39,93 +39,87 @@ fn acknowledged_writes_survive_kill_9() {
     });
     eprintln!("kill9: seed {seed} ({trials} trials; NVDEPOT_KILL9_SEED={seed} replays)");
     let mut rng = StdRng::seed_from_u64(seed);
-    for trial in 0..trials {
-        let delay = Duration::from_millis(rng.gen_range(200..=1500));
-        let value_seed: u64 = rng.gen();
-        run_trial(trial, delay, value_seed);
+    for number in 0..trials {
+        let trial = Trial {
+            number,
+            delay: Duration::from_millis(rng.gen_range(200..=1500)),
+            value_seed: rng.gen::<u64>().to_string(),
+            // Small segments make the load cross segment boundaries.
+            segment: ["1M", "2M", "16M"][rng.gen_range(0..3)],
+        };
+        run_trial(&trial);
+    }
+}
+
+/// One trial: a new store with `segment`-byte segments, loaded with values
+/// from `value_seed`, killed `delay` after the first acknowledged write.
+struct Trial {
+    number: u64,
+    delay: Duration,
+    value_seed: String,
+    segment: &'static str,
+}
+
+impl std::fmt::Display for Trial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "trial {}: segments {}, value seed {}, kill after {:?}",
+            self.number, self.segment, self.value_seed, self.delay
+        )
     }
 }
 
 /// Runs one command to completion and returns (exit code, stdout).
 fn nvdepot(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("spawn nvdepot");
+    let out = Command::new(BIN).args(args).output().expect("spawn");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| panic!("{args:?} died: {stderr}"));
+    let Some(code) = out.status.code() else {
+        panic!("{args:?} died: {stderr}");
+    };
     if code != 0 {
         eprintln!("nvdepot {args:?} exited {code}\nstdout: {stdout}\nstderr: {stderr}");
     }
     (code, stdout)
 }
 
-fn run_trial(trial: u64, delay: Duration, value_seed: u64) {
+fn run_trial(trial: &Trial) {
     let dir = tempfile::Builder::new()
         .prefix("kill9-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("temp dir");
     let store = dir.path().join("store");
     let store = store.to_str().expect("utf-8 path");
-    let seed_arg = value_seed.to_string();
-    let (last, killed) = load_and_kill(store, &seed_arg, delay);
-    eprintln!(
-        "kill9 trial {trial}: delay {delay:?}, value seed {value_seed}, last acked {last}, \
-         {}",
-        if killed {
-            "killed"
-        } else {
-            "load finished first"
-        }
-    );
+    let (last, killed) = load_and_kill(store, trial);
+    let how = if killed {
+        "killed"
+    } else {
+        "load finished first"
+    };
+    eprintln!("kill9 {trial}: last acked {last}, {how}");
 
     let (code, report) = nvdepot(&["check", "--data", store]);
-    assert_eq!(
-        code, 0,
-        "trial {trial}: check after the crash failed:\n{report}"
-    );
+    assert_eq!(code, 0, "{trial}: check after the crash failed:\n{report}");
     let count = (last + 1).to_string();
-    let (code, out) = nvdepot(&[
-        "kv",
-        "--data",
-        store,
-        "verify",
-        "--count",
-        &count,
-        "--value-size",
-        VALUE_BYTES,
-        "--seed",
-        &seed_arg,
-    ]);
-    assert_eq!(code, 0, "trial {trial}: acknowledged write lost: {out}");
+    let mut verify = vec!["kv", "--data", store, "verify", "--count", &count];
+    verify.extend(["--value-size", VALUE_BYTES, "--seed", &trial.value_seed]);
+    let (code, out) = nvdepot(&verify);
+    assert_eq!(code, 0, "{trial}: acknowledged write lost: {out}");
     assert_eq!(out, format!("verified {count}\n"));
     let (code, report) = nvdepot(&["check", "--data", store]);
-    assert_eq!(
-        code, 0,
-        "trial {trial}: check after recovery failed:\n{report}"
-    );
+    assert_eq!(code, 0, "{trial}: check after recovery failed:\n{report}");
 }
 
-/// Starts `load`, kills it with SIGKILL `delay` after its first `acked`
-/// line, and returns the last index it acknowledged and whether the kill
-/// came before the load finished.
-fn load_and_kill(store: &str, seed: &str, delay: Duration) -> (u64, bool) {
+/// Starts `load`, kills it with SIGKILL `trial.delay` after its first
+/// `acked` line, and returns the last index it acknowledged and whether
+/// the kill came before the load finished.
+fn load_and_kill(store: &str, trial: &Trial) -> (u64, bool) {
     let mut child = Command::new(BIN)
-        .args([
-            "kv",
-            "--data",
-            store,
-            "--size",
-            "256M",
-            "--segment-size",
-            "16M",
-        ])
+        .args(["kv", "--data", store, "--size", "256M"])
+        .args(["--segment-size", trial.segment])
         .args(["load", "--count", COUNT, "--value-size", VALUE_BYTES])
-        .args(["--seed", seed, "--ack-every", "1"])
+        .args(["--seed", &trial.value_seed, "--ack-every", "1"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn load");
@@ -153,7 +147,7 @@ fn load_and_kill(store: &str, seed: &str, delay: Duration) -> (u64, bool) {
         let _ = child.kill();
         panic!("load acknowledged nothing within 60 s: {:?}", child.wait());
     };
-    std::thread::sleep(delay);
+    std::thread::sleep(trial.delay);
     let killed = child.try_wait().expect("try_wait").is_none();
     child.kill().expect("kill -9");
     let status = child.wait().expect("wait");
