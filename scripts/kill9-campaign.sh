@@ -85,7 +85,8 @@ for ((t = 1; t <= trials; t++)); do
         failed=$((failed + 1))
         result="$result; kept $dir"
     fi
-    echo "trial $t/$trials: segments $segment, kill after ${delay_ms} ms, value seed $vseed: $result"
+    echo "trial $t/$trials: segments $segment, kill after ${delay_ms} ms," \
+        "value seed $vseed: $result"
 done
 echo "$passed passed, $failed failed"
 (( failed == 0 ))
