@@ -66,16 +66,19 @@ impl GcThread {
                                 // Nothing to gain: let waiting writers fail fast.
                                 inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
                                 inner.segments.freed.notify_all();
-                                std::thread::sleep(Duration::from_millis(20));
+                                std::thread::park_timeout(Duration::from_millis(20));
                             }
-                            Ok(_) => {}
+                            Ok(_) => *inner.segments.gc_failed.lock() = None,
                             Err(e) => {
                                 tracing::error!("garbage collection failed: {e}");
-                                std::thread::sleep(Duration::from_millis(200));
+                                *inner.segments.gc_failed.lock() = Some(e.to_string());
+                                inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
+                                inner.segments.freed.notify_all();
+                                std::thread::park_timeout(Duration::from_millis(200));
                             }
                         }
                     } else {
-                        std::thread::sleep(Duration::from_millis(5));
+                        std::thread::park_timeout(Duration::from_millis(5));
                     }
                 }
             })
@@ -86,11 +89,8 @@ impl GcThread {
         }
     }
 
-    pub fn stop(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn stop(self) {
+        drop(self);
     }
 }
 
@@ -98,6 +98,7 @@ impl Drop for GcThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -112,7 +113,9 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<usize> {
     let mut best = start;
     let mut fruitless = 0;
     while inner.segments.free_count() < target && fruitless < 2 {
-        let Some(victim) = pick_victim(inner) else { break };
+        let Some(victim) = pick_victim(inner) else {
+            break;
+        };
         collect_segment(inner, victim)?;
         let now = inner.segments.free_count();
         if now > best {

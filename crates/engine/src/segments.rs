@@ -91,6 +91,9 @@ pub(crate) struct Segments {
     /// Bumped each time GC finds nothing worth collecting, so writers
     /// waiting for space give up instead of waiting out their timeout.
     pub gc_gave_up: AtomicU64,
+    /// The last GC failure, if the last pass failed (writers waiting for
+    /// space report it instead of waiting out their timeout).
+    pub gc_failed: Mutex<Option<String>>,
 }
 
 impl Segments {
@@ -100,6 +103,7 @@ impl Segments {
             free: Mutex::new(VecDeque::new()),
             freed: Condvar::new(),
             gc_gave_up: AtomicU64::new(0),
+            gc_failed: Mutex::new(None),
         }
     }
 

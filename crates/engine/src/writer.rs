@@ -169,6 +169,11 @@ impl Writer {
                     Some(id) => self.switch_segment(&mut st, id),
                     None => {
                         drop(st);
+                        if let Some(why) = self.segments.gc_failed.lock().clone() {
+                            return Err(Error::Unusable(format!(
+                                "no free segment and garbage collection failed: {why}"
+                            )));
+                        }
                         let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
                         if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
                             return Err(self.full_error());

@@ -8,12 +8,17 @@ use nvdepot_io::{Device, MemDevice};
 const MIB: u64 = 1 << 20;
 
 fn opts() -> Options {
-    Options { segment_bytes: MIB, ..Options::default() }.create_bytes(0)
+    Options {
+        segment_bytes: MIB,
+        ..Options::default()
+    }
+    .create_bytes(0)
 }
 
 fn mem_store(capacity: u64) -> (Arc<MemDevice>, Store) {
     let dev = Arc::new(MemDevice::new(capacity, 512));
-    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts()).expect("create store");
+    let store =
+        Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts()).expect("create store");
     (dev, store)
 }
 
@@ -48,7 +53,10 @@ fn limits_give_clear_errors() {
     let (_dev, s) = mem_store(32 * MIB);
     let ns = s.default_namespace();
     let big_key = vec![b'k'; 70_000];
-    assert!(matches!(s.put(ns, &big_key, b"v"), Err(Error::KeyTooLarge { len: 70_000, .. })));
+    assert!(matches!(
+        s.put(ns, &big_key, b"v"),
+        Err(Error::KeyTooLarge { len: 70_000, .. })
+    ));
     assert!(matches!(s.put(ns, b"", b"v"), Err(Error::KeyEmpty)));
     let big = vec![0u8; MIB as usize];
     let err = s.put(ns, b"k", &big).unwrap_err();
@@ -60,7 +68,10 @@ fn limits_give_clear_errors() {
 fn values_of_many_sizes_round_trip_and_ranges() {
     let (_dev, s) = mem_store(64 * MIB);
     let ns = s.default_namespace();
-    for (i, len) in [0usize, 1, 471, 472, 473, 512, 4096, 65_536, 150_000].into_iter().enumerate() {
+    for (i, len) in [0usize, 1, 471, 472, 473, 512, 4096, 65_536, 150_000]
+        .into_iter()
+        .enumerate()
+    {
         let v: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8).collect();
         let key = format!("key{i}");
         s.put(ns, key.as_bytes(), &v).unwrap();
@@ -76,15 +87,37 @@ fn batches_namespaces_iteration() {
     let (dev, s) = mem_store(64 * MIB);
     let ns = s.default_namespace();
     let users = s.create_namespace("users").unwrap();
-    assert!(matches!(s.create_namespace("users"), Err(Error::NamespaceExists(_))));
+    assert!(matches!(
+        s.create_namespace("users"),
+        Err(Error::NamespaceExists(_))
+    ));
     s.put(ns, b"a", b"default-a").unwrap();
     s.put(users, b"a", b"users-a").unwrap();
     assert_eq!(s.get(ns, b"a").unwrap().as_deref(), Some(&b"default-a"[..]));
-    assert_eq!(s.get(users, b"a").unwrap().as_deref(), Some(&b"users-a"[..]));
+    assert_eq!(
+        s.get(users, b"a").unwrap().as_deref(),
+        Some(&b"users-a"[..])
+    );
     let keys: Vec<String> = (0..100).map(|i| format!("u{i}")).collect();
-    let ops: Vec<WriteOp> = keys.iter().map(|k| WriteOp::Put { key: k.as_bytes(), value: k.as_bytes() }).collect();
+    let ops: Vec<WriteOp> = keys
+        .iter()
+        .map(|k| WriteOp::Put {
+            key: k.as_bytes(),
+            value: k.as_bytes(),
+        })
+        .collect();
     s.write_batch(users, &ops).unwrap();
-    s.write_batch(users, &[WriteOp::Delete { key: b"u0" }, WriteOp::Put { key: b"u1", value: b"new" }]).unwrap();
+    s.write_batch(
+        users,
+        &[
+            WriteOp::Delete { key: b"u0" },
+            WriteOp::Put {
+                key: b"u1",
+                value: b"new",
+            },
+        ],
+    )
+    .unwrap();
     assert_eq!(s.count(users), 100);
     let got = s.get_many(users, &[b"u0", b"u1", b"u2"]).unwrap();
     assert_eq!(got, vec![None, Some(b"new".to_vec()), Some(b"u2".to_vec())]);
@@ -110,15 +143,25 @@ fn batches_namespaces_iteration() {
     // Both a clean reopen and a crash reopen keep all of that.
     s.close().unwrap();
     for crash in [false, true] {
-        let dev2 = if crash { Arc::new(dev.snapshot().unwrap()) } else { dev.clone() };
+        let dev2 = if crash {
+            Arc::new(dev.snapshot().unwrap())
+        } else {
+            dev.clone()
+        };
         let s = reopen(dev2.clone());
         assert_eq!(s.open_report().clean, !crash);
         let users = s.namespace("users").unwrap();
-        assert_eq!(s.get(users, b"after").unwrap().as_deref(), Some(&b"clear"[..]));
+        assert_eq!(
+            s.get(users, b"after").unwrap().as_deref(),
+            Some(&b"clear"[..])
+        );
         assert_eq!(s.get(users, b"u5").unwrap(), None);
         assert!(s.namespace("tmp").is_none());
         assert_eq!(s.count(users), 1);
-        assert_eq!(s.get(s.default_namespace(), b"a").unwrap().as_deref(), Some(&b"default-a"[..]));
+        assert_eq!(
+            s.get(s.default_namespace(), b"a").unwrap().as_deref(),
+            Some(&b"default-a"[..])
+        );
         drop(s);
         let report = check_devices(vec![dev2 as Arc<dyn Device>], &Options::default()).unwrap();
         assert!(report.is_ok(), "{report}");
@@ -130,7 +173,8 @@ fn clean_reopen_uses_checkpoint_and_crash_reopen_scans() {
     let (dev, s) = mem_store(64 * MIB);
     let ns = s.default_namespace();
     for i in 0..2000u32 {
-        s.put(ns, format!("k{i}").as_bytes(), &i.to_le_bytes()).unwrap();
+        s.put(ns, format!("k{i}").as_bytes(), &i.to_le_bytes())
+            .unwrap();
     }
     for i in 0..500u32 {
         s.delete(ns, format!("k{i}").as_bytes()).unwrap();
@@ -198,14 +242,23 @@ fn deleted_keys_stay_deleted_across_gc_and_recovery() {
     // Churn so that GC collects the segments holding puts and tombstones.
     for round in 0..10u32 {
         for i in 0..1000u32 {
-            s.put(ns, format!("churn{i}").as_bytes(), &round.to_le_bytes().repeat(700)).unwrap();
+            s.put(
+                ns,
+                format!("churn{i}").as_bytes(),
+                &round.to_le_bytes().repeat(700),
+            )
+            .unwrap();
         }
     }
     assert!(s.stats().gc_segments_collected > 0);
     drop(s);
     let s = reopen(dev);
     for i in 0..300u32 {
-        assert_eq!(s.get(ns, format!("gone{i}").as_bytes()).unwrap(), None, "gone{i} came back");
+        assert_eq!(
+            s.get(ns, format!("gone{i}").as_bytes()).unwrap(),
+            None,
+            "gone{i} came back"
+        );
     }
     assert_eq!(s.count(ns), 1000);
 }
@@ -236,12 +289,15 @@ fn store_full_is_an_error_not_a_hang() {
 fn file_store_round_trip() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("store");
-    let o = Options::default().create_bytes(256 * MIB).segment_bytes(8 * MIB);
+    let o = Options::default()
+        .create_bytes(256 * MIB)
+        .segment_bytes(8 * MIB);
     let s = Store::open(&path, &o).unwrap();
     assert!(s.open_report().created);
     let ns = s.default_namespace();
     for i in 0..100u32 {
-        s.put(ns, format!("f{i}").as_bytes(), &vec![i as u8; 5000]).unwrap();
+        s.put(ns, format!("f{i}").as_bytes(), &vec![i as u8; 5000])
+            .unwrap();
     }
     s.close().unwrap();
     let s = Store::open(&path, &Options::default()).unwrap();
@@ -250,6 +306,8 @@ fn file_store_round_trip() {
     drop(s);
     let report = nvdepot_engine::check(&path, &Options::default()).unwrap();
     assert!(report.is_ok(), "{report}");
-    let err = Store::open(&dir.path().join("empty"), &Options::default()).err().unwrap();
+    let err = Store::open(&dir.path().join("empty"), &Options::default())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("give a size"), "{err}");
 }

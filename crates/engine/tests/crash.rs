@@ -53,13 +53,24 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
     let mut tag = seed << 20;
     while !stop.load(Ordering::Relaxed) {
         let ns_i = rng.gen_range(0..NAMESPACES.len());
-        let Some(ns) = store.namespace(NAMESPACES[ns_i]) else { return };
+        let Some(ns) = store.namespace(NAMESPACES[ns_i]) else {
+            return;
+        };
         let key = format!("t{thread}-k{}", rng.gen_range(0..KEYS_PER_THREAD)).into_bytes();
         tag += 1;
         let op = rng.gen_range(0..100);
-        let current = model.lock().unwrap().get(&(ns_i, key.clone())).cloned().unwrap_or_default().acked;
+        let current = model
+            .lock()
+            .unwrap()
+            .get(&(ns_i, key.clone()))
+            .cloned()
+            .unwrap_or_default()
+            .acked;
         // Decide the op and its intended outcome, record it as pending.
-        let (result_state, run): (Option<Vec<u8>>, Box<dyn FnOnce() -> nvdepot_engine::Result<()>>) = match op {
+        let (result_state, run): (
+            Option<Vec<u8>>,
+            Box<dyn FnOnce() -> nvdepot_engine::Result<()>>,
+        ) = match op {
             0..=49 => {
                 let v = value_for(&mut rng, tag);
                 let (k, v2) = (key.clone(), v.clone());
@@ -67,15 +78,29 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
             }
             50..=59 => {
                 let v = value_for(&mut rng, tag);
-                let next = if current.is_none() { Some(v.clone()) } else { current.clone() };
+                let next = if current.is_none() {
+                    Some(v.clone())
+                } else {
+                    current.clone()
+                };
                 let k = key.clone();
-                (next, Box::new(move || store.put_with(ns, &k, &v, PutMode::IfAbsent).map(|_| ())))
+                (
+                    next,
+                    Box::new(move || store.put_with(ns, &k, &v, PutMode::IfAbsent).map(|_| ())),
+                )
             }
             60..=69 => {
                 let v = value_for(&mut rng, tag);
-                let next = if current.is_some() { Some(v.clone()) } else { None };
+                let next = if current.is_some() {
+                    Some(v.clone())
+                } else {
+                    None
+                };
                 let k = key.clone();
-                (next, Box::new(move || store.put_with(ns, &k, &v, PutMode::IfPresent).map(|_| ())))
+                (
+                    next,
+                    Box::new(move || store.put_with(ns, &k, &v, PutMode::IfPresent).map(|_| ())),
+                )
             }
             70..=84 => {
                 let k = key.clone();
@@ -83,7 +108,8 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
             }
             85..=89 => {
                 // A batch of one put and one delete on this thread's keys.
-                let other = format!("t{thread}-k{}", rng.gen_range(0..KEYS_PER_THREAD)).into_bytes();
+                let other =
+                    format!("t{thread}-k{}", rng.gen_range(0..KEYS_PER_THREAD)).into_bytes();
                 if other == key {
                     continue;
                 }
@@ -93,7 +119,16 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
                     m.entry((ns_i, other.clone())).or_default().pending = Some(None);
                     m.entry((ns_i, key.clone())).or_default().pending = Some(Some(v.clone()));
                 }
-                let res = store.write_batch(ns, &[WriteOp::Put { key: &key, value: &v }, WriteOp::Delete { key: &other }]);
+                let res = store.write_batch(
+                    ns,
+                    &[
+                        WriteOp::Put {
+                            key: &key,
+                            value: &v,
+                        },
+                        WriteOp::Delete { key: &other },
+                    ],
+                );
                 if res.is_err() {
                     return;
                 }
@@ -108,13 +143,20 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
             _ => {
                 // Reads must agree with the model while running.
                 match store.get(ns, &key) {
-                    Ok(got) => assert_eq!(got, current, "live read of {key:?} disagrees (seed {seed})"),
+                    Ok(got) => {
+                        assert_eq!(got, current, "live read of {key:?} disagrees (seed {seed})")
+                    }
                     Err(_) => return,
                 }
                 continue;
             }
         };
-        model.lock().unwrap().entry((ns_i, key.clone())).or_default().pending = Some(result_state.clone());
+        model
+            .lock()
+            .unwrap()
+            .entry((ns_i, key.clone()))
+            .or_default()
+            .pending = Some(result_state.clone());
         if run().is_err() {
             return; // The device crashed; this op stays pending.
         }
@@ -126,13 +168,20 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
 }
 
 fn options() -> Options {
-    Options { segment_bytes: MIB, ..Options::default() }
+    Options {
+        segment_bytes: MIB,
+        ..Options::default()
+    }
 }
 
 fn verify(store: &Store, model: &Model, seed: u64, round: usize) {
     for ((ns_i, key), m) in model {
-        let ns = store.namespace(NAMESPACES[*ns_i]).expect("namespace survives");
-        let got = store.get(ns, key).unwrap_or_else(|e| panic!("get failed after crash: {e} (seed {seed})"));
+        let ns = store
+            .namespace(NAMESPACES[*ns_i])
+            .expect("namespace survives");
+        let got = store
+            .get(ns, key)
+            .unwrap_or_else(|e| panic!("get failed after crash: {e} (seed {seed})"));
         let ok = got == m.acked || m.pending.as_ref().is_some_and(|p| *p == got);
         assert!(
             ok,
@@ -156,10 +205,24 @@ fn settle(store: &Store, model: &mut Model) {
     }
 }
 
-fn run_chain(seed: u64, crashes: usize) {
+/// Counts of what a chain exercised, so the test can insist the racy paths ran.
+#[derive(Default, Debug)]
+struct Coverage {
+    in_flight_at_crash: usize,
+    acked_keys: usize,
+    gc_segments: usize,
+}
+
+fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut dev = Arc::new(MemDevice::new(24 * MIB, 512));
-    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &options().create_bytes(0)).unwrap();
+    // Small devices make GC run often; larger ones leave room for big values.
+    let size = if seed % 2 == 0 { 10 * MIB } else { 24 * MIB };
+    let mut dev = Arc::new(MemDevice::new(size, 512));
+    let store = Store::open_devices(
+        vec![dev.clone() as Arc<dyn Device>],
+        &options().create_bytes(0),
+    )
+    .unwrap();
     store.create_namespace(NAMESPACES[1]).unwrap();
     drop(store);
     let mut model: Model = HashMap::new();
@@ -176,19 +239,33 @@ fn run_chain(seed: u64, crashes: usize) {
         let next = std::thread::scope(|scope| {
             for t in 0..THREADS {
                 let (store, model_cell, stop) = (&store, &model_cell, &stop);
-                let wseed = seed.wrapping_mul(1000).wrapping_add((round * THREADS + t) as u64);
+                let wseed = seed
+                    .wrapping_mul(1000)
+                    .wrapping_add((round * THREADS + t) as u64);
                 scope.spawn(move || worker(store, model_cell, stop, t, wseed));
             }
             std::thread::sleep(Duration::from_millis(run_ms));
-            let next = if reordered { dev.crash_reordered(crash_seed).0 } else { dev.crash(crash_seed).0 };
+            let gc_before_crash = store.stats().gc_segments_collected;
+            let next = if reordered {
+                dev.crash_reordered(crash_seed).0
+            } else {
+                dev.crash(crash_seed).0
+            };
             stop.store(true, Ordering::Relaxed);
-            next
+            (next, gc_before_crash)
         });
+        let (next, gc) = next;
+        cov.gc_segments += gc as usize;
         drop(store);
         model = model_cell.into_inner().unwrap();
+        cov.in_flight_at_crash += model.values().filter(|m| m.pending.is_some()).count();
+        cov.acked_keys += model.values().filter(|m| m.acked.is_some()).count();
         dev = Arc::new(next);
         let report = check_devices(vec![dev.clone() as Arc<dyn Device>], &options()).unwrap();
-        assert!(report.is_ok(), "seed {seed} round {round}: check failed:\n{report}");
+        assert!(
+            report.is_ok(),
+            "seed {seed} round {round}: check failed:\n{report}"
+        );
     }
     let store = Store::open_devices(vec![dev as Arc<dyn Device>], &options()).unwrap();
     verify(&store, &model, seed, crashes);
@@ -196,14 +273,28 @@ fn run_chain(seed: u64, crashes: usize) {
 
 #[test]
 fn random_crashes_lose_no_acknowledged_write() {
-    let rounds: usize = std::env::var("NVDEPOT_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(240);
+    let rounds: usize = std::env::var("NVDEPOT_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(240);
     let per_chain = 12;
     let base: u64 = std::env::var("NVDEPOT_CRASH_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(rand::random);
     println!("crash test base seed {base} (NVDEPOT_CRASH_SEED={base} replays it)");
+    let mut cov = Coverage::default();
     for chain in 0..rounds.div_ceil(per_chain) {
-        run_chain(base.wrapping_add(chain as u64), per_chain);
+        run_chain(base.wrapping_add(chain as u64), per_chain, &mut cov);
     }
+    println!("{cov:?}");
+    assert!(
+        cov.in_flight_at_crash > rounds / 4,
+        "too few crashes hit an operation in flight: {cov:?}"
+    );
+    assert!(
+        cov.acked_keys > rounds,
+        "too few acknowledged keys: {cov:?}"
+    );
+    assert!(cov.gc_segments > 0, "garbage collection never ran: {cov:?}");
 }
