@@ -100,7 +100,7 @@ impl Superblock {
         if !sb.grain_bytes.is_power_of_two() || !(512..=4096).contains(&sb.grain_bytes) {
             return Err(DecodeError::Invalid("grain size"));
         }
-        if sb.segment_bytes % sb.grain_bytes as u64 != 0 || sb.segment_bytes < 1 << 20 {
+        if !sb.segment_bytes.is_multiple_of(sb.grain_bytes as u64) || sb.segment_bytes < 1 << 20 {
             return Err(DecodeError::Invalid("segment size"));
         }
         if sb.device_index >= sb.device_count {

@@ -244,7 +244,7 @@ fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> 
         )));
     }
     let seg = opts.segment_bytes;
-    if seg < 1 << 20 || seg % grain as u64 != 0 {
+    if seg < 1 << 20 || !seg.is_multiple_of(grain as u64) {
         return Err(Error::Config(format!(
             "segment size {seg} must be at least 1 MiB and a multiple of {grain}"
         )));

@@ -311,3 +311,37 @@ fn file_store_round_trip() {
         .unwrap();
     assert!(err.to_string().contains("give a size"), "{err}");
 }
+
+#[test]
+fn striping_over_two_devices() {
+    let a = Arc::new(MemDevice::named("a", 16 * MIB, 512));
+    let b = Arc::new(MemDevice::named("b", 16 * MIB, 512));
+    let devs = || vec![a.clone() as Arc<dyn Device>, b.clone() as Arc<dyn Device>];
+    let s = Store::open_devices(devs(), &opts()).unwrap();
+    let ns = s.default_namespace();
+    for i in 0..3000u32 {
+        s.put(ns, format!("s{i}").as_bytes(), &vec![i as u8; 3000])
+            .unwrap();
+    }
+    // Segments alternate between the devices, so both took writes.
+    assert!(a.bytes_written() > 4 * MIB && b.bytes_written() > 4 * MIB);
+    drop(s);
+    // Order of the devices given does not matter: superblocks say.
+    let swapped = vec![b.clone() as Arc<dyn Device>, a.clone() as Arc<dyn Device>];
+    let s = Store::open_devices(swapped, &Options::default()).unwrap();
+    for i in (0..3000u32).step_by(7) {
+        assert_eq!(
+            s.get(ns, format!("s{i}").as_bytes()).unwrap().unwrap(),
+            vec![i as u8; 3000]
+        );
+    }
+    drop(s);
+    let err = Store::open_devices(vec![a.clone() as Arc<dyn Device>], &Options::default())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("2 devices") || err.to_string().contains("device"),
+        "{err}"
+    );
+    assert!(check_devices(devs(), &Options::default()).unwrap().is_ok());
+}

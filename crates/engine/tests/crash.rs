@@ -35,6 +35,9 @@ struct KeyModel {
 
 type Model = HashMap<(usize, Vec<u8>), KeyModel>;
 
+/// An operation to run, boxed so each arm can capture what it needs.
+type Op<'a> = Box<dyn FnOnce() -> nvdepot_engine::Result<()> + 'a>;
+
 fn value_for(rng: &mut StdRng, tag: u64) -> Vec<u8> {
     let len = match rng.gen_range(0..10) {
         0 => 0,
@@ -67,10 +70,7 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
             .unwrap_or_default()
             .acked;
         // Decide the op and its intended outcome, record it as pending.
-        let (result_state, run): (
-            Option<Vec<u8>>,
-            Box<dyn FnOnce() -> nvdepot_engine::Result<()>>,
-        ) = match op {
+        let (result_state, run): (Option<Vec<u8>>, Op<'_>) = match op {
             0..=49 => {
                 let v = value_for(&mut rng, tag);
                 let (k, v2) = (key.clone(), v.clone());
@@ -216,7 +216,11 @@ struct Coverage {
 fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
     let mut rng = StdRng::seed_from_u64(seed);
     // Small devices make GC run often; larger ones leave room for big values.
-    let size = if seed % 2 == 0 { 10 * MIB } else { 24 * MIB };
+    let size = if seed.is_multiple_of(2) {
+        10 * MIB
+    } else {
+        24 * MIB
+    };
     let mut dev = Arc::new(MemDevice::new(size, 512));
     let store = Store::open_devices(
         vec![dev.clone() as Arc<dyn Device>],
