@@ -23,10 +23,10 @@ delay_max=${DELAY_MS_MAX:-3000}
 count=${COUNT:-10000000}
 value_size=${VALUE_SIZE:-100}
 
+source "$repo/scripts/lib.sh"
+ensure_cargo
 echo "== building the release binary"
-(cd "$repo" && cargo build --release -p nvdepot --quiet)
-bin=$(cd "$repo" && cargo metadata --format-version 1 --no-deps |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/release/nvdepot
+bin=$(release_binary "$repo")
 [[ -x $bin ]] || { echo "no binary at $bin" >&2; exit 2; }
 
 echo "== $trials trials, seed $seed (SEED=$seed replays), stores under $root"
