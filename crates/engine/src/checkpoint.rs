@@ -183,7 +183,7 @@ impl Cursor<'_> {
     }
 }
 
-fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, String> {
+pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, String> {
     let mut c = Cursor { b, at: 0 };
     if c.u64()? != CKPT_MAGIC {
         return Err("bad magic".into());

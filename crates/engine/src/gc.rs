@@ -62,7 +62,9 @@ impl GcThread {
                     let want = low_water(&inner);
                     if inner.segments.free_count() < want {
                         match collect(&inner, want) {
-                            Ok(0) => {
+                            Ok(Pass {
+                                exhausted: true, ..
+                            }) => {
                                 // Nothing to gain: let waiting writers fail fast.
                                 inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
                                 inner.segments.freed.notify_all();
@@ -104,47 +106,65 @@ impl Drop for GcThread {
     }
 }
 
-/// Collects victims until `target` segments are free or collecting stops
-/// paying off (two victims in a row without a net gain in free segments:
-/// everything left is live, or slack that relocation would recreate).
-/// Returns the net number of segments freed.
-pub(crate) fn collect(inner: &Inner, target: usize) -> Result<usize> {
+/// Outcome of a collection pass.
+pub(crate) struct Pass {
+    /// Net segments freed.
+    pub freed: usize,
+    /// True if there was nothing worth collecting: less than two segments'
+    /// worth of dead grains in all sealed segments together (the store is
+    /// full of live data).
+    pub exhausted: bool,
+}
+
+/// Collects victims until `target` segments are free, there is nothing
+/// worth collecting, or every segment has been tried once.
+pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
     let start = inner.segments.free_count();
-    let mut best = start;
-    let mut fruitless = 0;
-    while inner.segments.free_count() < target && fruitless < 2 {
-        let Some(victim) = pick_victim(inner) else {
+    let mut exhausted = false;
+    for _ in 0..inner.segments.len() {
+        let free = inner.segments.free_count();
+        if free >= target {
+            break;
+        }
+        // Nearly out of space: take the emptiest segment, ignoring age.
+        let greedy = free <= GC_RESERVE_SEGMENTS + 1;
+        let Some(victim) = pick_victim(inner, greedy) else {
+            exhausted = true;
             break;
         };
         collect_segment(inner, victim)?;
-        let now = inner.segments.free_count();
-        if now > best {
-            best = now;
-            fruitless = 0;
-        } else {
-            fruitless += 1;
-        }
     }
-    Ok(inner.segments.free_count().saturating_sub(start))
+    let freed = inner.segments.free_count().saturating_sub(start);
+    Ok(Pass { freed, exhausted })
 }
 
-fn pick_victim(inner: &Inner) -> Option<u32> {
-    let cap = inner.layout.grains_per_segment() as f64;
+fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
+    let cap = inner.layout.grains_per_segment();
     let now = inner.seq.load(Ordering::Relaxed);
     let mut best: Option<(f64, u32)> = None;
+    let mut dead = 0u64;
     for (i, s) in inner.segments.infos.iter().enumerate() {
         if s.state() != SegState::Sealed {
             continue;
         }
-        let u = (s.valid_grains.load(Ordering::Relaxed) as f64 / cap).min(1.0);
+        let valid = s.valid_grains.load(Ordering::Relaxed).min(cap);
+        dead += cap - valid;
+        let u = valid as f64 / cap as f64;
         if u >= 0.999 {
             continue;
         }
-        let age = (now.saturating_sub(s.sealed_at.load(Ordering::Relaxed)) + 1) as f64;
-        let score = (1.0 - u) * age / (1.0 + u);
+        let score = if greedy {
+            1.0 - u
+        } else {
+            let age = (now.saturating_sub(s.sealed_at.load(Ordering::Relaxed)) + 1) as f64;
+            (1.0 - u) * age / (1.0 + u)
+        };
         if best.is_none_or(|(b, _)| score > b) {
             best = Some((score, i as u32));
         }
+    }
+    if dead < 2 * cap {
+        return None;
     }
     best.map(|(_, i)| i)
 }

@@ -27,6 +27,8 @@ mod check;
 mod checkpoint;
 mod error;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gc;
 mod iter;
 mod layout;

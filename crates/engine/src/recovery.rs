@@ -72,7 +72,7 @@ pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Dev
             let Some(size) = opts.create_bytes else {
                 return Err(Error::NotAStore {
                     device: path.display().to_string(),
-                    reason: "no data files here; give a size to create a store".into(),
+                    reason: "no nvdepot store here (no data files); a store is created only when a size is given".into(),
                 });
             };
             Ok((vec![open(&path.join(data_file_name(0)), Some(size))?], true))

@@ -785,7 +785,7 @@ impl Store {
     /// Runs one garbage-collection pass now (also done in the background).
     /// Returns the number of segments freed.
     pub fn collect_garbage(&self) -> Result<usize> {
-        crate::gc::collect(&self.inner, usize::MAX)
+        crate::gc::collect(&self.inner, usize::MAX).map(|p| p.freed)
     }
 
     /// Writes everything out, saves the index checkpoint so the next open

@@ -309,7 +309,7 @@ fn file_store_round_trip() {
     let err = Store::open(&dir.path().join("empty"), &Options::default())
         .err()
         .unwrap();
-    assert!(err.to_string().contains("give a size"), "{err}");
+    assert!(err.to_string().contains("no nvdepot store here"), "{err}");
 }
 
 #[test]

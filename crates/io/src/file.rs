@@ -123,6 +123,9 @@ impl FileDevice {
             ));
         }
         let file = open_file(path, direct, block_device, existing.is_none()).map_err(&open_err)?;
+        if !block_device {
+            lock_exclusive(&file).map_err(&open_err)?;
+        }
         let meta = file
             .metadata()
             .map_err(|e| open_err(format!("cannot fstat: {e}")))?;
@@ -260,6 +263,25 @@ impl Device for FileDevice {
     fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// Takes an exclusive advisory lock on a regular file for the life of the
+/// descriptor, so two processes cannot open one store (block devices get
+/// the same protection from `O_EXCL`).
+fn lock_exclusive(file: &File) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => {
+            "the file is in use by another process (it holds an exclusive lock on it)".into()
+        }
+        _ => format!("flock failed: {e}"),
+    })
 }
 
 /// Opens read-write with `O_CLOEXEC` (and `O_DIRECT`, and `O_EXCL` for a

@@ -1,0 +1,115 @@
+//! The on-device parsers, exposed for fuzzing and tests only.
+//!
+//! Not part of nvdepot's API (the module is `#[doc(hidden)]`) and not
+//! stable: it exists so that `fuzz/` and `tests/parsers.rs` can drive the
+//! real decoding code with arbitrary bytes, including the crate-private
+//! checkpoint decoder and segment scanner, without widening the real API.
+
+use std::sync::Arc;
+
+use nvdepot_io::{Device, MemDevice};
+
+use crate::format::{
+    self, DecodeError, RecordCheck, RecordHeader, SegmentHeader, Superblock, DEVICE_HEADER_BYTES,
+};
+use crate::iter::{scan_segment, ScanEnd};
+use crate::layout::Layout;
+
+/// Grain of the segment that [`scan_image`] scans.
+pub const SCAN_GRAIN_BYTES: u64 = 512;
+
+/// Decodes an index checkpoint payload for a store of `segments` segments
+/// (the concatenated payload of all parts, as `checkpoint::read` passes
+/// it), and drops what it restored.
+pub fn decode_checkpoint(bytes: &[u8], segments: u32) -> Result<(), String> {
+    crate::checkpoint::decode(bytes, segments).map(drop)
+}
+
+/// Checks the record at the start of `bytes` ([`format::check_record`]).
+pub fn check_record(bytes: &[u8]) -> RecordCheck {
+    format::check_record(bytes)
+}
+
+/// Decodes a superblock ([`Superblock::decode`]).
+pub fn decode_superblock(bytes: &[u8]) -> Result<Superblock, DecodeError> {
+    Superblock::decode(bytes)
+}
+
+/// Decodes a segment header ([`SegmentHeader::decode`]).
+pub fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, DecodeError> {
+    SegmentHeader::decode(bytes)
+}
+
+/// A record that [`scan_image`] yielded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedRecord {
+    /// Byte offset of the record in the segment.
+    pub offset: u64,
+    pub header: RecordHeader,
+    /// The record as the scanner passed it on: header, key and value.
+    pub bytes: Vec<u8>,
+}
+
+/// What [`scan_image`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanResult {
+    /// Bytes of the scanned segment: the image rounded up to a whole MiB
+    /// (at least 1 MiB), zero-filled past the image.
+    pub segment_bytes: u64,
+    /// The sequence number records had to carry (see [`scan_image`]).
+    pub segment_seq: u64,
+    /// The puts and tombstones yielded, in order.
+    pub records: Vec<ScannedRecord>,
+    /// Where and why the scan stopped; `None` if the last record ended
+    /// exactly at the end of the segment.
+    pub stopped: Option<(u64, &'static str)>,
+}
+
+/// Runs the real segment scanner (`iter::scan_segment`) over `image`, the
+/// bytes of one segment from its start (header area included), on an
+/// in-memory device with 512-byte grains.
+///
+/// The scanner needs the segment's sequence number; it is read from
+/// where a segment header keeps it (bytes 32..40 of `image`, zero if
+/// shorter) whether or not the header is valid, so that a fuzzer reaches
+/// the records without forging a header checksum.
+pub fn scan_image(image: &[u8]) -> ScanResult {
+    const MIB: u64 = 1 << 20;
+    let segment_bytes = (image.len() as u64).div_ceil(MIB).max(1) * MIB;
+    let mut seq = [0u8; 8];
+    if let Some(b) = image.get(32..40) {
+        seq.copy_from_slice(b);
+    }
+    let segment_seq = u64::from_le_bytes(seq);
+    let header = DEVICE_HEADER_BYTES as usize;
+    let mut device = vec![0u8; header + segment_bytes as usize];
+    device[header..header + image.len()].copy_from_slice(image);
+    let device: Arc<dyn Device> = Arc::new(MemDevice::from_image(&device, 512));
+    let layout = Layout {
+        devices: vec![device],
+        grain_bytes: SCAN_GRAIN_BYTES,
+        segment_bytes,
+        segments: 1,
+        align: 512,
+    };
+    let mut records = Vec::new();
+    let end = scan_segment(&layout, 0, segment_seq, |rec| {
+        records.push(ScannedRecord {
+            offset: (rec.pba % layout.grains_per_segment()) * SCAN_GRAIN_BYTES,
+            header: rec.header,
+            bytes: rec.bytes.to_vec(),
+        });
+        Ok(())
+    })
+    .expect("an in-memory device without faults does not fail");
+    let stopped = match end {
+        ScanEnd::End => None,
+        ScanEnd::Invalid { offset, reason } => Some((offset, reason)),
+    };
+    ScanResult {
+        segment_bytes,
+        segment_seq,
+        records,
+        stopped,
+    }
+}
