@@ -292,9 +292,7 @@ fn a_second_open_of_the_same_file_is_refused() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("locked");
     let first = nvdepot_io::FileDevice::open(&path, Some(1 << 20)).unwrap();
-    let err = nvdepot_io::FileDevice::open(&path, None)
-        .err()
-        .expect("second open must fail");
+    let err = nvdepot_io::FileDevice::open(&path, None).expect_err("second open must fail");
     assert!(
         err.to_string().contains("in use by another process"),
         "{err}"
