@@ -164,11 +164,17 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> std::result::Result<&[u8], String> {
         let s = self
-            .b
-            .get(self.at..self.at + n)
+            .at
+            .checked_add(n)
+            .and_then(|end| self.b.get(self.at..end))
             .ok_or_else(|| format!("truncated at byte {}", self.at))?;
         self.at += n;
         Ok(s)
+    }
+    /// At most how many items of `min_bytes` each the rest can hold: a
+    /// capacity from an untrusted count is clamped to it.
+    fn fits(&self, min_bytes: usize) -> usize {
+        (self.b.len() - self.at) / min_bytes
     }
     fn u16(&mut self) -> std::result::Result<u16, String> {
         Ok(u16::from_le_bytes(
@@ -191,7 +197,7 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
     let seq = c.u64()?;
     let ns_next = c.u32()?;
     let n = c.u32()? as usize;
-    let mut namespaces = Vec::with_capacity(n.min(1 << 16));
+    let mut namespaces = Vec::with_capacity(n.min(c.fits(18)));
     for _ in 0..n {
         let len = c.u16()? as usize;
         let name =
@@ -205,7 +211,7 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
             "checkpoint has {count} segments, store has {segments}"
         ));
     }
-    let mut segs = Vec::with_capacity(count as usize);
+    let mut segs = Vec::with_capacity((count as usize).min(c.fits(41)));
     for _ in 0..count {
         let in_use = c.take(1)?[0] != 0;
         let mut v = [0u64; 5];
@@ -221,7 +227,7 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
     if geometry.tables_log2 > 16 || geometry.table_entries_log2 > 40 {
         return Err(format!("implausible geometry {geometry:?}"));
     }
-    let mut tables = Vec::with_capacity(1 << geometry.tables_log2);
+    let mut tables = Vec::with_capacity((1 << geometry.tables_log2).min(c.fits(8)));
     for _ in 0..1u64 << geometry.tables_log2 {
         let len = c.u64()? as usize;
         let raw = c.take(len.checked_mul(8).ok_or("table length overflow")?)?;

@@ -97,6 +97,9 @@ impl Superblock {
         if sb.format_version != FORMAT_VERSION {
             return Err(DecodeError::Version(sb.format_version));
         }
+        if get_u32(buf, 12) != 0 || get_u32(buf, 44) != 0 {
+            return Err(DecodeError::Invalid("reserved bytes not zero"));
+        }
         if !sb.grain_bytes.is_power_of_two() || !(512..=4096).contains(&sb.grain_bytes) {
             return Err(DecodeError::Invalid("grain size"));
         }
@@ -181,6 +184,9 @@ impl SegmentHeader {
         let version = get_u32(buf, 4);
         if version != FORMAT_VERSION {
             return Err(DecodeError::Version(version));
+        }
+        if buf[9..16].iter().any(|&b| b != 0) {
+            return Err(DecodeError::Invalid("reserved bytes not zero"));
         }
         let kind = match buf[8] {
             0 => SegmentKind::Free,
@@ -357,6 +363,16 @@ pub fn check_record(buf: &[u8]) -> RecordCheck {
     };
     if stored != computed {
         return RecordCheck::Invalid("checksum mismatch");
+    }
+    // The header checksum too (the first one covers it without checking
+    // it): a put or tombstone valid here also passes `check_record_head`.
+    let key = match h.kind {
+        RecordKind::Pad => &[][..],
+        _ => &buf[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + h.key_len as usize],
+    };
+    let computed = crc32c::crc32c_append(crc32c::crc32c(&buf[8..RECORD_HEADER_BYTES]), key);
+    if get_u32(buf, 4) != computed {
+        return RecordCheck::Invalid("header checksum mismatch");
     }
     RecordCheck::Valid(h)
 }

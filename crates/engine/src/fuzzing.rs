@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use nvdepot_io::{Device, MemDevice};
+use nvdepot_io::{AlignedBuf, Device, MemDevice};
 
 use crate::format::{
     self, DecodeError, RecordCheck, RecordHeader, SegmentHeader, Superblock, DEVICE_HEADER_BYTES,
@@ -81,10 +81,16 @@ pub fn scan_image(image: &[u8]) -> ScanResult {
         seq.copy_from_slice(b);
     }
     let segment_seq = u64::from_le_bytes(seq);
-    let header = DEVICE_HEADER_BYTES as usize;
-    let mut device = vec![0u8; header + segment_bytes as usize];
-    device[header..header + image.len()].copy_from_slice(image);
-    let device: Arc<dyn Device> = Arc::new(MemDevice::from_image(&device, 512));
+    // Written to a zeroed device rather than built with `from_image`, whose
+    // scan of the whole zero-filled device would dominate a fuzzer's run.
+    let device = MemDevice::new(DEVICE_HEADER_BYTES + segment_bytes, 512);
+    let mut buf = AlignedBuf::new(image.len(), 512);
+    buf[..image.len()].copy_from_slice(image);
+    device
+        .write_at(&buf, DEVICE_HEADER_BYTES)
+        .and_then(|()| device.flush())
+        .expect("an in-memory device without faults does not fail");
+    let device: Arc<dyn Device> = Arc::new(device);
     let layout = Layout {
         devices: vec![device],
         grain_bytes: SCAN_GRAIN_BYTES,

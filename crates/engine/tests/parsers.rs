@@ -291,6 +291,72 @@ proptest! {
     }
 }
 
+/// Found by the `record` fuzzer: a record whose header checksum is wrong
+/// but whose whole-record checksum was computed over it anyway.
+#[test]
+fn header_checksum_is_checked() {
+    let mut rec = put(b"key", b"value", 1, 2);
+    let end = RECORD_HEADER_BYTES + 3 + 5;
+    rec[4] ^= 1;
+    let crc = crc32c::crc32c(&rec[4..end]);
+    rec[0..4].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        check_record(&rec),
+        RecordCheck::Invalid("header checksum mismatch")
+    );
+}
+
+/// Found by the `headers` fuzzer: reserved bytes must be zero, or a
+/// decoded header does not re-encode to its bytes.
+#[test]
+fn reserved_bytes_must_be_zero() {
+    for at in [12, 15, 44, 47] {
+        let mut b = vec![0u8; SUPERBLOCK_BYTES];
+        superblock().encode(&mut b);
+        b[at] = 1;
+        let crc = crc32c::crc32c(&b[0..72]);
+        b[72..76].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode_superblock(&b).is_err(), "superblock byte {at}");
+    }
+    for at in 9..16 {
+        let mut b = vec![0u8; SEGMENT_HEADER_ENCODED];
+        SegmentHeader {
+            kind: SegmentKind::Kv,
+            uuid: 1,
+            seq: 2,
+            part: 0,
+            parts: 0,
+            payload_bytes: 0,
+            payload_crc: 0,
+        }
+        .encode(&mut b);
+        b[at] = 1;
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert!(
+            decode_segment_header(&b).is_err(),
+            "segment header byte {at}"
+        );
+    }
+}
+
+/// Counts and lengths that claim far more than the payload holds are
+/// errors, not panics (a table length whose byte count overflowed the
+/// cursor's offset used to panic in debug builds).
+#[test]
+fn checkpoint_with_huge_counts_is_an_error() {
+    let payload = checkpoint(1, &[]);
+    let words_at = payload.len() - 1055 * 8 - 8;
+    let mut huge = payload[..words_at].to_vec();
+    huge.extend_from_slice(&(u64::MAX / 8).to_le_bytes());
+    huge.extend_from_slice(&[0xff; 64]);
+    assert!(decode_checkpoint(&huge, 1).is_err());
+    let mut many = payload[..20].to_vec(); // magic, seq, next namespace id
+    many.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode_checkpoint(&many, 1).is_err());
+    assert!(decode_checkpoint(&payload, u32::MAX).is_err());
+}
+
 /// The fuzzers' seeds are valid inputs of each target.
 #[test]
 fn fuzz_seeds() {
