@@ -1,1 +1,15 @@
-//! placeholder
+//! nvdepot's network servers: sockets and threads around the pure protocol
+//! crates.
+//!
+//! - [`serve_memcache`] / [`MemcacheServer`]: the memcached-compatible
+//!   server over any [`nvdepot_memcache::Storage`] (the `nvdepot memcache`
+//!   command serves the engine through it).
+//! - [`Shutdown`]: stops a running server from another thread.
+
+mod memcache;
+mod shutdown;
+
+pub use memcache::{
+    serve_memcache, MemcacheConfig, MemcacheServer, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
+};
+pub use shutdown::Shutdown;
