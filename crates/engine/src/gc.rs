@@ -58,7 +58,24 @@ impl GcThread {
         let handle = std::thread::Builder::new()
             .name("nvdepot-gc".into())
             .spawn(move || {
+                let interval = Duration::from_millis(inner.opts.flush_interval_ms.max(1));
+                let mut last_flush = std::time::Instant::now();
                 while !flag.load(Ordering::Relaxed) {
+                    if !inner.opts.sync && last_flush.elapsed() >= interval {
+                        // Writes were acknowledged before a flush: bound how
+                        // long they sit in the device's volatile cache.
+                        if let Err(e) = inner.layout.flush(u64::MAX) {
+                            tracing::error!("periodic device flush failed: {e}");
+                        }
+                        last_flush = std::time::Instant::now();
+                    }
+                    let retired = std::mem::take(&mut *inner.pending_purge.lock());
+                    if !retired.is_empty() {
+                        if let Err(e) = inner.purge_now(&retired) {
+                            tracing::error!("purging cleared namespaces failed: {e}");
+                            inner.pending_purge.lock().extend(retired);
+                        }
+                    }
                     let want = low_water(&inner);
                     if inner.segments.free_count() < want {
                         match collect(&inner, want) {
@@ -128,7 +145,12 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
         }
         // Nearly out of space: take the emptiest segment, ignoring age.
         let greedy = free <= GC_RESERVE_SEGMENTS + 1;
-        let Some(victim) = pick_victim(inner, greedy) else {
+        let victim = if inner.opts.cache_mode {
+            oldest_sealed(inner)
+        } else {
+            pick_victim(inner, greedy)
+        };
+        let Some(victim) = victim else {
             exhausted = true;
             break;
         };
@@ -136,6 +158,21 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
     }
     let freed = inner.segments.free_count().saturating_sub(start);
     Ok(Pass { freed, exhausted })
+}
+
+/// Cache mode evicts in write order (FIFO by segment): then every older
+/// version of an evicted key has already been evicted, so a crash restart
+/// can never bring back a stale value. (Evicting the least recently *hit*
+/// segment first would break that; see docs/ARCHITECTURE.md.)
+fn oldest_sealed(inner: &Inner) -> Option<u32> {
+    inner
+        .segments
+        .infos
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.state() == SegState::Sealed)
+        .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed))
+        .map(|(i, _)| i as u32)
 }
 
 fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
@@ -176,6 +213,11 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     let seg_seq = info.seq.load(Ordering::Relaxed);
     let oldest_elsewhere = inner.segments.oldest_record_seq(victim);
     let mut batch: Vec<Live> = Vec::new();
+    // Cache mode: records to drop from the index once the victim is marked
+    // free on the device. Dropping them first would let a `delete` of such
+    // a key find nothing, write no tombstone, and a crash before the free
+    // header then bring the evicted value back.
+    let mut evicted: Vec<(u64, Location, crate::format::RecordHeader)> = Vec::new();
     let mut batch_bytes = 0;
     let result = scan_segment(&inner.layout, victim, seg_seq, |rec| {
         let h = &rec.header;
@@ -193,6 +235,11 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                 let hash = key_hash(h.namespace, rec.key());
                 let old = inner.location(rec.pba, h);
                 if !inner.still_indexed(Index::fingerprint(hash), old) {
+                    return Ok(());
+                }
+                // The namespace registry is never evicted, only moved.
+                if inner.opts.cache_mode && h.namespace != crate::namespace::SYSTEM_NS {
+                    evicted.push((hash, old, *h));
                     return Ok(());
                 }
                 batch_bytes += rec.bytes.len();
@@ -245,11 +292,6 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
         info.set_state(SegState::Sealed);
         return Err(e);
     }
-    debug_assert_eq!(
-        info.valid_grains.load(Ordering::Relaxed),
-        0,
-        "segment {victim} still has live grains"
-    );
     // Mark it free on the device before reuse (see the module comment).
     let mut buf = inner.layout.buffer(SEGMENT_HEADER_BYTES as usize);
     SegmentHeader {
@@ -263,10 +305,32 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     }
     .encode(&mut buf);
     inner.layout.write(victim, 0, &buf)?;
-    inner.layout.flush(inner.layout.device_bit(victim))?;
+    // All devices: relocated copies may sit on others, and without `sync`
+    // nothing else has flushed them yet.
+    inner.layout.flush(u64::MAX)?;
+    for (hash, old, h) in evicted {
+        evict(inner, victim, hash, old, &h);
+    }
+    debug_assert_eq!(
+        info.valid_grains.load(Ordering::Relaxed),
+        0,
+        "segment {victim} still has live grains"
+    );
     inner.segments.release(victim);
     inner.counters.gc_segments.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// Drops a live record from the index (cache mode): no relocation.
+fn evict(inner: &Inner, victim: u32, hash: u64, old: Location, h: &crate::format::RecordHeader) {
+    let _stripe = inner.lock_stripe(hash);
+    if inner.index.remove(Index::fingerprint(hash), old) {
+        inner.segments.sub_valid(victim, inner.grains_of(h));
+        if let Some(count) = inner.namespaces.counter(h.namespace) {
+            count.fetch_sub(1, Ordering::Relaxed);
+        }
+        inner.counters.evictions.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Re-appends live records under their stripe locks, then repoints the index.

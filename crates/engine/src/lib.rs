@@ -47,4 +47,4 @@ pub use iter::NamespaceIter;
 pub use namespace::Namespace;
 pub use options::Options;
 pub use stats::Stats;
-pub use store::{OpenReport, PutMode, Store, WriteOp};
+pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};

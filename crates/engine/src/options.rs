@@ -17,7 +17,16 @@ pub struct Options {
     /// Longest value. Default: 16 MiB (capped at a quarter of a segment).
     pub value_bytes_max: usize,
     /// Flush the device before acknowledging a write. Default: true.
+    /// When false, a write is acknowledged once the `O_DIRECT` write
+    /// completed (the device's volatile cache may still hold it) and the
+    /// devices are flushed every [`Options::flush_interval_ms`].
     pub sync: bool,
+    /// With `sync` off: milliseconds between device flushes. Default: 100.
+    pub flush_interval_ms: u64,
+    /// Cache mode (the memcache face): when space runs low the oldest
+    /// segment is reclaimed whole and its keys are evicted, with no
+    /// relocation writes; puts never fail with `StoreFull`. Default: false.
+    pub cache_mode: bool,
     /// Run garbage collection in a background thread. Default: true.
     pub background_gc: bool,
     /// Show a progress bar on stderr while rebuilding the index. Default: false.
@@ -36,6 +45,8 @@ impl Default for Options {
             key_bytes_max: u16::MAX as usize,
             value_bytes_max: 16 << 20,
             sync: true,
+            flush_interval_ms: 100,
+            cache_mode: false,
             background_gc: true,
             progress: false,
             buffered_io: false,

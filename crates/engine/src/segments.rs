@@ -54,6 +54,8 @@ pub(crate) struct SegmentInfo {
     pub sealed_at: AtomicU64,
     /// Grains of tombstones in it.
     pub tombstone_grains: AtomicU64,
+    /// Store sequence value at the last GET hit on it (segment recency).
+    pub last_hit: AtomicU64,
 }
 
 impl SegmentInfo {
@@ -65,6 +67,7 @@ impl SegmentInfo {
             min_seq: AtomicU64::new(u64::MAX),
             sealed_at: AtomicU64::new(0),
             tombstone_grains: AtomicU64::new(0),
+            last_hit: AtomicU64::new(0),
         }
     }
 

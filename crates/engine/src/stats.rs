@@ -17,6 +17,8 @@ pub(crate) struct Counters {
     pub gc_bytes: AtomicU64,
     pub gc_segments: AtomicU64,
     pub gc_tombstones_dropped: AtomicU64,
+    /// Keys evicted in cache mode.
+    pub evictions: AtomicU64,
 }
 
 /// A snapshot of the store's counters and gauges.
@@ -41,6 +43,8 @@ pub struct Stats {
     pub gc_bytes_written: u64,
     pub gc_segments_collected: u64,
     pub gc_tombstones_dropped: u64,
+    /// Keys evicted in cache mode.
+    pub evictions: u64,
     pub flushes: u64,
     /// device_bytes_written / user_bytes_written.
     pub write_amplification: f64,
@@ -83,6 +87,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         gc_bytes_written: c.gc_bytes.load(Ordering::Relaxed),
         gc_segments_collected: c.gc_segments.load(Ordering::Relaxed),
         gc_tombstones_dropped: c.gc_tombstones_dropped.load(Ordering::Relaxed),
+        evictions: c.evictions.load(Ordering::Relaxed),
         flushes: inner.writer.stats.flushes.load(Ordering::Relaxed),
         write_amplification: if user == 0 {
             0.0
@@ -100,7 +105,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, String); 21] = [
+        let rows: [(&str, String); 22] = [
             ("keys", self.keys.to_string()),
             ("namespaces", self.namespaces.to_string()),
             ("capacity_bytes", self.capacity_bytes.to_string()),
@@ -126,6 +131,7 @@ impl fmt::Display for Stats {
                 "gc_tombstones_dropped",
                 self.gc_tombstones_dropped.to_string(),
             ),
+            ("evictions", self.evictions.to_string()),
             ("flushes", self.flushes.to_string()),
             (
                 "write_amplification",

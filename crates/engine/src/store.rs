@@ -38,6 +38,18 @@ pub enum PutMode {
     IfAbsent,
     /// Only if the key is present (memcached `replace`, Redis `SET XX`).
     IfPresent,
+    /// Only if the key is present and its current version (see
+    /// [`Store::get_versioned`]) is this one (memcached `cas`).
+    IfVersion(u64),
+}
+
+/// Outcome of [`Store::delete_versioned`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    /// Present, but with another version.
+    VersionMismatch,
 }
 
 /// One operation of [`Store::write_batch`].
@@ -91,6 +103,9 @@ pub(crate) struct Inner {
     pub gc_pause: RwLock<()>,
     /// Serialises namespace create/drop/clear.
     ns_admin: Mutex<()>,
+    /// Retired physical namespaces whose index entries the GC thread is to
+    /// remove.
+    pub pending_purge: Mutex<Vec<u32>>,
     pub counters: Counters,
 }
 
@@ -100,6 +115,8 @@ pub(crate) struct Existing {
     pub loc: Location,
     /// True size in grains (the index field saturates at `GRAINS_MAX`).
     pub grains: u64,
+    /// The record's sequence number: the key's current version.
+    pub seq: u64,
 }
 
 impl Inner {
@@ -131,6 +148,7 @@ impl Inner {
             uuid,
             gc_pause: RwLock::new(()),
             ns_admin: Mutex::new(()),
+            pending_purge: Mutex::new(Vec::new()),
             counters: Counters::default(),
         }
     }
@@ -217,6 +235,7 @@ impl Inner {
                         return Ok(Some(Existing {
                             loc,
                             grains: self.grains_of(&r.header),
+                            seq: r.header.seq,
                         }));
                     }
                 }
@@ -238,7 +257,8 @@ impl Inner {
         v.contains(&loc)
     }
 
-    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// The value and version (record sequence number) of a key.
+    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         let fp = Index::fingerprint(key_hash(physical, key));
         let mut cands = Vec::new();
         let mut again = Vec::new();
@@ -253,7 +273,8 @@ impl Inner {
                             && r.header.namespace == physical
                             && r.key() == key
                         {
-                            return Ok(Some(r.value().to_vec()));
+                            self.touch(loc);
+                            return Ok(Some((r.value().to_vec(), r.header.seq)));
                         }
                     }
                     Fetched::Invalid(e) => corrupt = Some(e),
@@ -271,37 +292,63 @@ impl Inner {
         Err(Error::Unusable("key kept moving during 64 lookups".into()))
     }
 
-    /// Writes one record durably and points the index at it.
-    pub fn put(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
+    /// Notes a hit on the segment holding `loc` (segment-level recency).
+    fn touch(&self, loc: Location) {
+        let seg = self.segments.get(self.layout.segment_of(loc.pba));
+        seg.last_hit
+            .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Writes one record durably and points the index at it. Returns the
+    /// new version, or `None` if the condition failed (nothing written).
+    pub fn put(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        value: &[u8],
+        mode: PutMode,
+    ) -> Result<Option<u64>> {
         self.check_sizes(key, Some(value))?;
         let (physical, count) = self.resolve(ns)?;
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
-        let _stripe = self.lock_stripe(h);
-        let mut cands = Vec::new();
-        let existing = self.find_head(physical, key, fp, &mut cands)?;
-        match (mode, existing.is_some()) {
-            (PutMode::IfAbsent, true) | (PutMode::IfPresent, false) => return Ok(false),
-            _ => {}
+        loop {
+            let stripe = self.lock_stripe(h);
+            let mut cands = Vec::new();
+            let existing = self.find_head(physical, key, fp, &mut cands)?;
+            let allowed = match mode {
+                PutMode::Upsert => true,
+                PutMode::IfAbsent => existing.is_none(),
+                PutMode::IfPresent => existing.is_some(),
+                PutMode::IfVersion(v) => existing.is_some_and(|e| e.seq == v),
+            };
+            if !allowed {
+                return Ok(None);
+            }
+            let header = self.header(RecordKind::Put, physical, key, value.len());
+            let version = header.seq;
+            let parts = RecordParts { header, key, value };
+            let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
+                // GC may need this stripe to make room: wait without it.
+                drop(stripe);
+                self.writer.wait_for_space(Appender::Put)?;
+                continue;
+            };
+            self.writer.wait_durable(app.lsn)?;
+            let new = Location {
+                pba: app.pba,
+                grains: app.grains.min(GRAINS_MAX as u64) as u16,
+            };
+            self.link(fp, new, app.grains, existing, &cands)?;
+            if existing.is_none() {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            self.counters.puts.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .user_bytes
+                .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+            return Ok(Some(version));
         }
-        let header = self.header(RecordKind::Put, physical, key, value.len());
-        let app = self
-            .writer
-            .append(&RecordParts { header, key, value }, Appender::Put)?;
-        self.writer.wait_durable(app.lsn)?;
-        let new = Location {
-            pba: app.pba,
-            grains: app.grains.min(GRAINS_MAX as u64) as u16,
-        };
-        self.link(fp, new, app.grains, existing, &cands)?;
-        if existing.is_none() {
-            count.fetch_add(1, Ordering::Relaxed);
-        }
-        self.counters.puts.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .user_bytes
-            .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
-        Ok(true)
     }
 
     pub fn header(
@@ -361,30 +408,37 @@ impl Inner {
         Ok(())
     }
 
-    pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
+    pub fn delete(&self, ns: Namespace, key: &[u8], version: Option<u64>) -> Result<DeleteOutcome> {
         self.check_sizes(key, None)?;
         let (physical, count) = self.resolve(ns)?;
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
-        let _stripe = self.lock_stripe(h);
-        let mut cands = Vec::new();
-        let Some(existing) = self.find_head(physical, key, fp, &mut cands)? else {
-            return Ok(false);
-        };
-        let header = self.header(RecordKind::Tombstone, physical, key, 0);
-        let app = self.writer.append(
-            &RecordParts {
+        loop {
+            let stripe = self.lock_stripe(h);
+            let mut cands = Vec::new();
+            let Some(existing) = self.find_head(physical, key, fp, &mut cands)? else {
+                return Ok(DeleteOutcome::NotFound);
+            };
+            if version.is_some_and(|v| v != existing.seq) {
+                return Ok(DeleteOutcome::VersionMismatch);
+            }
+            let header = self.header(RecordKind::Tombstone, physical, key, 0);
+            let parts = RecordParts {
                 header,
                 key,
                 value: &[],
-            },
-            Appender::Delete,
-        )?;
-        self.writer.wait_durable(app.lsn)?;
-        self.unlink(fp, existing, app.pba, app.grains);
-        count.fetch_sub(1, Ordering::Relaxed);
-        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
+            };
+            let Some(app) = self.writer.try_append(&parts, Appender::Delete)? else {
+                drop(stripe);
+                self.writer.wait_for_space(Appender::Delete)?;
+                continue;
+            };
+            self.writer.wait_durable(app.lsn)?;
+            self.unlink(fp, existing, app.pba, app.grains);
+            count.fetch_sub(1, Ordering::Relaxed);
+            self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+            return Ok(DeleteOutcome::Deleted);
+        }
     }
 
     fn unlink(&self, fp: u64, existing: Existing, tomb_pba: u64, tomb_grains: u64) {
@@ -418,7 +472,20 @@ impl Inner {
             .iter()
             .map(|&i| key_hash(physical, ops[i].key()))
             .collect();
+        // Best effort: make room first, since the stripes must not be held
+        // while waiting for GC. If space still runs out mid-batch, the rest
+        // of the batch dips into the GC reserve.
+        self.writer.wait_for_space(Appender::Put)?;
         let _stripes = self.lock_stripes(hashes.iter().copied());
+        let append = |parts: &RecordParts<'_>, who: Appender| -> Result<crate::writer::Appended> {
+            match self.writer.try_append(parts, who)? {
+                Some(app) => Ok(app),
+                None => self
+                    .writer
+                    .try_append(parts, Appender::Gc)?
+                    .ok_or_else(|| self.writer.full_error()),
+            }
+        };
         struct Planned {
             fp: u64,
             existing: Option<Existing>,
@@ -433,14 +500,11 @@ impl Inner {
             let app = match ops[i] {
                 WriteOp::Put { key, value } => {
                     let header = self.header(RecordKind::Put, physical, key, value.len());
-                    Some(
-                        self.writer
-                            .append(&RecordParts { header, key, value }, Appender::Put)?,
-                    )
+                    Some(append(&RecordParts { header, key, value }, Appender::Put)?)
                 }
                 WriteOp::Delete { key } if existing.is_some() => {
                     let header = self.header(RecordKind::Tombstone, physical, key, 0);
-                    Some(self.writer.append(
+                    Some(append(
                         &RecordParts {
                             header,
                             key,
@@ -563,7 +627,7 @@ impl Inner {
             .namespaces
             .lookup(name)
             .ok_or_else(|| Error::NoSuchNamespace(name.to_string()))?;
-        self.delete(Namespace(SYSTEM_NS), name.as_bytes())?;
+        self.delete(Namespace(SYSTEM_NS), name.as_bytes(), None)?;
         if let Some(physical) = self.namespaces.remove(logical) {
             self.purge(physical)?;
         }
@@ -592,8 +656,19 @@ impl Inner {
         Ok(())
     }
 
-    /// Removes from the index every record of a retired physical namespace.
+    /// Removes from the index every record of a retired physical
+    /// namespace: now, or (with background GC) soon, on the GC thread, so
+    /// that `clear` and `drop_namespace` are O(1) for the caller.
     fn purge(&self, physical: u32) -> Result<()> {
+        if self.opts.background_gc {
+            self.pending_purge.lock().push(physical);
+            return Ok(());
+        }
+        self.purge_now(&[physical])
+    }
+
+    /// Scans the log once and unlinks the records of retired namespaces.
+    pub fn purge_now(&self, retired: &[u32]) -> Result<()> {
         let _pause = self.gc_pause.read();
         for s in 0..self.segments.len() as u32 {
             if !self.segments.get(s).state().holds_records() {
@@ -601,7 +676,8 @@ impl Inner {
             }
             let seg_seq = self.segments.get(s).seq.load(Ordering::Relaxed);
             crate::iter::scan_segment(&self.layout, s, seg_seq, |rec| {
-                if rec.header.kind == RecordKind::Put && rec.header.namespace == physical {
+                let physical = rec.header.namespace;
+                if rec.header.kind == RecordKind::Put && retired.contains(&physical) {
                     let fp = Index::fingerprint(key_hash(physical, rec.key()));
                     let loc = self.location(rec.pba, &rec.header);
                     if self.index.remove(fp, loc) {
@@ -685,6 +761,16 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(physical, key).map(|r| r.map(|(v, _)| v))
+    }
+
+    /// The value and version of `key`. The version is the record's sequence
+    /// number: it changes on every write, never repeats, and survives
+    /// restarts (a memcached CAS unique).
+    pub fn get_versioned(&self, ns: Namespace, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        self.inner.check_sizes(key, None)?;
+        let (physical, _) = self.inner.resolve(ns)?;
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
         self.inner.get(physical, key)
     }
 
@@ -717,12 +803,36 @@ impl Store {
 
     /// Conditional put; `Ok(false)` if the condition failed (nothing written).
     pub fn put_with(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
+        self.inner.put(ns, key, value, mode).map(|v| v.is_some())
+    }
+
+    /// Conditional put returning the new version, or `None` if the
+    /// condition failed (nothing written).
+    pub fn put_versioned(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        value: &[u8],
+        mode: PutMode,
+    ) -> Result<Option<u64>> {
         self.inner.put(ns, key, value, mode)
     }
 
     /// Deletes `key` (a durable tombstone); `Ok(false)` if it was absent.
     pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
-        self.inner.delete(ns, key)
+        self.inner
+            .delete(ns, key, None)
+            .map(|o| o == DeleteOutcome::Deleted)
+    }
+
+    /// Deletes `key` only if its version is `version` (when given).
+    pub fn delete_versioned(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome> {
+        self.inner.delete(ns, key, version)
     }
 
     /// Applies puts and deletes with one shared flush. Each operation is

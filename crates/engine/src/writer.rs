@@ -42,6 +42,17 @@ pub(crate) enum Appender {
     Gc,
 }
 
+impl Appender {
+    /// Free segments this appender must leave untouched.
+    fn reserve(self) -> usize {
+        match self {
+            Appender::Put => GC_RESERVE_SEGMENTS,
+            Appender::Delete => GC_RESERVE_SEGMENTS - 1,
+            Appender::Gc => 0,
+        }
+    }
+}
+
 /// A record to append.
 pub(crate) struct RecordParts<'a> {
     pub header: RecordHeader,
@@ -138,6 +149,19 @@ impl Writer {
     /// Appends a record. Waits (outside the lock) for GC when no segment
     /// is free to `who`, and fails with `StoreFull` when GC cannot help.
     pub fn append(&self, rec: &RecordParts<'_>, who: Appender) -> Result<Appended> {
+        loop {
+            if let Some(app) = self.try_append(rec, who)? {
+                return Ok(app);
+            }
+            self.wait_for_space(who)?;
+        }
+    }
+
+    /// Appends a record if a segment is free to `who`; `Ok(None)` if not.
+    /// Never blocks on GC, so it is safe to call holding stripe locks (GC
+    /// needs them to free space): on `None`, release them, call
+    /// [`Writer::wait_for_space`] and retry.
+    pub fn try_append(&self, rec: &RecordParts<'_>, who: Appender) -> Result<Option<Appended>> {
         let len = format::record_bytes(
             rec.key.len(),
             rec.value.len(),
@@ -148,47 +172,47 @@ impl Writer {
             len as u64 <= data_bytes,
             "record of {len} bytes exceeds a segment"
         );
-        let mut waited = Duration::ZERO;
+        let mut st = self.state.lock();
+        if let Some(why) = &st.failed {
+            return Err(Error::Unusable(why.clone()));
+        }
+        let fits = st
+            .open
+            .as_ref()
+            .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
+        if !fits {
+            match self.segments.take_free(who.reserve()) {
+                Some(id) => self.switch_segment(&mut st, id),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(self.copy_in(&mut st, rec, len)))
+    }
+
+    /// Waits until a segment is free to `who`, or fails with `StoreFull`
+    /// when GC cannot free one (or `Unusable` when GC failed).
+    pub fn wait_for_space(&self, who: Appender) -> Result<()> {
         let gave_up = self.segments.gc_gave_up.load(Ordering::Relaxed);
+        let mut waited = Duration::ZERO;
         loop {
-            let mut st = self.state.lock();
-            if let Some(why) = &st.failed {
-                return Err(Error::Unusable(why.clone()));
+            if self.segments.free_count() > who.reserve() {
+                return Ok(());
             }
-            let fits = st
-                .open
-                .as_ref()
-                .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
-            if !fits {
-                let reserve = match who {
-                    Appender::Put => GC_RESERVE_SEGMENTS,
-                    Appender::Delete => GC_RESERVE_SEGMENTS - 1,
-                    Appender::Gc => 0,
-                };
-                match self.segments.take_free(reserve) {
-                    Some(id) => self.switch_segment(&mut st, id),
-                    None => {
-                        drop(st);
-                        if let Some(why) = self.segments.gc_failed.lock().clone() {
-                            return Err(Error::Unusable(format!(
-                                "no free segment and garbage collection failed: {why}"
-                            )));
-                        }
-                        let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
-                        if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
-                            return Err(self.full_error());
-                        }
-                        self.segments.wait_freed(Duration::from_millis(50));
-                        waited += Duration::from_millis(50);
-                        continue;
-                    }
-                }
+            if let Some(why) = self.segments.gc_failed.lock().clone() {
+                return Err(Error::Unusable(format!(
+                    "no free segment and garbage collection failed: {why}"
+                )));
             }
-            return Ok(self.copy_in(&mut st, rec, len));
+            let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
+            if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
+                return Err(self.full_error());
+            }
+            self.segments.wait_freed(Duration::from_millis(50));
+            waited += Duration::from_millis(50);
         }
     }
 
-    fn full_error(&self) -> Error {
+    pub fn full_error(&self) -> Error {
         let total = self.segments.len();
         let used = total - self.segments.free_count();
         let grains: u64 = self

@@ -51,7 +51,14 @@ fn value_for(rng: &mut StdRng, tag: u64) -> Vec<u8> {
 }
 
 /// One worker: owns its keys, so per-key operations are sequential.
-fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize, seed: u64) {
+fn worker(
+    store: &Store,
+    model: &Mutex<Model>,
+    stop: &AtomicBool,
+    thread: usize,
+    seed: u64,
+    cache_mode: bool,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut tag = seed << 20;
     while !stop.load(Ordering::Relaxed) {
@@ -61,7 +68,12 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
         };
         let key = format!("t{thread}-k{}", rng.gen_range(0..KEYS_PER_THREAD)).into_bytes();
         tag += 1;
-        let op = rng.gen_range(0..100);
+        let mut op = rng.gen_range(0..100);
+        if cache_mode && (50..70).contains(&op) {
+            // Conditional puts depend on presence, which eviction changes
+            // behind the model's back.
+            op -= 50;
+        }
         let current = model
             .lock()
             .unwrap()
@@ -143,6 +155,7 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
             _ => {
                 // Reads must agree with the model while running.
                 match store.get(ns, &key) {
+                    Ok(got) if cache_mode && got.is_none() => {}
                     Ok(got) => {
                         assert_eq!(got, current, "live read of {key:?} disagrees (seed {seed})")
                     }
@@ -167,14 +180,17 @@ fn worker(store: &Store, model: &Mutex<Model>, stop: &AtomicBool, thread: usize,
     }
 }
 
-fn options() -> Options {
+fn options(cache_mode: bool) -> Options {
     Options {
         segment_bytes: MIB,
+        cache_mode,
         ..Options::default()
     }
 }
 
-fn verify(store: &Store, model: &Model, seed: u64, round: usize) {
+/// In cache mode a key may also have been evicted (absent), but never
+/// hold anything but its acknowledged or in-flight value.
+fn verify(store: &Store, model: &Model, seed: u64, round: usize, cache_mode: bool) {
     for ((ns_i, key), m) in model {
         let ns = store
             .namespace(NAMESPACES[*ns_i])
@@ -182,7 +198,9 @@ fn verify(store: &Store, model: &Model, seed: u64, round: usize) {
         let got = store
             .get(ns, key)
             .unwrap_or_else(|e| panic!("get failed after crash: {e} (seed {seed})"));
-        let ok = got == m.acked || m.pending.as_ref().is_some_and(|p| *p == got);
+        let ok = got == m.acked
+            || m.pending.as_ref().is_some_and(|p| *p == got)
+            || (cache_mode && got.is_none());
         assert!(
             ok,
             "seed {seed} round {round}: key {:?} in {} is {:?}, expected acked {:?} or pending {:?}",
@@ -214,6 +232,7 @@ struct Coverage {
 }
 
 fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
+    let cache_mode = seed.is_multiple_of(3);
     let mut rng = StdRng::seed_from_u64(seed);
     // Small devices make GC run often; larger ones leave room for big values.
     let size = if seed.is_multiple_of(2) {
@@ -224,16 +243,16 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
     let mut dev = Arc::new(MemDevice::new(size, 512));
     let store = Store::open_devices(
         vec![dev.clone() as Arc<dyn Device>],
-        &options().create_bytes(0),
+        &options(cache_mode).create_bytes(0),
     )
     .unwrap();
     store.create_namespace(NAMESPACES[1]).unwrap();
     drop(store);
     let mut model: Model = HashMap::new();
     for round in 0..crashes {
-        let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &options())
+        let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &options(cache_mode))
             .unwrap_or_else(|e| panic!("reopen failed: {e} (seed {seed} round {round})"));
-        verify(&store, &model, seed, round);
+        verify(&store, &model, seed, round, cache_mode);
         settle(&store, &mut model);
         let model_cell = Mutex::new(std::mem::take(&mut model));
         let stop = AtomicBool::new(false);
@@ -246,7 +265,7 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
                 let wseed = seed
                     .wrapping_mul(1000)
                     .wrapping_add((round * THREADS + t) as u64);
-                scope.spawn(move || worker(store, model_cell, stop, t, wseed));
+                scope.spawn(move || worker(store, model_cell, stop, t, wseed, cache_mode));
             }
             std::thread::sleep(Duration::from_millis(run_ms));
             let gc_before_crash = store.stats().gc_segments_collected;
@@ -265,14 +284,15 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         cov.in_flight_at_crash += model.values().filter(|m| m.pending.is_some()).count();
         cov.acked_keys += model.values().filter(|m| m.acked.is_some()).count();
         dev = Arc::new(next);
-        let report = check_devices(vec![dev.clone() as Arc<dyn Device>], &options()).unwrap();
+        let report =
+            check_devices(vec![dev.clone() as Arc<dyn Device>], &options(cache_mode)).unwrap();
         assert!(
             report.is_ok(),
             "seed {seed} round {round}: check failed:\n{report}"
         );
     }
-    let store = Store::open_devices(vec![dev as Arc<dyn Device>], &options()).unwrap();
-    verify(&store, &model, seed, crashes);
+    let store = Store::open_devices(vec![dev as Arc<dyn Device>], &options(cache_mode)).unwrap();
+    verify(&store, &model, seed, crashes, cache_mode);
 }
 
 #[test]
