@@ -170,7 +170,7 @@ fn oldest_sealed(inner: &Inner) -> Option<u32> {
         .infos
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.state() == SegState::Sealed)
+        .filter(|(_, s)| s.state() == SegState::Sealed && s.in_flight.load(Ordering::Acquire) == 0)
         .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed))
         .map(|(i, _)| i as u32)
 }
@@ -187,7 +187,9 @@ fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
         let valid = s.valid_grains.load(Ordering::Relaxed).min(cap);
         dead += cap - valid;
         let u = valid as f64 / cap as f64;
-        if u >= 0.999 {
+        // Appends still in flight: the segment's tail may be neither on the
+        // device nor in the index yet.
+        if u >= 0.999 || s.in_flight.load(Ordering::Acquire) > 0 {
             continue;
         }
         let score = if greedy {
@@ -207,6 +209,9 @@ fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
 }
 
 fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
+    // The victim is sealed, so nothing more is appended to it; write out
+    // whatever of it is still in buffers so the scan sees all of it.
+    inner.writer.sync_all()?;
     let _pause = inner.gc_pause.write();
     let info = inner.segments.get(victim);
     info.set_state(SegState::Collecting);

@@ -56,6 +56,8 @@ pub(crate) struct SegmentInfo {
     pub tombstone_grains: AtomicU64,
     /// Store sequence value at the last GET hit on it (segment recency).
     pub last_hit: AtomicU64,
+    /// Appended records not yet indexed (see `writer::Appended`).
+    pub in_flight: AtomicU64,
 }
 
 impl SegmentInfo {
@@ -68,6 +70,7 @@ impl SegmentInfo {
             sealed_at: AtomicU64::new(0),
             tombstone_grains: AtomicU64::new(0),
             last_hit: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
         }
     }
 

@@ -522,11 +522,15 @@ impl Inner {
                 app,
             });
         }
-        if let Some(lsn) = plan.iter().filter_map(|p| p.app.map(|a| a.lsn)).max() {
+        if let Some(lsn) = plan
+            .iter()
+            .filter_map(|p| p.app.as_ref().map(|a| a.lsn))
+            .max()
+        {
             self.writer.wait_durable(lsn)?;
         }
         for (p, &i) in plan.iter().zip(&order) {
-            let Some(app) = p.app else { continue };
+            let Some(app) = &p.app else { continue };
             match ops[i] {
                 WriteOp::Put { .. } => {
                     let new = Location {

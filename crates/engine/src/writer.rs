@@ -60,13 +60,32 @@ pub(crate) struct RecordParts<'a> {
     pub value: &'a [u8],
 }
 
-/// Where an appended record went.
-#[derive(Clone, Copy, Debug)]
+/// Where an appended record went. While it lives, its segment counts an
+/// append in flight, and GC leaves the segment alone: the record may not be
+/// durable or indexed yet. Drop it once the index points to the record (or
+/// the operation gave up).
 pub(crate) struct Appended {
     pub pba: u64,
     pub grains: u64,
     /// Log position to wait for with [`Writer::wait_durable`].
     pub lsn: u64,
+    _in_flight: InFlight,
+}
+
+struct InFlight {
+    segments: Arc<Segments>,
+    segment: u32,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let prev = self
+            .segments
+            .get(self.segment)
+            .in_flight
+            .fetch_sub(1, Ordering::Release);
+        debug_assert!(prev > 0);
+    }
 }
 
 struct Pending {
@@ -311,7 +330,12 @@ impl Writer {
         let info = self.segments.get(id);
         info.min_seq.fetch_min(rec.header.seq, Ordering::Relaxed);
         st.appended += 1;
+        info.in_flight.fetch_add(1, Ordering::Acquire);
         Appended {
+            _in_flight: InFlight {
+                segments: self.segments.clone(),
+                segment: id,
+            },
             pba: self.layout.pba(id, at),
             grains: (len as u64) / self.layout.grain_bytes,
             lsn: st.appended,
