@@ -748,6 +748,12 @@ impl Store {
         Ok(Store { inner, gc, report })
     }
 
+    /// Longest value `put` accepts (`Options::value_bytes_max`, capped at a
+    /// quarter of a segment less the longest key).
+    pub fn value_bytes_max(&self) -> usize {
+        self.inner.value_bytes_max()
+    }
+
     /// How the open went (clean or recovered, how long).
     pub fn open_report(&self) -> &OpenReport {
         &self.report

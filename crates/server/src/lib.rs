@@ -6,9 +6,11 @@
 //!   command serves the engine through it).
 //! - [`Shutdown`]: stops a running server from another thread.
 
+mod engine_storage;
 mod memcache;
 mod shutdown;
 
+pub use engine_storage::EngineStorage;
 pub use memcache::{
     serve_memcache, MemcacheConfig, MemcacheServer, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
 };

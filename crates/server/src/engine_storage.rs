@@ -1,0 +1,356 @@
+//! The memcache face's [`Storage`] over the engine.
+//!
+//! Every item is one engine record in the default namespace. The value is
+//! prefixed with the memcached metadata, so nothing but the index entry
+//! lives in DRAM:
+//!
+//! ```text
+//!  0  u32  client flags (LE)
+//!  4  u32  absolute expiry, Unix seconds (0 = never)
+//!  8  ...  the item's data
+//! ```
+//!
+//! The CAS unique is the record's version (its sequence number): it changes
+//! on every write, never repeats, and survives restarts. The store runs in
+//! cache mode: when space runs out the oldest segment is evicted whole. By
+//! default writes are acknowledged when the `O_DIRECT` write completes and
+//! the device cache is flushed every 100 ms (`sync = false`); with `sync`
+//! every `set` is flushed before `STORED`.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nvdepot_engine::{DeleteOutcome, Namespace, Options, PutMode, Store};
+use nvdepot_memcache::{Item, Storage, StorageError, StoreMode, StoreOutcome};
+
+const META_BYTES: usize = 8;
+/// Retries of a read-check-write before giving up under contention.
+const RETRIES: usize = 16;
+
+/// The engine, seen as a memcached item store.
+pub struct EngineStorage {
+    store: Store,
+    ns: Namespace,
+    limit_maxbytes: u64,
+    expired_reclaimed: AtomicU64,
+}
+
+fn err(e: nvdepot_engine::Error) -> StorageError {
+    StorageError(e.to_string())
+}
+
+fn encode(value: &[u8], flags: u32, exptime: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(META_BYTES + value.len());
+    v.extend_from_slice(&flags.to_le_bytes());
+    v.extend_from_slice(&exptime.to_le_bytes());
+    v.extend_from_slice(value);
+    v
+}
+
+fn decode(mut raw: Vec<u8>, cas: u64) -> Result<Item, StorageError> {
+    if raw.len() < META_BYTES {
+        return Err(StorageError(format!(
+            "item of {} bytes lacks its 8-byte header",
+            raw.len()
+        )));
+    }
+    let flags = u32::from_le_bytes(raw[0..4].try_into().expect("4 bytes"));
+    let exptime = u32::from_le_bytes(raw[4..8].try_into().expect("4 bytes"));
+    raw.drain(..META_BYTES);
+    Ok(Item {
+        value: raw,
+        flags,
+        exptime,
+        cas,
+    })
+}
+
+fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(0)
+}
+
+impl EngineStorage {
+    /// Opens (or creates, `size_bytes` large) the store at `data` in cache
+    /// mode with the memcache face's defaults. `memory_mb` is memcached's
+    /// `-m`, reported as `limit_maxbytes`.
+    pub fn open(
+        data: &Path,
+        size_bytes: u64,
+        memory_mb: u64,
+    ) -> Result<EngineStorage, nvdepot_engine::Error> {
+        let opts = Self::default_options().create_bytes(size_bytes);
+        Self::open_with_options(data, opts, memory_mb)
+    }
+
+    /// The engine options [`EngineStorage::open`] uses: cache mode, 250-byte
+    /// keys, writes flushed every 100 ms. Adjust and pass to
+    /// [`EngineStorage::open_with_options`].
+    pub fn default_options() -> Options {
+        Options {
+            cache_mode: true,
+            sync: false,
+            flush_interval_ms: 100,
+            key_bytes_max: 250,
+            progress: true,
+            ..Options::default()
+        }
+    }
+
+    /// Opens with explicit engine options (`cache_mode` should stay on).
+    pub fn open_with_options(
+        data: &Path,
+        opts: Options,
+        memory_mb: u64,
+    ) -> Result<EngineStorage, nvdepot_engine::Error> {
+        let store = Store::open(data, &opts)?;
+        let ns = store.default_namespace();
+        let r = store.open_report();
+        tracing::info!(
+            "store at {} opened in {:.2} s ({}), {} items",
+            data.display(),
+            r.seconds,
+            if r.created {
+                "created"
+            } else if r.clean {
+                "index checkpoint"
+            } else {
+                "log scan after a crash"
+            },
+            r.keys
+        );
+        Ok(EngineStorage {
+            store,
+            ns,
+            limit_maxbytes: memory_mb << 20,
+            expired_reclaimed: AtomicU64::new(0),
+        })
+    }
+
+    /// The engine underneath (for stats and tests).
+    pub fn engine(&self) -> &Store {
+        &self.store
+    }
+
+    /// Largest item value the engine accepts (memcache `-I` must not
+    /// exceed it): the engine's value limit less the 8-byte header.
+    pub fn item_bytes_max(&self) -> usize {
+        self.store.value_bytes_max().saturating_sub(META_BYTES)
+    }
+
+    /// Writes the index checkpoint and closes (fast warm restart).
+    pub fn close(self) -> Result<(), nvdepot_engine::Error> {
+        self.store.close()
+    }
+
+    fn put(&self, key: &[u8], raw: &[u8], mode: PutMode) -> Result<Option<u64>, StorageError> {
+        self.store
+            .put_versioned(self.ns, key, raw, mode)
+            .map_err(err)
+    }
+}
+
+impl Storage for EngineStorage {
+    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        match self.store.get_versioned(self.ns, key).map_err(err)? {
+            Some((raw, cas)) => decode(raw, cas).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
+        let raw = encode(value, flags, exptime);
+        if mode == StoreMode::Set {
+            let cas = self
+                .put(key, &raw, PutMode::Upsert)?
+                .expect("upsert always writes");
+            return Ok(StoreOutcome::Stored { cas });
+        }
+        // Conditional writes: an expired item counts as absent, which only
+        // a read can tell; the version check makes read-then-write atomic.
+        for _ in 0..RETRIES {
+            let current = self.store.get_versioned(self.ns, key).map_err(err)?;
+            let (present, version) = match &current {
+                Some((v, cas)) => {
+                    let item = decode(v.clone(), *cas)?;
+                    let expired = item.exptime != 0 && item.exptime <= unix_now();
+                    (!expired, Some(*cas))
+                }
+                None => (false, None),
+            };
+            let attempt = match mode {
+                StoreMode::Set => unreachable!("handled above"),
+                StoreMode::Add if present => return Ok(StoreOutcome::NotStored),
+                StoreMode::Add => match version {
+                    Some(v) => PutMode::IfVersion(v),
+                    None => PutMode::IfAbsent,
+                },
+                StoreMode::Replace if !present => return Ok(StoreOutcome::NotStored),
+                StoreMode::Replace => PutMode::IfVersion(version.expect("present")),
+                StoreMode::Cas(_) if !present => return Ok(StoreOutcome::NotFound),
+                StoreMode::Cas(want) if Some(want) != version => return Ok(StoreOutcome::Exists),
+                StoreMode::Cas(want) => PutMode::IfVersion(want),
+            };
+            match self.put(key, &raw, attempt)? {
+                Some(cas) => return Ok(StoreOutcome::Stored { cas }),
+                None if matches!(mode, StoreMode::Cas(_)) => return Ok(StoreOutcome::Exists),
+                None => continue, // changed under us: look again
+            }
+        }
+        Err(StorageError(format!(
+            "key changed {RETRIES} times during a conditional write"
+        )))
+    }
+
+    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+        // An expired item is already gone for the client: NOT_FOUND, but
+        // reclaim its space.
+        if let Some((raw, version)) = self.store.get_versioned(self.ns, key).map_err(err)? {
+            let item = decode(raw, version)?;
+            if item.exptime != 0 && item.exptime <= unix_now() {
+                let _ = self
+                    .store
+                    .delete_versioned(self.ns, key, Some(version))
+                    .map_err(err)?;
+                self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
+                return Ok(StoreOutcome::NotFound);
+            }
+        }
+        Ok(
+            match self
+                .store
+                .delete_versioned(self.ns, key, cas)
+                .map_err(err)?
+            {
+                DeleteOutcome::Deleted => StoreOutcome::Stored { cas: 0 },
+                DeleteOutcome::NotFound => StoreOutcome::NotFound,
+                DeleteOutcome::VersionMismatch => StoreOutcome::Exists,
+            },
+        )
+    }
+
+    fn flush_all(&self) -> Result<(), StorageError> {
+        self.store.clear(self.ns).map_err(err)
+    }
+
+    fn now(&self) -> u32 {
+        unix_now()
+    }
+
+    fn stats(&self) -> Vec<(String, String)> {
+        let s = self.store.stats();
+        let mut v: Vec<(String, String)> = vec![
+            ("limit_maxbytes".into(), self.limit_maxbytes.to_string()),
+            ("curr_items".into(), self.store.count(self.ns).to_string()),
+            ("bytes".into(), s.live_bytes.to_string()),
+            ("evictions".into(), s.evictions.to_string()),
+            (
+                "reclaimed".into(),
+                self.expired_reclaimed.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        let ours = [
+            ("nvdepot_capacity_bytes", s.capacity_bytes.to_string()),
+            ("nvdepot_segments_total", s.segments_total.to_string()),
+            ("nvdepot_segments_free", s.segments_free.to_string()),
+            (
+                "nvdepot_device_bytes_written",
+                s.device_bytes_written.to_string(),
+            ),
+            (
+                "nvdepot_user_bytes_written",
+                s.user_bytes_written.to_string(),
+            ),
+            (
+                "nvdepot_write_amplification",
+                format!("{:.3}", s.write_amplification),
+            ),
+            ("nvdepot_flushes", s.flushes.to_string()),
+            ("nvdepot_index_bytes", s.index_memory_bytes.to_string()),
+            (
+                "nvdepot_index_bytes_per_key",
+                format!("{:.2}", s.index_bytes_per_key),
+            ),
+        ];
+        v.extend(ours.into_iter().map(|(k, val)| (k.to_string(), val)));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storage() -> (tempfile::TempDir, EngineStorage) {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let opts = EngineStorage::default_options()
+            .create_bytes(64 << 20)
+            .segment_bytes(4 << 20);
+        let s = EngineStorage::open_with_options(&dir.path().join("d"), opts, 64).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn set_get_flags_exptime_cas() {
+        let (_d, s) = storage();
+        let StoreOutcome::Stored { cas } = s.store(b"k", b"hello", 42, 0, StoreMode::Set).unwrap()
+        else {
+            panic!()
+        };
+        let item = s.get(b"k").unwrap().unwrap();
+        assert_eq!(
+            (item.value.as_slice(), item.flags, item.exptime, item.cas),
+            (&b"hello"[..], 42, 0, cas)
+        );
+        assert_eq!(
+            s.store(b"k", b"x", 0, 0, StoreMode::Add).unwrap(),
+            StoreOutcome::NotStored
+        );
+        assert_eq!(
+            s.store(b"nope", b"x", 0, 0, StoreMode::Replace).unwrap(),
+            StoreOutcome::NotStored
+        );
+        assert_eq!(
+            s.store(b"k", b"x", 0, 0, StoreMode::Cas(cas + 1000))
+                .unwrap(),
+            StoreOutcome::Exists
+        );
+        assert_eq!(
+            s.store(b"nope", b"x", 0, 0, StoreMode::Cas(cas)).unwrap(),
+            StoreOutcome::NotFound
+        );
+        assert!(matches!(
+            s.store(b"k", b"y", 1, 0, StoreMode::Cas(cas)).unwrap(),
+            StoreOutcome::Stored { .. }
+        ));
+        // Expired items count as absent for add.
+        s.store(b"old", b"v", 0, 1, StoreMode::Set).unwrap();
+        assert!(matches!(
+            s.store(b"old", b"w", 0, 0, StoreMode::Add).unwrap(),
+            StoreOutcome::Stored { .. }
+        ));
+        assert_eq!(s.get(b"old").unwrap().unwrap().value, b"w");
+        assert_eq!(s.delete(b"k", Some(1)).unwrap(), StoreOutcome::Exists);
+        assert!(matches!(
+            s.delete(b"k", None).unwrap(),
+            StoreOutcome::Stored { .. }
+        ));
+        assert_eq!(s.delete(b"k", None).unwrap(), StoreOutcome::NotFound);
+        s.flush_all().unwrap();
+        assert_eq!(s.get(b"old").unwrap(), None);
+        let stats = s.stats();
+        assert!(
+            stats.iter().any(|(k, v)| k == "curr_items" && v == "0"),
+            "{stats:?}"
+        );
+    }
+}
