@@ -225,15 +225,45 @@ pub(crate) fn read_superblocks(
     Ok(sbs)
 }
 
-fn index_config(layout: &Layout) -> IndexConfig {
+/// Index sizing: tables sized so that 256 of them address every grain;
+/// enough tables up front for `keys` (known when rebuilding), so a rebuild
+/// does not pay for a cascade of grows.
+fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
     let grains = layout.segments as u64 * layout.grains_per_segment();
     let per_table = (grains / 256).max(1);
-    let log2 = 64 - (per_table - 1).leading_zeros();
+    let table_entries_log2 = (64 - (per_table - 1).leading_zeros()).clamp(10, 27);
+    // Aim for ~80 % occupancy after loading `keys`.
+    let tables = (keys * 5 / 4) >> table_entries_log2;
+    let initial_tables_log2 = (64 - tables.leading_zeros()).min(8);
     IndexConfig {
-        table_entries_log2: log2.clamp(10, 27),
-        initial_tables_log2: 0,
+        table_entries_log2,
+        initial_tables_log2,
     }
 }
+
+/// Hashes the rebuild map's keys, which are already uniform hashes, by
+/// folding them instead of running SipHash over them.
+#[derive(Default)]
+struct FoldHasher(u64);
+
+impl std::hash::Hasher for FoldHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 ^= v as u64;
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).rotate_left(29);
+    }
+}
+
+type FoldMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FoldHasher>>;
 
 fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> {
     let align = devices.iter().map(|d| d.alignment()).max().unwrap_or(512);
@@ -290,7 +320,7 @@ fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> 
     for s in 0..segments {
         segs.release(s);
     }
-    let index = Index::new(index_config(&layout));
+    let index = Index::new(index_config(&layout, 0));
     let namespaces = Namespaces::new(2);
     let inner = Inner::new(
         layout,
@@ -459,7 +489,7 @@ struct Found {
 
 /// What a scan of the whole log found.
 pub(crate) struct LogScan {
-    found: HashMap<(u32, u64, u64), Found>,
+    found: FoldMap<(u32, u64, u64), Found>,
     pub segs: Arc<Segments>,
     pub max_seq: u64,
     pub max_ns: u32,
@@ -484,7 +514,7 @@ pub(crate) fn scan_log(
     kv.sort_unstable();
     let tail: HashSet<u32> = kv.iter().rev().take(2).map(|&(_, s)| s).collect();
     let segs = Arc::new(Segments::new(layout.segments));
-    let mut found: HashMap<(u32, u64, u64), Found> = HashMap::new();
+    let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
     let mut max_seq = kv.last().map_or(0, |&(s, _)| s);
     let mut max_ns = 1u32;
     let mut records = 0u64;
@@ -548,6 +578,14 @@ pub(crate) fn scan_log(
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         bar.inc(1);
+        if found.capacity() == 0 || (records > 0 && seg == kv[0].1) {
+            // After the first segment, size the map for the whole log from
+            // its average record size: growing a map of millions of entries
+            // step by step costs more than the scan itself.
+            let per_segment = records.max(1);
+            let expected = per_segment.saturating_mul(kv.len() as u64).min(1 << 28);
+            found.reserve(expected.saturating_sub(found.len() as u64) as usize);
+        }
     }
     bar.finish_and_clear();
     Ok(LogScan {
@@ -626,7 +664,7 @@ fn rebuild(
     if let Some(c) = namespaces.counter(SYSTEM_NS) {
         c.store(system, Ordering::Relaxed);
     }
-    let index = Index::new(index_config(&layout));
+    let index = Index::new(index_config(&layout, scan.found.len() as u64));
     let mut counts: HashMap<u32, i64> = HashMap::new();
     let mut cands = Vec::new();
     let mut keys = 0;
