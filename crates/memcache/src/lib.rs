@@ -3,10 +3,41 @@
 //! the binary protocol, auto-detected per connection, executed against a
 //! [`Storage`] with memcached 1.6's semantics.
 //!
-//! STUB: the API below is fixed; the implementation is in progress.
+//! Layout: [`Connection::feed`] detects the protocol from the first byte
+//! and loops over complete requests. `text` parses and runs the classic
+//! commands, `meta` the meta commands (flags parsed by `meta_flags`),
+//! `binary` the binary protocol; all three run their commands through
+//! `execute`, which builds read-modify-write commands (append, incr,
+//! touch, ...) from [`Storage::get`] plus a CAS-conditional
+//! [`Storage::store`] with bounded retries and applies memcached's expiry
+//! and delayed-flush rules. `stats` keeps per-connection counters and
+//! writes the `stats` reply. Replies are composed straight into the
+//! caller's output buffer; keys and values are borrowed from the input.
+//!
+//! Where memcached 1.6.18 behaves oddly on odd input (32-bit truncation of
+//! numbers, space padding after `decr`, swallowing the payload of an
+//! oversized `set`, closing on a 2 KiB line without a newline), this crate
+//! does the same, so replies compare byte for byte; the known differences
+//! are listed in the crate's README.md.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod base64;
+mod binary;
+mod execute;
+mod meta;
+mod meta_flags;
+mod num;
+mod stats;
+mod text;
+
+#[doc(hidden)]
+pub mod testing;
+
+/// The version this server reports (`version`, `stats`, binary Version).
+/// memcached 1.6.18's protocol behaviour, with a suffix naming the server.
+pub const VERSION: &str = "1.6.18-nvdepot";
 
 /// One cached item as the storage holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,9 +58,9 @@ pub enum StoreMode {
     Set,
     /// Only if absent (expired counts as absent).
     Add,
-    /// Only if present.
+    /// Only if present (expired counts as absent).
     Replace,
-    /// Only if present with this CAS unique.
+    /// Only if present with this CAS unique (expired counts as absent).
     Cas(u64),
 }
 
@@ -61,8 +92,14 @@ pub trait Storage: Send + Sync {
     /// The item under `key`, if any.
     fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError>;
     /// Writes an item under a condition; the storage assigns the CAS.
-    fn store(&self, key: &[u8], value: &[u8], flags: u32, exptime: u32, mode: StoreMode)
-        -> Result<StoreOutcome, StorageError>;
+    fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError>;
     /// Deletes `key` if present (and, with `Some(cas)`, only if its unique
     /// matches). Ok(StoreOutcome::Stored{..}) = deleted; NotFound; Exists
     /// (cas mismatch).
@@ -87,7 +124,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { key_bytes_max: 250, item_bytes_max: 1 << 20 }
+        Limits {
+            key_bytes_max: 250,
+            item_bytes_max: 1 << 20,
+        }
     }
 }
 
@@ -121,6 +161,10 @@ pub struct ServerStats {
     pub bytes_written: AtomicU64,
     /// Unix time the server started (for `uptime`).
     pub started: AtomicU64,
+    /// Unix time at which a delayed `flush_all <delay>` takes effect; 0 =
+    /// none pending. Shared by all connections; the first command that
+    /// sees it due calls [`Storage::flush_all`] and clears it.
+    pub flush_at: AtomicU64,
 }
 
 /// What [`Connection::feed`] did with the input.
@@ -134,23 +178,141 @@ pub struct Fed {
     pub close: bool,
 }
 
+/// Which protocol a connection speaks; fixed by its first byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Text,
+    Binary,
+}
+
+/// What one parse-and-execute step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The request at the start of the input is not complete yet.
+    Incomplete,
+    /// A request of this many bytes was handled.
+    Done(usize),
+    /// Close the connection after this many bytes (memcached closes
+    /// without reading further).
+    Close(usize),
+}
+
 /// The protocol state of one client connection.
 pub struct Connection<S: Storage> {
-    _storage: Arc<S>,
+    pub(crate) storage: Arc<S>,
+    pub(crate) stats: Arc<ServerStats>,
+    pub(crate) limits: Limits,
+    protocol: Option<Protocol>,
+    /// Input bytes still to discard (the payload of a refused request).
+    pub(crate) swallow: u64,
+    /// Set once the connection must close; later input is ignored.
+    closed: bool,
+    /// Counters not yet added to the shared [`ServerStats`].
+    pub(crate) counters: stats::Counters,
+    /// Scratch buffer for a decoded base64 key (reused, no allocation per
+    /// request).
+    pub(crate) key_buf: Vec<u8>,
 }
 
 impl<S: Storage> Connection<S> {
     /// A new connection; the protocol (text or binary) is detected from the
     /// first byte it receives.
     pub fn new(storage: Arc<S>, stats: Arc<ServerStats>, limits: Limits) -> Connection<S> {
-        let _ = (stats, limits);
-        Connection { _storage: storage }
+        Connection {
+            storage,
+            stats,
+            limits,
+            protocol: None,
+            swallow: 0,
+            closed: false,
+            counters: stats::Counters::default(),
+            key_buf: Vec::new(),
+        }
     }
 
     /// Parses and executes every complete request at the start of `input`,
     /// appending responses to `out` in request order.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
-        let _ = (input, out);
-        unimplemented!()
+        if self.closed {
+            return Fed {
+                consumed: input.len(),
+                close: true,
+            };
+        }
+        let out_start = out.len();
+        let mut pos = 0;
+        let mut close = false;
+        loop {
+            if self.swallow > 0 {
+                let n = self.swallow.min((input.len() - pos) as u64);
+                pos += n as usize;
+                self.swallow -= n;
+                if self.swallow > 0 {
+                    break;
+                }
+            }
+            if pos == input.len() {
+                break;
+            }
+            let rest = &input[pos..];
+            let protocol = match self.protocol {
+                Some(p) => p,
+                None => {
+                    let p = if rest[0] == binary::MAGIC_REQUEST {
+                        Protocol::Binary
+                    } else {
+                        Protocol::Text
+                    };
+                    self.protocol = Some(p);
+                    p
+                }
+            };
+            let step = match protocol {
+                Protocol::Text => self.text_step(rest, out),
+                Protocol::Binary => self.binary_step(rest, out),
+            };
+            match step {
+                Step::Incomplete => break,
+                Step::Done(n) => pos += n,
+                Step::Close(n) => {
+                    pos += n;
+                    close = true;
+                    break;
+                }
+            }
+        }
+        debug_assert!(pos <= input.len());
+        if close {
+            self.closed = true;
+        }
+        self.counters.bytes_read += pos as u64;
+        self.counters.bytes_written += (out.len() - out_start) as u64;
+        self.counters.flush_into(&self.stats);
+        Fed {
+            consumed: pos,
+            close,
+        }
+    }
+
+    /// Runs a due delayed `flush_all` (memcached applies it lazily too).
+    /// One connection wins the exchange and flushes; if the storage fails,
+    /// the flush stays pending for the next command.
+    #[inline]
+    pub(crate) fn check_pending_flush(&self) {
+        let at = self.stats.flush_at.load(Ordering::Relaxed);
+        if at != 0
+            && at <= u64::from(self.storage.now())
+            && self
+                .stats
+                .flush_at
+                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            && self.storage.flush_all().is_err()
+        {
+            let _ =
+                self.stats
+                    .flush_at
+                    .compare_exchange(0, at, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 }

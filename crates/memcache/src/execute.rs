@@ -1,0 +1,300 @@
+//! Commands against a [`Storage`], with memcached's semantics: expiry
+//! checks, exptime conversion, and read-modify-write commands built from
+//! `get` + a CAS-conditional `store`, retried a bounded number of times
+//! when another writer gets in between.
+
+use crate::{Connection, Item, Storage, StorageError, StoreMode, StoreOutcome};
+
+/// How many times a read-modify-write command retries after losing a CAS
+/// race before giving up with a `SERVER_ERROR`.
+pub(crate) const RMW_ATTEMPTS_MAX: usize = 16;
+
+/// memcached's `REALTIME_MAXDELTA`: larger exptimes are absolute Unix
+/// times, smaller ones are relative to now.
+pub(crate) const RELATIVE_EXPTIME_MAX: i64 = 60 * 60 * 24 * 30;
+
+/// Why a command could not run.
+#[derive(Debug)]
+pub(crate) enum ExecError {
+    Storage(StorageError),
+    /// A read-modify-write lost [`RMW_ATTEMPTS_MAX`] CAS races in a row.
+    Contention,
+}
+
+impl From<StorageError> for ExecError {
+    fn from(e: StorageError) -> Self {
+        ExecError::Storage(e)
+    }
+}
+
+impl ExecError {
+    /// The message after `SERVER_ERROR ` (text) or as the body (binary).
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            ExecError::Storage(e) => &e.0,
+            ExecError::Contention => "too many concurrent updates of this key, try again",
+        }
+    }
+}
+
+/// Result of incr/decr on a present item.
+#[derive(Debug)]
+pub(crate) enum Arith {
+    Done(ArithDone),
+    NotFound,
+    NonNumeric,
+    /// The supplied CAS does not match.
+    Exists,
+}
+
+#[derive(Debug)]
+pub(crate) struct ArithDone {
+    pub value: u64,
+    pub cas: u64,
+    pub old_exptime: u32,
+}
+
+/// Result of a delete.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Deleted {
+    Yes,
+    NotFound,
+    /// The supplied CAS does not match.
+    Exists,
+}
+
+impl<S: Storage> Connection<S> {
+    #[inline]
+    pub(crate) fn now(&self) -> u32 {
+        self.storage.now()
+    }
+
+    /// memcached's `realtime(EXPTIME_TO_POSITIVE_TIME(t))` as an absolute
+    /// Unix time: 0 = never; negative = already expired; up to 30 days =
+    /// relative to now; larger = absolute.
+    pub(crate) fn exptime_abs(&self, t: i64) -> u32 {
+        if t == 0 {
+            0
+        } else if t < 0 {
+            1
+        } else if t > RELATIVE_EXPTIME_MAX {
+            t.min(i64::from(u32::MAX)) as u32
+        } else {
+            self.now().saturating_add(t as u32)
+        }
+    }
+
+    /// The live item under `key`: an expired one counts as absent (and is
+    /// reclaimed, best effort).
+    pub(crate) fn live(&mut self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        match self.storage.get(key)? {
+            Some(it) if it.exptime != 0 && it.exptime <= self.now() => {
+                self.counters.get_expired += 1;
+                let _ = self.storage.delete(key, Some(it.cas));
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// A conditional write, counting CAS outcomes as memcached does.
+    pub(crate) fn store(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
+        let r = self.storage.store(key, value, flags, exptime, mode)?;
+        if let StoreMode::Cas(_) = mode {
+            match r {
+                StoreOutcome::Stored { .. } => self.counters.cas_hits += 1,
+                StoreOutcome::Exists => self.counters.cas_badval += 1,
+                _ => self.counters.cas_misses += 1,
+            }
+        }
+        Ok(r)
+    }
+
+    /// append (or prepend) `data` to the live item; `cas` 0 = any.
+    /// NotStored when absent or when the result would exceed the item size
+    /// limit; Exists on a CAS mismatch.
+    pub(crate) fn concat(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        append: bool,
+        cas: u64,
+    ) -> Result<StoreOutcome, ExecError> {
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key)? else {
+                return Ok(StoreOutcome::NotStored);
+            };
+            if cas != 0 && cas != old.cas {
+                return Ok(StoreOutcome::Exists);
+            }
+            if old.value.len() + data.len() > self.limits.item_bytes_max {
+                return Ok(StoreOutcome::NotStored);
+            }
+            let mut v = Vec::with_capacity(old.value.len() + data.len());
+            if append {
+                v.extend_from_slice(&old.value);
+                v.extend_from_slice(data);
+            } else {
+                v.extend_from_slice(data);
+                v.extend_from_slice(&old.value);
+            }
+            let mode = StoreMode::Cas(old.cas);
+            if let StoreOutcome::Stored { cas } =
+                self.storage.store(key, &v, old.flags, old.exptime, mode)?
+            {
+                return Ok(StoreOutcome::Stored { cas });
+            }
+        }
+        Err(ExecError::Contention)
+    }
+
+    /// incr/decr by `delta` (`cas` 0 = any), as memcached's `do_add_delta`:
+    /// decr floors at 0, incr wraps at 2^64, and a result no longer than
+    /// the old value is padded with spaces to the old length. `exptime`
+    /// replaces the item's expiry when given (meta `T`). Counts hits; the
+    /// caller counts misses (some callers create the item instead).
+    pub(crate) fn arith(
+        &mut self,
+        key: &[u8],
+        incr: bool,
+        delta: u64,
+        cas: u64,
+        exptime: Option<u32>,
+    ) -> Result<Arith, ExecError> {
+        let mut digits = Vec::with_capacity(24);
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key)? else {
+                return Ok(Arith::NotFound);
+            };
+            if old.value.is_empty() {
+                return Ok(Arith::NonNumeric);
+            }
+            if cas != 0 && cas != old.cas {
+                return Ok(Arith::Exists);
+            }
+            let Some(v) = crate::num::safe_strtoull(&old.value) else {
+                return Ok(Arith::NonNumeric);
+            };
+            let value = if incr {
+                v.wrapping_add(delta)
+            } else {
+                v.saturating_sub(delta)
+            };
+            digits.clear();
+            crate::num::put_u64(&mut digits, value);
+            if digits.len() <= old.value.len() {
+                digits.resize(old.value.len(), b' ');
+            }
+            let new_exptime = exptime.unwrap_or(old.exptime);
+            let mode = StoreMode::Cas(old.cas);
+            if let StoreOutcome::Stored { cas } =
+                self.storage
+                    .store(key, &digits, old.flags, new_exptime, mode)?
+            {
+                if incr {
+                    self.counters.incr_hits += 1;
+                } else {
+                    self.counters.decr_hits += 1;
+                }
+                return Ok(Arith::Done(ArithDone {
+                    value,
+                    cas,
+                    old_exptime: old.exptime,
+                }));
+            }
+        }
+        Err(ExecError::Contention)
+    }
+
+    /// Sets a new expiry on the live item; returns it as stored (the
+    /// storage assigns a new CAS on every write) and its old exptime.
+    pub(crate) fn touch(
+        &mut self,
+        key: &[u8],
+        exptime: u32,
+    ) -> Result<Option<(Item, u32)>, ExecError> {
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key)? else {
+                return Ok(None);
+            };
+            let mode = StoreMode::Cas(old.cas);
+            if let StoreOutcome::Stored { cas } = self
+                .storage
+                .store(key, &old.value, old.flags, exptime, mode)?
+            {
+                let old_exptime = old.exptime;
+                return Ok(Some((
+                    Item {
+                        cas,
+                        exptime,
+                        ..old
+                    },
+                    old_exptime,
+                )));
+            }
+        }
+        Err(ExecError::Contention)
+    }
+
+    /// Deletes the live item (only if its CAS is `cas`, when given).
+    /// Counts delete hits and misses.
+    pub(crate) fn delete(&mut self, key: &[u8], cas: Option<u64>) -> Result<Deleted, ExecError> {
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key)? else {
+                self.counters.delete_misses += 1;
+                return Ok(Deleted::NotFound);
+            };
+            if cas.is_some_and(|c| c != old.cas) {
+                self.counters.delete_misses += 1;
+                return Ok(Deleted::Exists);
+            }
+            if let StoreOutcome::Stored { .. } = self.storage.delete(key, Some(old.cas))? {
+                self.counters.delete_hits += 1;
+                return Ok(Deleted::Yes);
+            }
+        }
+        Err(ExecError::Contention)
+    }
+
+    /// `flush_all [delay]` (text and binary): a delay of 0 (or negative)
+    /// flushes now; otherwise the flush is recorded in the shared state and
+    /// run by the first command that finds it due. As memcached, a flush
+    /// due within a second runs now, and an absolute time before the server
+    /// started cancels any pending flush without flushing.
+    pub(crate) fn flush_all(&mut self, delay: i64) -> Result<(), StorageError> {
+        use std::sync::atomic::Ordering;
+        self.counters.cmd_flush += 1;
+        let now = i64::from(self.now());
+        let at = if delay <= 0 {
+            now
+        } else if delay > RELATIVE_EXPTIME_MAX {
+            let started = self.stats.started.load(Ordering::Relaxed) as i64;
+            if delay <= started {
+                self.stats.flush_at.store(0, Ordering::Relaxed);
+                return Ok(());
+            }
+            delay
+        } else {
+            now + delay
+        };
+        // memcached's `oldest_live = at - 1`: items last written at or
+        // before it are dead once it is reached.
+        let oldest_live = at - 1;
+        if oldest_live <= now {
+            self.stats.flush_at.store(0, Ordering::Relaxed);
+            self.storage.flush_all()
+        } else {
+            self.stats
+                .flush_at
+                .store(oldest_live as u64, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! Meta commands: mg, ms, md, ma, mn, me (memcached 1.6.18).
+//!
+//! Response flags are written in the order the request gave them. Errors
+//! are always sent; `q` hides only the nominal reply (`EN` for mg, `HD` for
+//! ms/md, a successful ma on an existing item).
+
+use crate::execute::{Arith, Deleted, ExecError};
+use crate::meta_flags::{self, MetaFlags, META_TOKENS_MAX};
+use crate::num::{put_i64, put_u64, safe_strtol};
+use crate::text::{reply, server_error, After, Tokens};
+use crate::{Connection, Item, Storage, StoreMode, StoreOutcome};
+
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format";
+const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
+
+/// Appends ` k<key>`, base64 with a ` b` flag when the request used `b`.
+fn put_key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
+    out.extend_from_slice(b" k");
+    if binary {
+        crate::base64::encode(key, out);
+        out.extend_from_slice(b" b");
+    } else {
+        out.extend_from_slice(key);
+    }
+}
+
+/// Appends ` <opaque>` and ` k<key>` flags in request order (the only
+/// flags memcached echoes on misses and failures).
+fn put_opaque_and_key(out: &mut Vec<u8>, tok: &Tokens, key: &[u8], binary: bool) {
+    for &t in &tok.t[2..tok.n] {
+        match t[0] {
+            b'O' => {
+                out.push(b' ');
+                out.extend_from_slice(t);
+            }
+            b'k' => put_key(out, key, binary),
+            _ => {}
+        }
+    }
+}
+
+/// Remaining TTL as meta `t` reports it: -1 for none.
+fn put_ttl(out: &mut Vec<u8>, exptime: u32, now: u32) {
+    out.extend_from_slice(b" t");
+    if exptime == 0 {
+        out.extend_from_slice(b"-1");
+    } else {
+        put_u64(out, u64::from(exptime.wrapping_sub(now)));
+    }
+}
+
+impl<S: Storage> Connection<S> {
+    /// Runs a meta command; `data` is the input after its line.
+    pub(crate) fn meta_command(&mut self, tok: &Tokens, data: &[u8], out: &mut Vec<u8>) -> After {
+        let mut key_buf = std::mem::take(&mut self.key_buf);
+        let after = match tok.t[0][1] {
+            b'g' => {
+                self.mg(tok, &mut key_buf, out);
+                After::Line
+            }
+            b's' => self.ms(tok, data, &mut key_buf, out),
+            b'd' => {
+                self.md(tok, &mut key_buf, out);
+                After::Line
+            }
+            b'a' => {
+                self.ma(tok, &mut key_buf, out);
+                After::Line
+            }
+            b'n' => {
+                reply(out, false, b"MN");
+                After::Line
+            }
+            b'e' => {
+                self.me(tok, &mut key_buf, out);
+                After::Line
+            }
+            _ => {
+                reply(out, false, b"ERROR");
+                After::Line
+            }
+        };
+        self.key_buf = key_buf;
+        after
+    }
+
+    /// The checks every meta command but ms makes before its flags, and
+    /// the flags. `Err` = the reply was written.
+    fn meta_prelude(
+        &mut self,
+        tok: &Tokens,
+        reject: &[u8],
+        too_long: &[u8],
+        flag_error: Option<&'static str>,
+        key_buf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<MetaFlags, ()> {
+        if tok.ntokens() < 3 {
+            reply(out, false, b"ERROR");
+            return Err(());
+        }
+        if tok.t[1].len() > self.limits.key_bytes_max {
+            reply(out, false, BAD_FORMAT);
+            return Err(());
+        }
+        if tok.ntokens() > META_TOKENS_MAX {
+            reply(out, false, too_long);
+            return Err(());
+        }
+        let f = match meta_flags::parse(tok, 2, reject, key_buf) {
+            Ok(f) => f,
+            Err(e) => {
+                reply(out, false, flag_error.unwrap_or(e).as_bytes());
+                return Err(());
+            }
+        };
+        if meta_flags::opaque_too_long(tok, 2) {
+            reply(out, false, OPAQUE_TOO_LONG);
+            return Err(());
+        }
+        Ok(f)
+    }
+
+    fn mg(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+        let too_long = b"CLIENT_ERROR options flags are too long";
+        // h, l: hit-before and last-access are not kept; N, R: recache
+        // tokens (W/Z) need per-item state the storage does not have.
+        let Ok(f) = self.meta_prelude(tok, b"hlNR", too_long, None, key_buf, out) else {
+            return;
+        };
+        let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
+        let mut old_exptime = None;
+        let found = match f.ttl {
+            Some(t) => {
+                let exptime = self.exptime_abs(i64::from(t));
+                self.counters.cmd_touch += 1;
+                self.touch(key, exptime).map(|o| {
+                    o.map(|(item, old)| {
+                        old_exptime = Some(old);
+                        item
+                    })
+                })
+            }
+            None => {
+                self.counters.cmd_get += 1;
+                self.live(key).map_err(ExecError::from)
+            }
+        };
+        let item = match found {
+            Ok(item) => item,
+            Err(e) => return server_error(out, false, &e),
+        };
+        let Some(item) = item else {
+            if f.ttl.is_some() {
+                self.counters.touch_misses += 1;
+            } else {
+                self.counters.get_misses += 1;
+            }
+            if !f.no_reply {
+                out.extend_from_slice(b"EN");
+                put_opaque_and_key(out, tok, key, f.key_binary);
+                out.extend_from_slice(b"\r\n");
+            }
+            return;
+        };
+        if f.ttl.is_some() {
+            self.counters.touch_hits += 1;
+        } else {
+            self.counters.get_hits += 1;
+        }
+        self.mg_hit(tok, &f, key, &item, old_exptime, out);
+    }
+
+    fn mg_hit(
+        &self,
+        tok: &Tokens,
+        f: &MetaFlags,
+        key: &[u8],
+        item: &Item,
+        old_exptime: Option<u32>,
+        out: &mut Vec<u8>,
+    ) {
+        let now = self.now();
+        out.reserve(item.value.len() + key.len() + 64);
+        if f.value {
+            out.extend_from_slice(b"VA ");
+            put_u64(out, item.value.len() as u64);
+        } else {
+            out.extend_from_slice(b"HD");
+        }
+        // `t` before `T` reports the TTL the item had.
+        let mut exptime = old_exptime.unwrap_or(item.exptime);
+        for &t in &tok.t[2..tok.n] {
+            match t[0] {
+                b'T' => exptime = item.exptime,
+                b's' => {
+                    out.extend_from_slice(b" s");
+                    put_u64(out, item.value.len() as u64);
+                }
+                b't' => put_ttl(out, exptime, now),
+                b'c' => {
+                    out.extend_from_slice(b" c");
+                    put_u64(out, item.cas);
+                }
+                b'f' => {
+                    out.extend_from_slice(b" f");
+                    put_u64(out, u64::from(item.flags));
+                }
+                b'O' => {
+                    out.push(b' ');
+                    out.extend_from_slice(t);
+                }
+                b'k' => put_key(out, key, f.key_binary),
+                _ => {}
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        if f.value {
+            out.extend_from_slice(&item.value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
+    fn ms(&mut self, tok: &Tokens, data: &[u8], key_buf: &mut Vec<u8>, out: &mut Vec<u8>) -> After {
+        if tok.ntokens() < 3 {
+            reply(out, false, b"ERROR");
+            return After::Line;
+        }
+        if tok.t[1].len() > self.limits.key_bytes_max || tok.ntokens() == 3 {
+            reply(out, false, BAD_FORMAT);
+            return After::Line;
+        }
+        if tok.ntokens() > META_TOKENS_MAX {
+            reply(out, false, b"CLIENT_ERROR options flags too long");
+            return After::Line;
+        }
+        let vlen = match safe_strtol(tok.t[2]) {
+            Some(v) if (0..=i32::MAX - 2).contains(&v) => v as usize,
+            _ => {
+                reply(out, false, BAD_FORMAT);
+                return After::Line;
+            }
+        };
+        // From here on a refused request has its data swallowed.
+        let refuse = |this: &mut Self, out: &mut Vec<u8>, msg: &[u8]| {
+            reply(out, false, msg);
+            this.swallow = vlen as u64 + 2;
+            After::Line
+        };
+        // I: marking items stale needs per-item state the storage lacks.
+        let f = match meta_flags::parse(tok, 3, b"I", key_buf) {
+            Ok(f) => f,
+            Err(e) => return refuse(self, out, e.as_bytes()),
+        };
+        if meta_flags::opaque_too_long(tok, 3) {
+            return refuse(self, out, OPAQUE_TOO_LONG);
+        }
+        let mode = match (f.mode, f.cas) {
+            (0 | b'S', Some(c)) | (b'R', Some(c)) => StoreMode::Cas(c),
+            (0 | b'S', None) => StoreMode::Set,
+            (b'R', None) => StoreMode::Replace,
+            (b'E', _) => StoreMode::Add,
+            // Append and prepend are marked by a mode byte below.
+            (b'A' | b'P', _) => StoreMode::Set,
+            _ => return refuse(self, out, b"CLIENT_ERROR invalid mode for ms M token"),
+        };
+        let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
+        if vlen > self.limits.item_bytes_max {
+            let after = refuse(self, out, b"SERVER_ERROR object too large for cache");
+            if let Err(e) = self.delete(key, None) {
+                server_error(out, false, &e);
+            }
+            return after;
+        }
+        if data.len() < vlen + 2 {
+            return After::Incomplete;
+        }
+        self.counters.cmd_set += 1;
+        if &data[vlen..vlen + 2] != b"\r\n" {
+            reply(out, false, b"CLIENT_ERROR bad data chunk");
+            return After::Data(vlen + 2);
+        }
+        let value = &data[..vlen];
+        let exptime = self.exptime_abs(i64::from(f.ttl.unwrap_or(0)));
+        let r = match f.mode {
+            b'A' | b'P' => self.concat(key, value, f.mode == b'A', f.cas.unwrap_or(0)),
+            _ => self
+                .store(key, value, f.client_flags, exptime, mode)
+                .map_err(ExecError::from),
+        };
+        let (code, cas): (&[u8], u64) = match r {
+            Ok(StoreOutcome::Stored { cas }) => {
+                if f.no_reply {
+                    return After::Data(vlen + 2);
+                }
+                (b"HD", cas)
+            }
+            Ok(StoreOutcome::NotStored) => (b"NS", 0),
+            Ok(StoreOutcome::Exists) => (b"EX", 0),
+            Ok(StoreOutcome::NotFound) => (b"NF", 0),
+            Err(e) => {
+                server_error(out, false, &e);
+                return After::Data(vlen + 2);
+            }
+        };
+        out.extend_from_slice(code);
+        for &t in &tok.t[3..tok.n] {
+            match t[0] {
+                b'O' => {
+                    out.push(b' ');
+                    out.extend_from_slice(t);
+                }
+                b'k' => put_key(out, key, f.key_binary),
+                b'c' => {
+                    out.extend_from_slice(b" c");
+                    put_u64(out, cas);
+                }
+                _ => {}
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        After::Data(vlen + 2)
+    }
+
+    fn md(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+        let too_long = b"CLIENT_ERROR options flags too long";
+        let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
+        // I: marking items stale needs per-item state the storage lacks.
+        let Ok(f) = self.meta_prelude(tok, b"I", too_long, flag_error, key_buf, out) else {
+            return;
+        };
+        let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
+        let code: &[u8] = match self.delete(key, f.cas) {
+            Ok(Deleted::Yes) if f.no_reply => return,
+            Ok(Deleted::Yes) => b"HD",
+            Ok(Deleted::NotFound) => b"NF",
+            Ok(Deleted::Exists) => b"EX",
+            Err(e) => return server_error(out, false, &e),
+        };
+        out.extend_from_slice(code);
+        put_opaque_and_key(out, tok, key, f.key_binary);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    fn ma(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+        let too_long = b"CLIENT_ERROR options flags too long";
+        let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
+        let Ok(f) = self.meta_prelude(tok, b"", too_long, flag_error, key_buf, out) else {
+            return;
+        };
+        let incr = match f.mode {
+            0 | b'I' | b'+' => true,
+            b'D' | b'-' => false,
+            _ => return reply(out, false, b"CLIENT_ERROR invalid mode for ma M token"),
+        };
+        let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
+        let ttl = f.ttl.map(|t| self.exptime_abs(i64::from(t)));
+        let delta = f.delta.unwrap_or(1);
+        let done = match self.arith(key, incr, delta, f.cas.unwrap_or(0), ttl) {
+            Ok(Arith::Done(d)) => {
+                if f.no_reply {
+                    return;
+                }
+                (d.value, d.cas, d.old_exptime, false)
+            }
+            Ok(Arith::NotFound) => match f.vivify {
+                Some(n) => match self.ma_create(key, &f, tok, n) {
+                    Ok(Some((cas, _))) => (f.initial, cas, 0, true),
+                    Ok(None) => return self.ma_fail(b"NS", tok, key, &f, out),
+                    Err(e) => return server_error(out, false, &e),
+                },
+                None => {
+                    if incr {
+                        self.counters.incr_misses += 1;
+                    } else {
+                        self.counters.decr_misses += 1;
+                    }
+                    return self.ma_fail(b"NF", tok, key, &f, out);
+                }
+            },
+            Ok(Arith::Exists) => return self.ma_fail(b"EX", tok, key, &f, out),
+            Ok(Arith::NonNumeric) => {
+                let msg = b"CLIENT_ERROR cannot increment or decrement non-numeric value";
+                return reply(out, false, msg);
+            }
+            Err(e) => return server_error(out, false, &e),
+        };
+        let (value, cas, mut exptime, created) = done;
+        let mut digits = Vec::with_capacity(20);
+        put_u64(&mut digits, value);
+        if f.value {
+            out.extend_from_slice(b"VA ");
+            put_u64(out, digits.len() as u64);
+        } else {
+            out.extend_from_slice(b"HD");
+        }
+        let now = self.now();
+        for &t in &tok.t[2..tok.n] {
+            match t[0] {
+                b'c' => {
+                    out.extend_from_slice(b" c");
+                    put_u64(out, cas);
+                }
+                b't' => put_ttl(out, exptime, now),
+                b'T' => exptime = ttl.unwrap_or(exptime),
+                b'N' if created => exptime = self.exptime_abs(i64::from(f.vivify.unwrap_or(0))),
+                b'O' => {
+                    out.push(b' ');
+                    out.extend_from_slice(t);
+                }
+                b'k' => put_key(out, key, f.key_binary),
+                _ => {}
+            }
+        }
+        if f.value {
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&digits);
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// ma's create-on-miss (`N`): stores `J` (default 0) with the exptime
+    /// the `N` and `T` flags give, the later one winning as in memcached.
+    /// `Ok(None)` when another client created the key first.
+    fn ma_create(
+        &mut self,
+        key: &[u8],
+        f: &MetaFlags,
+        tok: &Tokens,
+        vivify: i32,
+    ) -> Result<Option<(u64, u32)>, ExecError> {
+        let mut exptime = 0;
+        for &t in &tok.t[2..tok.n] {
+            match t[0] {
+                b'N' => exptime = self.exptime_abs(i64::from(vivify)),
+                b'T' => exptime = self.exptime_abs(i64::from(f.ttl.unwrap_or(0))),
+                _ => {}
+            }
+        }
+        let mut digits = Vec::with_capacity(20);
+        put_u64(&mut digits, f.initial);
+        match self.store(key, &digits, 0, exptime, StoreMode::Add)? {
+            StoreOutcome::Stored { cas } => Ok(Some((cas, exptime))),
+            _ => Ok(None),
+        }
+    }
+
+    fn ma_fail(&self, code: &[u8], tok: &Tokens, key: &[u8], f: &MetaFlags, out: &mut Vec<u8>) {
+        out.extend_from_slice(code);
+        put_opaque_and_key(out, tok, key, f.key_binary);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// `me <key> [b]`: memcached's debug line. Only `exp` and `cas` are
+    /// real here; `la`, `fetch` and `cls` are fixed and `size` is the key
+    /// plus value length.
+    fn me(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+        if tok.ntokens() < 3 || tok.t[1].len() > self.limits.key_bytes_max {
+            return reply(out, false, BAD_FORMAT);
+        }
+        let binary = tok.ntokens() >= 4 && tok.t[2] == b"b";
+        if binary && crate::base64::decode(tok.t[1], key_buf).is_none() {
+            return reply(out, false, BAD_FORMAT);
+        }
+        let key: &[u8] = if binary { key_buf } else { tok.t[1] };
+        let item = match self.live(key) {
+            Ok(Some(item)) => item,
+            Ok(None) => return reply(out, false, b"EN"),
+            Err(e) => return server_error(out, false, &e.into()),
+        };
+        out.extend_from_slice(b"ME ");
+        if binary {
+            crate::base64::encode(key, out);
+        } else {
+            out.extend_from_slice(key);
+        }
+        out.extend_from_slice(b" exp=");
+        if item.exptime == 0 {
+            out.extend_from_slice(b"-1");
+        } else {
+            put_i64(out, i64::from(self.now()) - i64::from(item.exptime));
+        }
+        out.extend_from_slice(b" la=0 cas=");
+        put_u64(out, item.cas);
+        out.extend_from_slice(b" fetch=no cls=1 size=");
+        put_u64(out, (key.len() + item.value.len()) as u64);
+        out.extend_from_slice(b"\r\n");
+    }
+}

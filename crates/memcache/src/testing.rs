@@ -1,0 +1,162 @@
+//! An in-memory [`Storage`] for tests (this crate's and the server's):
+//! a `HashMap` behind a `Mutex`, a clock the test drives, and a switch
+//! that makes every call fail.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use crate::{Item, Storage, StorageError, StoreMode, StoreOutcome};
+
+/// The clock's starting time: 2023-11-14, well past the 30-day boundary
+/// between relative and absolute exptimes.
+pub const START_TIME: u32 = 1_700_000_000;
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<Vec<u8>, Item>,
+    /// Last CAS unique handed out.
+    cas: u64,
+}
+
+/// In-memory storage with a settable clock. Expired items are kept until
+/// overwritten or deleted (as a real store may), but count as absent for
+/// `Add`, `Replace`, `Cas` and `delete`.
+pub struct MemStorage {
+    inner: Mutex<Inner>,
+    clock: AtomicU32,
+    failing: AtomicBool,
+}
+
+impl Default for MemStorage {
+    fn default() -> Self {
+        MemStorage::new()
+    }
+}
+
+impl MemStorage {
+    /// Empty, with the clock at [`START_TIME`].
+    pub fn new() -> MemStorage {
+        MemStorage {
+            inner: Mutex::new(Inner::default()),
+            clock: AtomicU32::new(START_TIME),
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// Sets the clock.
+    pub fn set_time(&self, now: u32) {
+        self.clock.store(now, Ordering::Relaxed);
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, secs: u32) {
+        self.clock.fetch_add(secs, Ordering::Relaxed);
+    }
+
+    /// Makes every later call fail (`true`) or work again (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::Relaxed);
+    }
+
+    /// Every stored item, expired ones included.
+    pub fn items(&self) -> Vec<(Vec<u8>, Item)> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The item under `key`, expired or not.
+    pub fn peek(&self, key: &[u8]) -> Option<Item> {
+        self.inner.lock().unwrap().map.get(key).cloned()
+    }
+
+    fn check(&self) -> Result<(), StorageError> {
+        if self.failing.load(Ordering::Relaxed) {
+            Err(StorageError("injected failure".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn live<'a>(&self, inner: &'a Inner, key: &[u8]) -> Option<&'a Item> {
+        let now = self.now();
+        inner
+            .map
+            .get(key)
+            .filter(|it| it.exptime == 0 || it.exptime > now)
+    }
+}
+
+impl Storage for MemStorage {
+    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        self.check()?;
+        Ok(self.inner.lock().unwrap().map.get(key).cloned())
+    }
+
+    fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
+        self.check()?;
+        let mut inner = self.inner.lock().unwrap();
+        let current = self.live(&inner, key).map(|it| it.cas);
+        match (mode, current) {
+            (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => {
+                return Ok(StoreOutcome::NotStored)
+            }
+            (StoreMode::Cas(_), None) => return Ok(StoreOutcome::NotFound),
+            (StoreMode::Cas(want), Some(have)) if want != have => return Ok(StoreOutcome::Exists),
+            _ => {}
+        }
+        inner.cas += 1;
+        let cas = inner.cas;
+        let item = Item {
+            value: value.to_vec(),
+            flags,
+            exptime,
+            cas,
+        };
+        inner.map.insert(key.to_vec(), item);
+        Ok(StoreOutcome::Stored { cas })
+    }
+
+    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+        self.check()?;
+        let mut inner = self.inner.lock().unwrap();
+        let Some(it) = inner.map.get(key) else {
+            return Ok(StoreOutcome::NotFound);
+        };
+        if cas.is_some_and(|c| c != it.cas) {
+            return Ok(StoreOutcome::Exists);
+        }
+        let it = inner.map.remove(key).expect("present");
+        Ok(StoreOutcome::Stored { cas: it.cas })
+    }
+
+    fn flush_all(&self) -> Result<(), StorageError> {
+        self.check()?;
+        self.inner.lock().unwrap().map.clear();
+        Ok(())
+    }
+
+    fn now(&self) -> u32 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    fn stats(&self) -> Vec<(String, String)> {
+        let inner = self.inner.lock().unwrap();
+        let bytes: usize = inner.map.iter().map(|(k, v)| k.len() + v.value.len()).sum();
+        vec![
+            ("curr_items".into(), inner.map.len().to_string()),
+            ("bytes".into(), bytes.to_string()),
+        ]
+    }
+}

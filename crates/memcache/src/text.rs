@@ -1,0 +1,539 @@
+//! The classic text protocol: line framing, memcached's tokenizer and the
+//! commands get/gets/gat/gats, set/add/replace/append/prepend/cas,
+//! incr/decr, delete, touch, flush_all, stats, version, verbosity, quit.
+//! Meta commands (`m?`) are handed to `meta`.
+
+use crate::execute::{Arith, Deleted, ExecError};
+use crate::num::{put_u64, safe_strtol, safe_strtoul, safe_strtoull};
+use crate::stats::Group;
+use crate::{Connection, Step, Storage, StoreMode, StoreOutcome, VERSION};
+
+/// Without a newline in this many bytes memcached decides the client is
+/// sending junk and closes (unless it looks like a long multiget).
+pub(crate) const LINE_BYTES_MAX: usize = 2048;
+
+/// memcached lets a multiget line grow without bound; this crate stops at
+/// 4 MiB (about 16 000 keys of 250 bytes) and closes.
+pub(crate) const GET_LINE_BYTES_MAX: usize = 4 << 20;
+
+/// memcached's `MAX_TOKENS`: the tokenizer keeps at most 23 tokens; the
+/// count it reports (`ntokens`) includes a terminal token, so is at most 24.
+const TOKENS_MAX: usize = 23;
+
+/// The 2-byte data terminator.
+const CRLF: &[u8] = b"\r\n";
+
+/// The first tokens of a command line, split on spaces as memcached does.
+pub(crate) struct Tokens<'a> {
+    pub t: [&'a [u8]; TOKENS_MAX],
+    /// Tokens held (at most 23; later ones are not kept).
+    pub n: usize,
+}
+
+impl<'a> Tokens<'a> {
+    pub(crate) fn new(line: &'a [u8]) -> Tokens<'a> {
+        let mut tokens = Tokens {
+            t: [&[]; TOKENS_MAX],
+            n: 0,
+        };
+        for tok in line.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
+            tokens.t[tokens.n] = tok;
+            tokens.n += 1;
+            if tokens.n == TOKENS_MAX {
+                break;
+            }
+        }
+        tokens
+    }
+
+    /// memcached's `ntokens`: tokens plus the terminal one.
+    #[inline]
+    pub(crate) fn ntokens(&self) -> usize {
+        self.n + 1
+    }
+
+    /// memcached's `set_noreply_maybe`: the last token is `noreply`.
+    #[inline]
+    fn noreply(&self) -> bool {
+        self.n > 0 && self.t[self.n - 1] == b"noreply"
+    }
+}
+
+/// Appends `line` + CRLF unless the command said `noreply`.
+#[inline]
+pub(crate) fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
+    if !noreply {
+        out.extend_from_slice(line);
+        out.extend_from_slice(CRLF);
+    }
+}
+
+/// Appends `SERVER_ERROR <message>` unless `noreply`.
+pub(crate) fn server_error(out: &mut Vec<u8>, noreply: bool, e: &ExecError) {
+    if !noreply {
+        out.extend_from_slice(b"SERVER_ERROR ");
+        out.extend_from_slice(e.message().as_bytes());
+        out.extend_from_slice(CRLF);
+    }
+}
+
+/// How much a command used beyond its line.
+pub(crate) enum After {
+    /// Only the command line.
+    Line,
+    /// The line and this many bytes of data after it.
+    Data(usize),
+    /// The data block has not fully arrived.
+    Incomplete,
+    /// Close the connection (`quit`).
+    Close,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Update {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas,
+}
+
+impl<S: Storage> Connection<S> {
+    /// Frames one text request at the start of `input` and runs it.
+    pub(crate) fn text_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
+        let Some(nl) = memchr::memchr(b'\n', input) else {
+            if input.len() <= LINE_BYTES_MAX {
+                return Step::Incomplete;
+            }
+            let lead = input.iter().take_while(|&&b| b == b' ').count();
+            let rest = &input[lead..];
+            let multiget = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
+            if lead <= 100 && multiget && input.len() <= GET_LINE_BYTES_MAX {
+                return Step::Incomplete;
+            }
+            return Step::Close(0);
+        };
+        let mut line = &input[..nl];
+        if line.len() > 1 && line[line.len() - 1] == b'\r' {
+            line = &line[..line.len() - 1];
+        }
+        // memcached works on C strings: a NUL ends the command.
+        if let Some(z) = memchr::memchr(0, line) {
+            line = &line[..z];
+        }
+        self.check_pending_flush();
+        match self.text_command(line, &input[nl + 1..], out) {
+            After::Line => Step::Done(nl + 1),
+            After::Data(n) => Step::Done(nl + 1 + n),
+            After::Incomplete => Step::Incomplete,
+            After::Close => Step::Close(nl + 1),
+        }
+    }
+
+    /// Dispatches one command line; `data` is the input after it.
+    fn text_command(&mut self, line: &[u8], data: &[u8], out: &mut Vec<u8>) -> After {
+        let tok = Tokens::new(line);
+        let nt = tok.ntokens();
+        if tok.n == 0 || tok.t[0].len() < 2 {
+            reply(out, false, b"ERROR");
+            return After::Line;
+        }
+        let cmd = tok.t[0];
+        if cmd.len() == 2 && cmd[0] == b'm' {
+            return self.meta_command(&tok, data, out);
+        }
+        let want = |ok: bool, out: &mut Vec<u8>| {
+            if !ok {
+                reply(out, false, b"ERROR");
+            }
+            ok
+        };
+        match cmd {
+            b"get" | b"bget" | b"gets" | b"gat" | b"gats" => {
+                if want(nt >= 3, out) {
+                    let cas = cmd == b"gets" || cmd == b"gats";
+                    let touch = cmd == b"gat" || cmd == b"gats";
+                    self.text_get(line, &tok, cas, touch, out);
+                }
+                After::Line
+            }
+            b"set" | b"add" | b"replace" | b"append" | b"prepend" => {
+                if !want(nt == 6 || nt == 7, out) {
+                    return After::Line;
+                }
+                let u = match cmd {
+                    b"set" => Update::Set,
+                    b"add" => Update::Add,
+                    b"replace" => Update::Replace,
+                    b"append" => Update::Append,
+                    _ => Update::Prepend,
+                };
+                self.text_update(&tok, u, data, out)
+            }
+            b"cas" => {
+                if !want(nt == 7 || nt == 8, out) {
+                    return After::Line;
+                }
+                self.text_update(&tok, Update::Cas, data, out)
+            }
+            b"incr" | b"decr" => {
+                if want(nt == 4 || nt == 5, out) {
+                    self.text_arith(&tok, cmd == b"incr", out);
+                }
+                After::Line
+            }
+            b"delete" => {
+                if want((3..=5).contains(&nt), out) {
+                    self.text_delete(&tok, out);
+                }
+                After::Line
+            }
+            b"touch" => {
+                if want(nt == 4 || nt == 5, out) {
+                    self.text_touch(&tok, out);
+                }
+                After::Line
+            }
+            b"flush_all" => {
+                if want((2..=4).contains(&nt), out) {
+                    self.text_flush_all(&tok, out);
+                }
+                After::Line
+            }
+            b"stats" => {
+                self.text_stats(&tok, out);
+                After::Line
+            }
+            b"version" => {
+                out.extend_from_slice(b"VERSION ");
+                out.extend_from_slice(VERSION.as_bytes());
+                out.extend_from_slice(CRLF);
+                After::Line
+            }
+            b"verbosity" => {
+                if want(nt == 3 || nt == 4, out) {
+                    let noreply = tok.noreply();
+                    match safe_strtoul(tok.t[1]) {
+                        Some(_) => reply(out, noreply, b"OK"),
+                        None => reply(out, noreply, b"CLIENT_ERROR bad command line format"),
+                    }
+                }
+                After::Line
+            }
+            b"quit" => After::Close,
+            b"shutdown" => {
+                reply(out, false, b"ERROR: shutdown not enabled");
+                After::Line
+            }
+            _ => {
+                reply(out, false, b"ERROR");
+                After::Line
+            }
+        }
+    }
+
+    /// get, gets, gat, gats over every key of the line (not only the first
+    /// 23 tokens). A key over the limit discards the hits so far and
+    /// replies `CLIENT_ERROR bad command line format`, as memcached does.
+    fn text_get(&mut self, line: &[u8], tok: &Tokens, cas: bool, touch: bool, out: &mut Vec<u8>) {
+        let mut skip = 1;
+        let mut exptime = 0;
+        if touch {
+            let Some(t) = safe_strtol(tok.t[1]) else {
+                reply(out, false, b"CLIENT_ERROR invalid exptime argument");
+                return;
+            };
+            exptime = self.exptime_abs(i64::from(t));
+            skip = 2;
+        }
+        let mark = out.len();
+        let keys = line
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .skip(skip);
+        for key in keys {
+            if key.len() > self.limits.key_bytes_max {
+                out.truncate(mark);
+                reply(out, false, b"CLIENT_ERROR bad command line format");
+                return;
+            }
+            let found = if touch {
+                self.counters.cmd_touch += 1;
+                self.touch(key, exptime).map(|o| o.map(|(item, _)| item))
+            } else {
+                self.counters.cmd_get += 1;
+                self.live(key).map_err(ExecError::from)
+            };
+            let item = match found {
+                Ok(item) => item,
+                Err(e) => {
+                    out.truncate(mark);
+                    server_error(out, false, &e);
+                    return;
+                }
+            };
+            let Some(item) = item else {
+                if touch {
+                    self.counters.touch_misses += 1;
+                } else {
+                    self.counters.get_misses += 1;
+                }
+                continue;
+            };
+            if touch {
+                self.counters.touch_hits += 1;
+            } else {
+                self.counters.get_hits += 1;
+            }
+            out.reserve(key.len() + item.value.len() + 64);
+            out.extend_from_slice(b"VALUE ");
+            out.extend_from_slice(key);
+            out.push(b' ');
+            put_u64(out, u64::from(item.flags));
+            out.push(b' ');
+            put_u64(out, item.value.len() as u64);
+            if cas {
+                out.push(b' ');
+                put_u64(out, item.cas);
+            }
+            out.extend_from_slice(CRLF);
+            out.extend_from_slice(&item.value);
+            out.extend_from_slice(CRLF);
+        }
+        out.extend_from_slice(b"END\r\n");
+    }
+
+    /// set, add, replace, append, prepend, cas and their data block.
+    fn text_update(&mut self, tok: &Tokens, u: Update, data: &[u8], out: &mut Vec<u8>) -> After {
+        let noreply = tok.noreply();
+        let key = tok.t[1];
+        let bad = b"CLIENT_ERROR bad command line format";
+        if key.len() > self.limits.key_bytes_max {
+            reply(out, noreply, bad);
+            return After::Line;
+        }
+        let (Some(flags), Some(exptime), Some(vlen)) = (
+            safe_strtoul(tok.t[2]),
+            safe_strtol(tok.t[3]),
+            safe_strtol(tok.t[4]),
+        ) else {
+            reply(out, noreply, bad);
+            return After::Line;
+        };
+        let exptime = self.exptime_abs(i64::from(exptime));
+        let mut req_cas = 0;
+        if u == Update::Cas {
+            let Some(c) = safe_strtoull(tok.t[5]) else {
+                reply(out, noreply, bad);
+                return After::Line;
+            };
+            req_cas = c;
+        }
+        if !(0..=i32::MAX - 2).contains(&vlen) {
+            reply(out, noreply, bad);
+            return After::Line;
+        }
+        let vlen = vlen as usize;
+        if vlen > self.limits.item_bytes_max {
+            reply(out, noreply, b"SERVER_ERROR object too large for cache");
+            self.swallow = vlen as u64 + 2;
+            // memcached drops the old value of a refused set, so a reader
+            // cannot see stale data.
+            if u == Update::Set {
+                if let Err(e) = self.delete(key, None) {
+                    server_error(out, noreply, &e);
+                }
+            }
+            return After::Line;
+        }
+        if data.len() < vlen + 2 {
+            return After::Incomplete;
+        }
+        self.counters.cmd_set += 1;
+        if &data[vlen..vlen + 2] != CRLF {
+            reply(out, noreply, b"CLIENT_ERROR bad data chunk");
+            return After::Data(vlen + 2);
+        }
+        let value = &data[..vlen];
+        let r = match u {
+            Update::Set => self.store(key, value, flags, exptime, StoreMode::Set),
+            Update::Add => self.store(key, value, flags, exptime, StoreMode::Add),
+            Update::Replace => self.store(key, value, flags, exptime, StoreMode::Replace),
+            Update::Cas => self.store(key, value, flags, exptime, StoreMode::Cas(req_cas)),
+            Update::Append | Update::Prepend => {
+                match self.concat(key, value, u == Update::Append, 0) {
+                    Ok(r) => Ok(r),
+                    Err(e) => {
+                        server_error(out, noreply, &e);
+                        return After::Data(vlen + 2);
+                    }
+                }
+            }
+        };
+        match r {
+            Ok(StoreOutcome::Stored { .. }) => reply(out, noreply, b"STORED"),
+            Ok(StoreOutcome::NotStored) => reply(out, noreply, b"NOT_STORED"),
+            Ok(StoreOutcome::Exists) => reply(out, noreply, b"EXISTS"),
+            Ok(StoreOutcome::NotFound) => reply(out, noreply, b"NOT_FOUND"),
+            Err(e) => server_error(out, noreply, &e.into()),
+        }
+        After::Data(vlen + 2)
+    }
+
+    fn text_arith(&mut self, tok: &Tokens, incr: bool, out: &mut Vec<u8>) {
+        let noreply = tok.noreply();
+        let key = tok.t[1];
+        if key.len() > self.limits.key_bytes_max {
+            reply(out, noreply, b"CLIENT_ERROR bad command line format");
+            return;
+        }
+        let Some(delta) = safe_strtoull(tok.t[2]) else {
+            reply(out, noreply, b"CLIENT_ERROR invalid numeric delta argument");
+            return;
+        };
+        match self.arith(key, incr, delta, 0, None) {
+            Ok(Arith::Done(d)) => {
+                if !noreply {
+                    put_u64(out, d.value);
+                    out.extend_from_slice(CRLF);
+                }
+            }
+            Ok(Arith::NotFound) | Ok(Arith::Exists) => {
+                if incr {
+                    self.counters.incr_misses += 1;
+                } else {
+                    self.counters.decr_misses += 1;
+                }
+                reply(out, noreply, b"NOT_FOUND");
+            }
+            Ok(Arith::NonNumeric) => reply(
+                out,
+                noreply,
+                b"CLIENT_ERROR cannot increment or decrement non-numeric value",
+            ),
+            Err(e) => server_error(out, noreply, &e),
+        }
+    }
+
+    fn text_delete(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+        let nt = tok.ntokens();
+        let mut noreply = false;
+        if nt > 3 {
+            let hold_is_zero = tok.t[2] == b"0";
+            noreply = tok.noreply();
+            let valid =
+                (nt == 4 && (hold_is_zero || noreply)) || (nt == 5 && hold_is_zero && noreply);
+            if !valid {
+                reply(
+                    out,
+                    noreply,
+                    b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
+                );
+                return;
+            }
+        }
+        let key = tok.t[1];
+        if key.len() > self.limits.key_bytes_max {
+            reply(out, noreply, b"CLIENT_ERROR bad command line format");
+            return;
+        }
+        match self.delete(key, None) {
+            Ok(Deleted::Yes) => reply(out, noreply, b"DELETED"),
+            Ok(_) => reply(out, noreply, b"NOT_FOUND"),
+            Err(e) => server_error(out, noreply, &e),
+        }
+    }
+
+    fn text_touch(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+        let noreply = tok.noreply();
+        let key = tok.t[1];
+        if key.len() > self.limits.key_bytes_max {
+            reply(out, noreply, b"CLIENT_ERROR bad command line format");
+            return;
+        }
+        let Some(t) = safe_strtol(tok.t[2]) else {
+            reply(out, noreply, b"CLIENT_ERROR invalid exptime argument");
+            return;
+        };
+        let exptime = self.exptime_abs(i64::from(t));
+        self.counters.cmd_touch += 1;
+        match self.touch(key, exptime) {
+            Ok(Some(_)) => {
+                self.counters.touch_hits += 1;
+                reply(out, noreply, b"TOUCHED");
+            }
+            Ok(None) => {
+                self.counters.touch_misses += 1;
+                reply(out, noreply, b"NOT_FOUND");
+            }
+            Err(e) => server_error(out, noreply, &e),
+        }
+    }
+
+    fn text_flush_all(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+        let noreply = tok.noreply();
+        let mut delay = 0;
+        if tok.ntokens() != if noreply { 3 } else { 2 } {
+            let Some(t) = safe_strtol(tok.t[1]) else {
+                self.counters.cmd_flush += 1;
+                reply(out, noreply, b"CLIENT_ERROR invalid exptime argument");
+                return;
+            };
+            delay = t;
+        }
+        match self.flush_all(i64::from(delay)) {
+            Ok(()) => reply(out, noreply, b"OK"),
+            Err(e) => server_error(out, noreply, &e.into()),
+        }
+    }
+
+    fn text_stats(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+        let group = if tok.n == 1 {
+            Group::General
+        } else {
+            match tok.t[1] {
+                b"reset" => {
+                    self.stats_reset();
+                    reply(out, false, b"RESET");
+                    return;
+                }
+                b"detail" => {
+                    let line: &[u8] = match tok.t.get(2).filter(|_| tok.n > 2) {
+                        Some(&b"on") | Some(&b"off") => b"OK",
+                        Some(&b"dump") => b"END",
+                        _ => b"CLIENT_ERROR usage: stats detail on|off|dump",
+                    };
+                    reply(out, false, line);
+                    return;
+                }
+                b"cachedump" => {
+                    let line: &[u8] = if tok.n < 4 {
+                        b"CLIENT_ERROR bad command line"
+                    } else if safe_strtoul(tok.t[2]).is_none() || safe_strtoul(tok.t[3]).is_none() {
+                        b"CLIENT_ERROR bad command line format"
+                    } else {
+                        b"END"
+                    };
+                    reply(out, false, line);
+                    return;
+                }
+                b"settings" => Group::Settings,
+                b"items" | b"slabs" | b"conns" => Group::Empty,
+                b"sizes" => Group::Sizes,
+                _ => {
+                    reply(out, false, b"ERROR");
+                    return;
+                }
+            }
+        };
+        self.stats_lines(group, &mut |name, value| {
+            out.extend_from_slice(b"STAT ");
+            out.extend_from_slice(name);
+            out.push(b' ');
+            out.extend_from_slice(value);
+            out.extend_from_slice(CRLF);
+        });
+        out.extend_from_slice(b"END\r\n");
+    }
+}
