@@ -10,8 +10,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = nvdepot_engine::Store::open(dir.as_ref(), &nvdepot_engine::Options::default())?;
     let r = store.open_report().clone();
     println!(
-        "open: {:.3} s, checkpoint: {}, keys {}, records scanned {}",
-        r.seconds, r.clean, r.keys, r.records_scanned
+        "open: {:.3} s (log scan {:.3} s), checkpoint: {}, keys {}, records scanned {}",
+        r.seconds, r.scan_seconds, r.clean, r.keys, r.records_scanned
     );
     if close {
         store.close()?;

@@ -123,10 +123,11 @@ pub(crate) fn open(
             seconds: started.elapsed().as_secs_f64(),
             keys,
             records_scanned: 0,
+            scan_seconds: 0.0,
         };
         return Ok((inner, report));
     }
-    let (inner, keys, records) = rebuild(layout, &headers, opts, sb.uuid)?;
+    let (inner, keys, records, scan_seconds) = rebuild(layout, &headers, opts, sb.uuid)?;
     let seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         "index rebuilt from the log: {keys} keys from {records} records in {seconds:.2} s"
@@ -139,6 +140,7 @@ pub(crate) fn open(
             seconds,
             keys,
             records_scanned: records,
+            scan_seconds,
         },
     ))
 }
@@ -651,8 +653,10 @@ fn rebuild(
     headers: &[Option<SegmentHeader>],
     opts: &Options,
     uuid: u128,
-) -> Result<(Inner, u64, u64)> {
+) -> Result<(Inner, u64, u64, f64)> {
+    let started = Instant::now();
     let scan = scan_log(&layout, headers, opts.progress)?;
+    let scan_seconds = started.elapsed().as_secs_f64();
     if let Some((device, offset, reason)) = scan.damaged.first() {
         return Err(Error::Corrupt {
             device: device.clone(),
@@ -665,25 +669,50 @@ fn rebuild(
         c.store(system, Ordering::Relaxed);
     }
     let index = Index::new(index_config(&layout, scan.found.len() as u64));
-    let mut counts: HashMap<u32, i64> = HashMap::new();
-    let mut cands = Vec::new();
-    let mut keys = 0;
     let segs = scan.segs.clone();
-    for (ns, h, loc, grains) in live_entries(&scan, |ns| {
+    let live = live_entries(&scan, |ns| {
         ns == SYSTEM_NS || namespaces.is_live_physical(ns)
-    }) {
-        let fp = Index::fingerprint(h);
-        cands.clear();
-        index.lookup(fp, &mut cands);
-        index
-            .insert(fp, loc, Expect::Absent { seen: &cands })
-            .map_err(|e| Error::Unusable(format!("index insert during recovery failed: {e:?}")))?;
-        segs.add_valid(layout.segment_of(loc.pba), grains);
-        if ns != SYSTEM_NS {
-            *counts.entry(ns).or_default() += 1;
-            keys += 1;
+    });
+    // The index is concurrent: fill it from two threads.
+    let halves = live.split_at(live.len() / 2);
+    let fill = |part: &[(u32, u64, Location, u64)]| -> Result<HashMap<u32, i64>> {
+        let mut counts: HashMap<u32, i64> = HashMap::new();
+        let mut cands = Vec::new();
+        for &(ns, h, loc, grains) in part {
+            let fp = Index::fingerprint(h);
+            // Every entry is a distinct key; a Conflict only means the other
+            // thread just added an entry with the same fingerprint.
+            loop {
+                cands.clear();
+                index.lookup(fp, &mut cands);
+                match index.insert(fp, loc, Expect::Absent { seen: &cands }) {
+                    Ok(_) => break,
+                    Err(nvdepot_index::InsertError::Conflict) => continue,
+                    Err(e) => {
+                        return Err(Error::Unusable(format!(
+                            "index insert during recovery failed: {e:?}"
+                        )))
+                    }
+                }
+            }
+            segs.add_valid(layout.segment_of(loc.pba), grains);
+            if ns != SYSTEM_NS {
+                *counts.entry(ns).or_default() += 1;
+            }
         }
+        Ok(counts)
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| fill(halves.1));
+        let mine = fill(halves.0);
+        (mine, other.join().expect("index fill thread panicked"))
+    });
+    let mut counts = a?;
+    for (ns, n) in b? {
+        *counts.entry(ns).or_default() += n;
     }
+    let keys: u64 = counts.values().map(|&n| n as u64).sum();
+    drop(live);
     for (ns, n) in counts {
         if let Some(c) = namespaces.counter(ns) {
             c.store(n, Ordering::Relaxed);
@@ -700,8 +729,12 @@ fn rebuild(
     let seq = Arc::new(AtomicU64::new(scan.max_seq + 1));
     let records = scan.records;
     drop(scan);
+    tracing::info!(
+        "log scan {scan_seconds:.2} s, index build {:.2} s",
+        started.elapsed().as_secs_f64() - scan_seconds
+    );
     let inner = Inner::new(layout, segs, index, seq, namespaces, opts.clone(), uuid);
-    Ok((inner, keys, records))
+    Ok((inner, keys, records, scan_seconds))
 }
 
 /// True if some grain after `offset` in the segment starts a valid record

@@ -80,6 +80,8 @@ pub struct OpenReport {
     pub keys: u64,
     /// Records read while rebuilding the index (0 on a clean open).
     pub records_scanned: u64,
+    /// Of `seconds`, the time spent reading the log (0 on a clean open).
+    pub scan_seconds: f64,
 }
 
 /// The 64-bit hash of a key in a namespace (physical id).
