@@ -14,8 +14,9 @@
 //!
 //! Each connection thread blocks in `read` into a buffer that starts at
 //! 16 KiB and grows, for large values, up to the largest request the limits
-//! allow (`item_bytes_max` + 4 KiB for the command line or binary header);
-//! a request that does not fit by then is answered with
+//! allow (`item_bytes_max`, or the 4 MiB the protocol allows a multiget
+//! line if that is more, + 4 KiB for the command line or binary header); a
+//! request that does not fit by then is answered with
 //! `SERVER_ERROR out of memory reading request` and the connection closed,
 //! so one client cannot grow the server's memory without bound.
 //!
@@ -46,6 +47,10 @@ const READ_BUFFER_BYTES: usize = 16 << 10;
 /// Room beyond `item_bytes_max` for the command line or binary header (and
 /// key) of the largest allowed request.
 const REQUEST_SLACK_BYTES: usize = 4 << 10;
+/// Longest multiget line (`get k1 k2 ...`) the protocol crate accepts;
+/// memcached lets those grow without bound, so the buffer allows it even
+/// when `item_bytes_max` is smaller.
+const MULTIGET_LINE_BYTES_MAX: usize = 4 << 20;
 /// Input handed to one `feed` call, at first: small, so that a burst of
 /// tiny pipelined requests for large values (`get big\r\n` × 2000) cannot
 /// build a huge reply in one go. Doubles while no request fits.
@@ -428,7 +433,6 @@ impl<S: Storage + 'static> Drop for Registered<S> {
 struct ConnectionIo<S: Storage> {
     stream: TcpStream,
     conn: Connection<S>,
-    stats: Arc<ServerStats>,
     /// Input; `buf[..filled]` is received and not yet consumed.
     buf: Vec<u8>,
     filled: usize,
@@ -445,6 +449,7 @@ impl<S: Storage + 'static> ConnectionIo<S> {
         let buf_bytes_max = shared
             .limits
             .item_bytes_max
+            .max(MULTIGET_LINE_BYTES_MAX)
             .saturating_add(REQUEST_SLACK_BYTES);
         ConnectionIo {
             stream,
@@ -453,7 +458,6 @@ impl<S: Storage + 'static> ConnectionIo<S> {
                 Arc::clone(&shared.stats),
                 shared.limits,
             ),
-            stats: Arc::clone(&shared.stats),
             buf: vec![0; READ_BUFFER_BYTES.min(buf_bytes_max)],
             filled: 0,
             buf_bytes_max,
@@ -476,7 +480,6 @@ impl<S: Storage + 'static> ConnectionIo<S> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            self.stats.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
             self.filled += n;
             let (consumed, close) = self.execute()?;
             self.buf.copy_within(consumed..self.filled, 0);
@@ -535,9 +538,6 @@ impl<S: Storage + 'static> ConnectionIo<S> {
     fn flush(&mut self) -> io::Result<()> {
         if !self.out.is_empty() {
             self.stream.write_all(&self.out)?;
-            self.stats
-                .bytes_written
-                .fetch_add(self.out.len() as u64, Ordering::Relaxed);
             self.out.clear();
         }
         Ok(())
