@@ -3,6 +3,8 @@
 //! - `nvdepot kv ...` opens a store and runs one key-value command on it, in
 //!   the spirit of RocksDB's `ldb` (see [`kv`]).
 //! - `nvdepot check ...` verifies a store offline (see [`check`]).
+//! - `nvdepot memcache ...` serves a store over the memcached protocols
+//!   until SIGTERM/SIGINT (see [`memcache`]).
 //!
 //! Exit codes, the same for every command: 0 success, 1 a negative answer
 //! (key absent, verification failed, corruption found), 2 an error (bad
@@ -14,6 +16,7 @@
 mod check;
 mod error;
 mod kv;
+mod memcache;
 mod size;
 mod workload;
 
@@ -41,6 +44,8 @@ enum Command {
     Kv(kv::KvArgs),
     /// Verify a store offline: every record's checksum, index against log.
     Check(check::CheckArgs),
+    /// Serve a store as a memcached-compatible server (memcached's flags).
+    Memcache(memcache::MemcacheArgs),
 }
 
 /// Outcome of a command that ran to completion.
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Kv(args) => kv::run(args),
         Command::Check(args) => check::run(args),
+        Command::Memcache(args) => return memcache::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

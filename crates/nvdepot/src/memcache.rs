@@ -1,0 +1,271 @@
+//! `nvdepot memcache`: a memcached-compatible server over a store, taking
+//! memcached's flags (`-p -l -U -m -c -t -I -v`, with memcached's long
+//! names) plus where the store lives (`--data`, `--size`, `--segment-size`).
+//!
+//! It serves until SIGTERM or SIGINT, then stops accepting, lets the open
+//! connections finish what they read, closes the store (writing the index
+//! checkpoint, so the next start restores it instead of scanning the log)
+//! and exits 0. Errors exit 2 with `error: <message>` on stderr.
+//!
+//! Signals: SIGTERM and SIGINT are blocked in every thread before any is
+//! started, and one thread takes them with `sigwait`, so no code runs in a
+//! signal handler.
+
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use nvdepot_memcache::{Limits, ServerStats};
+use nvdepot_server::{EngineStorage, MemcacheConfig, MemcacheServer, Shutdown};
+use tracing::{info, warn};
+
+use crate::size::parse_size;
+
+/// Smallest and largest `-I` (memcached allows 1k..1g; nvdepot's records
+/// are capped lower, see README "Limits").
+const ITEM_BYTES_MIN: u64 = 1 << 10;
+const ITEM_BYTES_MAX: u64 = 128 << 20;
+
+#[derive(Debug, Args)]
+pub struct MemcacheArgs {
+    /// TCP port to listen on; 0 lets the system pick one (printed at
+    /// start-up).
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "NUM",
+        default_value_t = 11211
+    )]
+    port: u16,
+    /// Addresses to listen on, comma-separated or repeated: IPs (`::1`,
+    /// `[::1]`), host names, optionally `ADDR:PORT`. Default: only
+    /// 127.0.0.1 (memcached's default is every interface).
+    #[arg(
+        short = 'l',
+        long = "listen",
+        value_name = "ADDR",
+        value_delimiter = ',',
+        default_value = "127.0.0.1"
+    )]
+    listen: Vec<String>,
+    /// UDP port; UDP is not supported, so only 0 (off) is accepted.
+    #[arg(
+        short = 'U',
+        long = "udp-port",
+        value_name = "NUM",
+        default_value_t = 0
+    )]
+    udp_port: u16,
+    /// DRAM budget in megabytes (memcached: item memory; here: index and
+    /// caches, the items themselves live on the device).
+    #[arg(
+        short = 'm',
+        long = "memory-limit",
+        value_name = "MB",
+        default_value_t = 64
+    )]
+    memory_limit: u64,
+    /// Most simultaneous client connections; more are answered
+    /// `ERROR Too many open connections` and closed.
+    #[arg(short = 'c', long = "conn-limit", value_name = "NUM", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    conn_limit: u32,
+    /// Worker threads (accepted for compatibility; the server currently
+    /// runs one thread per connection).
+    #[arg(short = 't', long = "threads", value_name = "NUM", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    threads: u32,
+    /// Largest item value, with k/m suffixes: 1024 bytes to 128m.
+    #[arg(short = 'I', long = "max-item-size", value_name = "BYTES", default_value = "1m",
+          value_parser = parse_item_size)]
+    max_item_size: u64,
+    /// The store: a directory (its data file is created inside) or a block
+    /// device.
+    #[arg(long, value_name = "PATH", default_value = "./data")]
+    data: PathBuf,
+    /// Bytes to allocate when creating the store; suffixes K, M, G, T.
+    /// Ignored for an existing store.
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_size)]
+    size: u64,
+    /// Segment size when creating the store (the engine caps values at a
+    /// quarter of a segment). Default: the engine's (64M).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    segment_size: Option<u64>,
+}
+
+/// `-I`: a size within [`ITEM_BYTES_MIN`]..=[`ITEM_BYTES_MAX`].
+fn parse_item_size(text: &str) -> Result<u64, String> {
+    let bytes = parse_size(text)?;
+    if !(ITEM_BYTES_MIN..=ITEM_BYTES_MAX).contains(&bytes) {
+        return Err(format!(
+            "item size {text} is out of range: {ITEM_BYTES_MIN} bytes to {}m",
+            ITEM_BYTES_MAX >> 20
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Runs the server; the exit code is 0 after a signal-driven shutdown.
+pub fn run(args: MemcacheArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
+    if args.udp_port != 0 {
+        return Err("UDP is not supported (-U 0, the default, turns it off)".into());
+    }
+    let config = MemcacheConfig {
+        listen: args.listen.clone(),
+        port: args.port,
+        connections_max: args.conn_limit as usize,
+        threads: args.threads as usize,
+        limits: Limits {
+            item_bytes_max: args.max_item_size as usize,
+            ..Limits::default()
+        },
+    };
+    // Before any other thread exists, so that every thread inherits it.
+    let signals = block_termination_signals()?;
+    let shutdown = Shutdown::new()?;
+    spawn_signal_thread(signals, shutdown.clone())?;
+    // Bind first: a port in use fails at once, not after a long recovery.
+    let server = MemcacheServer::bind(config)?;
+    let storage = Arc::new(open_storage(&args)?);
+    let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
+    eprintln!(
+        "nvdepot memcache listening on {} (data {}, size {}, memory {} MB, \
+         item max {}, connections max {})",
+        addrs.join(","),
+        args.data.display(),
+        human(args.size),
+        args.memory_limit,
+        human(args.max_item_size),
+        args.conn_limit
+    );
+    let stats = Arc::new(ServerStats::default());
+    let served = server.serve(Arc::clone(&storage), stats, &shutdown);
+    if let Err(e) = &served {
+        warn!("memcache: the server stopped: {e}");
+    }
+    info!("memcache: closing the store (writing the index checkpoint)");
+    // `serve` joined every connection thread: this is the last reference.
+    let storage = Arc::into_inner(storage).ok_or("the store is still in use at shutdown")?;
+    storage.close()?;
+    info!("memcache: store closed");
+    Ok(served?)
+}
+
+/// `1G`, `8M`, `1536K` or plain bytes: the largest exact binary unit.
+fn human(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+fn open_storage(args: &MemcacheArgs) -> Result<EngineStorage, BoxError> {
+    if !args.data.exists() {
+        std::fs::create_dir_all(&args.data)
+            .map_err(|e| format!("creating directory {}: {e}", args.data.display()))?;
+    }
+    let mut opts = EngineStorage::default_options().create_bytes(args.size);
+    opts.progress = std::io::stderr().is_terminal();
+    if let Some(bytes) = args.segment_size {
+        opts = opts.segment_bytes(bytes);
+    }
+    let storage = EngineStorage::open_with_options(&args.data, opts, args.memory_limit)?;
+    let holds = storage.item_bytes_max() as u64;
+    if args.max_item_size > holds {
+        let message = format!(
+            "-I {} is larger than this store's largest value, {holds} bytes \
+             (a quarter of a segment; see --segment-size)",
+            args.max_item_size
+        );
+        storage.close()?;
+        return Err(message.into());
+    }
+    Ok(storage)
+}
+
+/// Blocks SIGTERM and SIGINT in the calling thread (and so in every thread
+/// it starts afterwards); returns the set for `sigwait`.
+fn block_termination_signals() -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before any
+    // other use, and sigaddset/pthread_sigmask get valid pointers to it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(set)
+    }
+}
+
+/// A thread that turns the first SIGTERM or SIGINT into a shutdown.
+fn spawn_signal_thread(set: libc::sigset_t, shutdown: Shutdown) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || loop {
+            let mut signal = 0;
+            // SAFETY: `set` is an initialised signal set and `signal` a
+            // valid place for the result.
+            let rc = unsafe { libc::sigwait(&set, &mut signal) };
+            if rc != 0 {
+                warn!("sigwait: {}", io::Error::from_raw_os_error(rc));
+                return;
+            }
+            let name = if signal == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            if shutdown.is_triggered() {
+                warn!("memcache: {name} again; still shutting down");
+            } else {
+                info!("memcache: {name}: shutting down");
+                shutdown.trigger();
+            }
+        })
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{human, parse_item_size};
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(1 << 30), "1G");
+        assert_eq!(human(512 << 20), "512M");
+        assert_eq!(human(1536 << 10), "1536K");
+        assert_eq!(human(1000), "1000");
+        assert_eq!(human(0), "0");
+    }
+
+    #[test]
+    fn item_sizes() {
+        assert_eq!(parse_item_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_item_size("1k"), Ok(1024));
+        assert_eq!(parse_item_size("2048"), Ok(2048));
+        assert_eq!(parse_item_size("128m"), Ok(128 << 20));
+        assert!(parse_item_size("1023").is_err());
+        assert!(parse_item_size("129m").is_err());
+        assert!(parse_item_size("1g").is_err());
+    }
+}
