@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The main job. Builds the release `nvdepot` binary (installing the Rust
 # toolchain first if it is missing), then:
-# - with arguments, runs `nvdepot ARGS...` (e.g. `kv --data ./data get key-42`);
-# - without, creates or opens the store in ./data (1 GiB data file
-#   ./data/nvdepot.0), loads 10 000 keys, verifies them and prints the
-#   store's statistics.
+# - without arguments, starts the memcached-compatible server on the store
+#   in ./data (created with a 1 GiB data file ./data/nvdepot.0 if missing),
+#   listening on 127.0.0.1:11211 with memcached's default flags, until
+#   SIGTERM or Ctrl-C (which close the store cleanly);
+# - with arguments, runs `nvdepot ARGS...` (e.g. `memcache -p 11311 -vv`,
+#   `kv --data ./data get key-42`).
 # Paths are relative to the directory it is run from.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,10 +17,4 @@ bin=$(release_binary "$repo")
 if (($# > 0)); then
     exec "$bin" "$@"
 fi
-work=(--count 10000 --value-size 100 --seed 1)
-echo "== nvdepot kv --data ./data load ${work[*]}"
-"$bin" kv --data ./data --size 1G load "${work[@]}"
-echo "== nvdepot kv --data ./data verify ${work[*]}"
-"$bin" kv --data ./data verify "${work[@]}"
-echo "== nvdepot kv --data ./data stats"
-"$bin" kv --data ./data stats
+exec "$bin" memcache --data ./data --size 1G
