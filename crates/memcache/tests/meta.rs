@@ -1,0 +1,325 @@
+//! Meta commands. Expected replies were checked against memcached 1.6.18
+//! except where the README lists a difference.
+
+mod common;
+
+use common::Harness;
+use nvdepot_memcache::testing::START_TIME;
+
+fn check(h: &mut Harness, input: &str, want: &str) {
+    assert_eq!(h.run(input.as_bytes()), want, "input: {input:?}");
+}
+
+#[test]
+fn mg_flags_in_request_order() {
+    let mut h = Harness::new();
+    check(
+        &mut h,
+        "ms m1 2 T0 F5 c k O99\r\nhi\r\n",
+        "HD c1 km1 O99\r\n",
+    );
+    check(
+        &mut h,
+        "mg m1 s v f t c k O1 q\r\n",
+        "VA 2 s2 f5 t-1 c1 km1 O1\r\nhi\r\n",
+    );
+    check(
+        &mut h,
+        "mg m1\r\nmg m1 q\r\nmg m1 k v\r\n",
+        "HD\r\nHD\r\nVA 2 km1\r\nhi\r\n",
+    );
+    check(
+        &mut h,
+        "mg m2 k O1 s v\r\nmg m2 k O1 s v q\r\nmn\r\n",
+        "EN km2 O1\r\nMN\r\n",
+    );
+    check(
+        &mut h,
+        "mg m1 v O\r\nmg m1 u P L\r\n",
+        "VA 2 O\r\nhi\r\nHD\r\n",
+    );
+    assert_eq!(h.stat(|s| &s.get_hits), 6);
+    assert_eq!(h.stat(|s| &s.get_misses), 2);
+}
+
+#[test]
+fn mg_ttl_and_touch() {
+    let mut h = Harness::new();
+    check(&mut h, "set e1 0 100 2\r\nab\r\n", "STORED\r\n");
+    h.storage.advance(1);
+    check(&mut h, "mg e1 t\r\n", "HD t99\r\n");
+    // t before T reports the old TTL.
+    check(
+        &mut h,
+        "mg e1 t T30 v\r\nmg e1 T20 t\r\n",
+        "VA 2 t99\r\nab\r\nHD t20\r\n",
+    );
+    check(&mut h, "mg e1 T30 t v\r\n", "VA 2 t30\r\nab\r\n");
+    assert_eq!(h.storage.peek(b"e1").unwrap().exptime, START_TIME + 31);
+    check(&mut h, "mg e1 T-1 v\r\nmg e1 v\r\n", "VA 2\r\nab\r\nEN\r\n");
+    assert_eq!(h.stat(|s| &s.touch_hits), 4);
+}
+
+#[test]
+fn mg_errors() {
+    let mut h = Harness::new();
+    check(&mut h, "mg\r\n", "ERROR\r\n");
+    check(
+        &mut h,
+        "mg foo x\r\nmg foo E5\r\nmg foo Q\r\n",
+        &"CLIENT_ERROR invalid flag\r\n".repeat(3),
+    );
+    check(
+        &mut h,
+        "mg foo v v\r\nmg foo \u{7f}\r\n",
+        &"CLIENT_ERROR duplicate flag\r\n".repeat(2),
+    );
+    check(
+        &mut h,
+        "mg foo T\r\nmg foo Tx\r\n",
+        &"CLIENT_ERROR bad token in command line format\r\n".repeat(2),
+    );
+    let opaque = format!("mg foo O{}\r\n", "1".repeat(32));
+    check(&mut h, &opaque, "CLIENT_ERROR opaque token too long\r\n");
+    let many = format!(
+        "mg foo {}\r\n",
+        "a1 a2 a3 a4 a5 a6 a7 a8 a9 b0 b1 b2 b3 b4 b5 b6 b7 b8"
+    );
+    check(&mut h, &many, "CLIENT_ERROR options flags are too long\r\n");
+    // Flags this crate does not support are refused, not half-honoured.
+    for flag in ["h", "l", "N30", "R30"] {
+        check(
+            &mut h,
+            &format!("mg foo {flag}\r\n"),
+            "CLIENT_ERROR invalid flag\r\n",
+        );
+    }
+    // Flags other commands use are accepted and ignored.
+    check(&mut h, "mg foo q M1 D1 J1 F1 C1 I\r\nmn\r\n", "MN\r\n");
+}
+
+#[test]
+fn base64_keys() {
+    let mut h = Harness::new();
+    check(
+        &mut h,
+        "ms Zm9vYmFy 1 b k c\r\nx\r\n",
+        "HD kZm9vYmFy b c1\r\n",
+    );
+    check(&mut h, "get foobar\r\n", "VALUE foobar 0 1\r\nx\r\nEND\r\n");
+    check(&mut h, "mg Zm9vYmFy b k v\r\n", "VA 1 kZm9vYmFy b\r\nx\r\n");
+    check(
+        &mut h,
+        "mg ZTE b k v\r\nmg ZTE=x b v\r\n",
+        &"CLIENT_ERROR error decoding key\r\n".repeat(2),
+    );
+    check(
+        &mut h,
+        "ms ZTE 1 b\r\nx\r\nmn\r\n",
+        "CLIENT_ERROR error decoding key\r\nMN\r\n",
+    );
+    check(
+        &mut h,
+        "md ZTE b\r\nma ZTE b\r\n",
+        &"CLIENT_ERROR invalid or duplicate flag\r\n".repeat(2),
+    );
+    check(&mut h, "md ZTE= b k\r\n", "NF kZTE= b\r\n");
+    check(
+        &mut h,
+        "me Zm9vYmFy b\r\n",
+        "ME Zm9vYmFy exp=-1 la=0 cas=1 fetch=no cls=1 size=7\r\n",
+    );
+}
+
+#[test]
+fn ms_modes_and_noreply() {
+    let mut h = Harness::new();
+    check(
+        &mut h,
+        "ms m1 2 MA\r\nxx\r\nms m1 2 MP c\r\nyy\r\nms m1 2 MR\r\nzz\r\n",
+        "NS\r\nNS c0\r\nNS\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2 ME\r\nzz\r\nms m1 2 ME\r\nzz\r\n",
+        "HD\r\nNS\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 1 MA\r\na\r\nms m1 1 MP\r\np\r\nmg m1 v\r\n",
+        "HD\r\nHD\r\nVA 4\r\npzza\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2 MS c C1\r\nzz\r\nms m1 2 C3 c\r\nab\r\n",
+        "EX c0\r\nHD c4\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2 MA C1\r\nzz\r\nms m1 2 MR C4 q\r\ncd\r\n",
+        "EX\r\n",
+    );
+    check(
+        &mut h,
+        "ms nope 2 q MR\r\nhi\r\nms nope 2 q C1\r\nhi\r\nms m1 2 q\r\nhi\r\nmn\r\n",
+        "NS\r\nNF\r\nMN\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2 F7 T100\r\nhi\r\nmg m1 f t\r\n",
+        "HD\r\nHD f7 t100\r\n",
+    );
+    assert_eq!(h.storage.peek(b"m1").unwrap().exptime, START_TIME + 100);
+}
+
+#[test]
+fn ms_errors_swallow_data() {
+    let mut h = Harness::new();
+    let bad = "CLIENT_ERROR bad command line format\r\n";
+    // Before the length is known nothing is swallowed.
+    check(&mut h, "ms m1 x\r\nhi\r\n", &format!("{bad}ERROR\r\n"));
+    check(&mut h, "ms m1\r\nhi\r\n", &format!("{bad}ERROR\r\n"));
+    check(&mut h, "ms m1 -1\r\nhi\r\n", &format!("{bad}ERROR\r\n"));
+    // After it, the data block is swallowed.
+    check(&mut h, "ms m1 2 Fx\r\nhi\r\n", bad);
+    check(
+        &mut h,
+        "ms m1 2 Tx\r\nhi\r\nms m1 2 Cx\r\nhi\r\n",
+        &"CLIENT_ERROR bad token in command line format\r\n".repeat(2),
+    );
+    check(
+        &mut h,
+        "ms m1 2 MEE\r\nhi\r\nms m1 2 M\r\nhi\r\n",
+        &"CLIENT_ERROR incorrect length for M token\r\n".repeat(2),
+    );
+    check(
+        &mut h,
+        "ms m1 2 MX\r\nhi\r\n",
+        "CLIENT_ERROR invalid mode for ms M token\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2 I\r\nhi\r\n",
+        "CLIENT_ERROR invalid flag\r\n",
+    );
+    let opaque = format!("ms m1 2 O{}\r\nhi\r\n", "1".repeat(32));
+    check(&mut h, &opaque, "CLIENT_ERROR opaque token too long\r\n");
+    check(
+        &mut h,
+        "ms m1 2 q\r\nhix\r\nmn\r\n",
+        "CLIENT_ERROR bad data chunk\r\nERROR\r\nMN\r\n",
+    );
+    let big = format!(
+        "ms m1 2 T0\r\nhi\r\nms m1 2000000 T0\r\n{}\r\nmg m1\r\n",
+        "v".repeat(2_000_000)
+    );
+    check(
+        &mut h,
+        &big,
+        "HD\r\nSERVER_ERROR object too large for cache\r\nEN\r\n",
+    );
+}
+
+#[test]
+fn md_commands() {
+    let mut h = Harness::new();
+    check(
+        &mut h,
+        "ms m1 2\r\nhi\r\nmd m1 q\r\nmd m1 q\r\n",
+        "HD\r\nNF\r\n",
+    );
+    check(
+        &mut h,
+        "ms m1 2\r\nhi\r\nmd m1 k O5 C99\r\nmd m1 C2 O6\r\n",
+        "HD\r\nEX km1 O5\r\nHD O6\r\n",
+    );
+    check(
+        &mut h,
+        "md m1 T5\r\nmd m1 v\r\nmd\r\n",
+        "NF\r\nNF\r\nERROR\r\n",
+    );
+    check(
+        &mut h,
+        "md m1 x\r\nmd m1 I\r\n",
+        &"CLIENT_ERROR invalid or duplicate flag\r\n".repeat(2),
+    );
+    assert_eq!(h.stat(|s| &s.delete_hits), 2);
+}
+
+#[test]
+fn ma_commands() {
+    let mut h = Harness::new();
+    check(
+        &mut h,
+        "ma c1\r\nma c1 N0 J10 v\r\nma c1 v t c\r\n",
+        "NF\r\nVA 2\r\n10\r\nVA 2 t-1 c2\r\n11\r\n",
+    );
+    check(
+        &mut h,
+        "ma c1 MD D100 v\r\nma c1 M- D1 v k O9\r\nget c1\r\n",
+        "VA 1\r\n0\r\nVA 1 kc1 O9\r\n0\r\nVALUE c1 0 2\r\n0 \r\nEND\r\n",
+    );
+    check(
+        &mut h,
+        "ma c1 MX\r\n",
+        "CLIENT_ERROR invalid mode for ma M token\r\n",
+    );
+    check(
+        &mut h,
+        "ma c1 D-1\r\nma c1 Dx\r\nma c1 Jx\r\n",
+        &"CLIENT_ERROR invalid or duplicate flag\r\n".repeat(3),
+    );
+    check(
+        &mut h,
+        "ma c1 q\r\nma c2 q\r\nma c1 C1 q\r\nmn\r\n",
+        "NF\r\nEX\r\nMN\r\n",
+    );
+    check(
+        &mut h,
+        "ms c3 2\r\nab\r\nma c3\r\nma c3 q\r\n",
+        &format!(
+            "HD\r\n{}",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n".repeat(2)
+        ),
+    );
+    // N and T: the later one sets a created item's TTL; t reports as of its place.
+    check(
+        &mut h,
+        "ma e3 N100 T200 t J5 v\r\nma e4 T200 N100 t J5 v\r\n",
+        "VA 1 t200\r\n5\r\nVA 1 t100\r\n5\r\n",
+    );
+    assert_eq!(h.storage.peek(b"e3").unwrap().exptime, START_TIME + 200);
+    assert_eq!(h.storage.peek(b"e4").unwrap().exptime, START_TIME + 100);
+    check(
+        &mut h,
+        "ma e3 t T50\r\nma e3 T60 t\r\n",
+        "HD t200\r\nHD t60\r\n",
+    );
+    // q hides a hit but not a creation.
+    check(
+        &mut h,
+        "ma e4 N0 q\r\nma e5 N0 q\r\nma e5 q v\r\n",
+        "HD\r\n",
+    );
+    check(
+        &mut h,
+        "set w 0 0 20\r\n18446744073709551615\r\nma w v\r\n",
+        "STORED\r\nVA 1\r\n0\r\n",
+    );
+}
+
+#[test]
+fn mn_me() {
+    let mut h = Harness::new();
+    check(&mut h, "mn\r\nmn x\r\n", "MN\r\nMN\r\n");
+    check(
+        &mut h,
+        "me\r\nme nope\r\n",
+        "CLIENT_ERROR bad command line format\r\nEN\r\n",
+    );
+    check(
+        &mut h,
+        "set e1 0 100 2\r\nab\r\nme e1\r\n",
+        "STORED\r\nME e1 exp=-100 la=0 cas=1 fetch=no cls=1 size=4\r\n",
+    );
+}
