@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nvdepot_engine::{DeleteOutcome, Namespace, Options, PutMode, Store};
 use nvdepot_memcache::{Item, Storage, StorageError, StoreMode, StoreOutcome};
 
+use crate::hot_cache::HotCache;
+
 const META_BYTES: usize = 8;
 /// Retries of a read-check-write before giving up under contention.
 const RETRIES: usize = 16;
@@ -30,6 +32,8 @@ const RETRIES: usize = 16;
 /// The engine, seen as a memcached item store.
 pub struct EngineStorage {
     store: Store,
+    /// The DRAM tier (`-m`): hot items, so a hit costs no IO.
+    hot: HotCache,
     ns: Namespace,
     limit_maxbytes: u64,
     expired_reclaimed: AtomicU64,
@@ -123,6 +127,7 @@ impl EngineStorage {
         );
         Ok(EngineStorage {
             store,
+            hot: HotCache::new((memory_mb as usize) << 20),
             ns,
             limit_maxbytes: memory_mb << 20,
             expired_reclaimed: AtomicU64::new(0),
@@ -152,15 +157,10 @@ impl EngineStorage {
     }
 }
 
-impl Storage for EngineStorage {
-    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
-        match self.store.get_versioned(self.ns, key).map_err(err)? {
-            Some((raw, cas)) => decode(raw, cas).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn store(
+/// Flash-side writes; the `Storage` methods wrap them with DRAM-tier
+/// invalidation.
+impl EngineStorage {
+    fn store_flash(
         &self,
         key: &[u8],
         value: &[u8],
@@ -211,7 +211,7 @@ impl Storage for EngineStorage {
         )))
     }
 
-    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+    fn delete_flash(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
         // An expired item is already gone for the client: NOT_FOUND, but
         // reclaim its space.
         if let Some((raw, version)) = self.store.get_versioned(self.ns, key).map_err(err)? {
@@ -237,9 +237,47 @@ impl Storage for EngineStorage {
             },
         )
     }
+}
+
+impl Storage for EngineStorage {
+    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        let epoch = match self.hot.get(key) {
+            Ok(item) => return Ok(Some(item)),
+            Err(epoch) => epoch,
+        };
+        match self.store.get_versioned(self.ns, key).map_err(err)? {
+            Some((raw, cas)) => {
+                let item = decode(raw, cas)?;
+                self.hot.fill(key, &item, epoch);
+                Ok(Some(item))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
+        let outcome = self.store_flash(key, value, flags, exptime, mode);
+        self.hot.invalidate(key);
+        outcome
+    }
+
+    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+        let outcome = self.delete_flash(key, cas);
+        self.hot.invalidate(key);
+        outcome
+    }
 
     fn flush_all(&self) -> Result<(), StorageError> {
-        self.store.clear(self.ns).map_err(err)
+        let result = self.store.clear(self.ns).map_err(err);
+        self.hot.clear();
+        result
     }
 
     fn now(&self) -> u32 {
@@ -275,6 +313,16 @@ impl Storage for EngineStorage {
                 format!("{:.3}", s.write_amplification),
             ),
             ("nvdepot_flushes", s.flushes.to_string()),
+            ("nvdepot_dram_items", self.hot.items().to_string()),
+            ("nvdepot_dram_bytes", self.hot.bytes().to_string()),
+            (
+                "nvdepot_dram_hits",
+                self.hot.stats.hits.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "nvdepot_dram_misses",
+                self.hot.stats.misses.load(Ordering::Relaxed).to_string(),
+            ),
             ("nvdepot_index_bytes", s.index_memory_bytes.to_string()),
             (
                 "nvdepot_index_bytes_per_key",

@@ -7,6 +7,7 @@
 //! - [`Shutdown`]: stops a running server from another thread.
 
 mod engine_storage;
+mod hot_cache;
 mod memcache;
 mod shutdown;
 

@@ -1,0 +1,208 @@
+//! The DRAM tier of the memcache face (memcached's `-m`): a read cache of
+//! hot items in front of the flash store. Every item lives on flash; a hit
+//! here costs no IO.
+//!
+//! Sharded CLOCK: each shard is a map plus a ring of keys; a hit sets the
+//! entry's reference bit, eviction sweeps the ring clearing bits and drops
+//! the first unreferenced entry (second chance).
+//!
+//! Consistency: only reads fill the cache and every write invalidates.
+//! A read records its shard's invalidation count before going to flash and
+//! fills only if no write touched the shard meanwhile, so a value read
+//! before a concurrent write can never be cached after it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nvdepot_memcache::Item;
+use parking_lot::Mutex;
+
+const SHARDS: usize = 64;
+/// Bookkeeping per entry beyond key and value (map slot, ring slot, Item).
+const ENTRY_OVERHEAD: usize = 96;
+
+struct Entry {
+    item: Item,
+    referenced: bool,
+}
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<Vec<u8>, Entry>,
+    ring: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// Bumped by every invalidation (see the module comment).
+    epoch: u64,
+}
+
+/// Counters of the DRAM tier.
+#[derive(Default, Debug)]
+pub struct HotCacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+pub struct HotCache {
+    shards: Vec<Mutex<Shard>>,
+    shard_bytes_max: usize,
+    pub stats: HotCacheStats,
+}
+
+fn entry_bytes(key: &[u8], item: &Item) -> usize {
+    key.len() * 2 + item.value.len() + ENTRY_OVERHEAD
+}
+
+impl HotCache {
+    /// A cache holding at most `bytes_max` bytes of items (0 disables it).
+    pub fn new(bytes_max: usize) -> HotCache {
+        HotCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_bytes_max: bytes_max / SHARDS,
+            stats: HotCacheStats::default(),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
+        let h = xxhash_rust::xxh3::xxh3_64(key);
+        &self.shards[(h as usize) % SHARDS]
+    }
+
+    /// The cached item, or `None` with the shard's epoch to pass to
+    /// [`HotCache::fill`] after reading flash.
+    pub fn get(&self, key: &[u8]) -> Result<Item, u64> {
+        if self.shard_bytes_max == 0 {
+            return Err(0);
+        }
+        let mut shard = self.shard(key).lock();
+        if let Some(e) = shard.map.get_mut(key) {
+            e.referenced = true;
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(e.item.clone());
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        Err(shard.epoch)
+    }
+
+    /// Caches an item read from flash, unless the shard was invalidated
+    /// since `epoch` was taken.
+    pub fn fill(&self, key: &[u8], item: &Item, epoch: u64) {
+        let size = entry_bytes(key, item);
+        if self.shard_bytes_max == 0 || size > self.shard_bytes_max / 4 {
+            return;
+        }
+        let mut shard = self.shard(key).lock();
+        if shard.epoch != epoch || shard.map.contains_key(key) {
+            return;
+        }
+        while shard.bytes + size > self.shard_bytes_max {
+            if !self.evict_one(&mut shard) {
+                return;
+            }
+        }
+        shard.bytes += size;
+        shard.ring.push_back(key.to_vec());
+        shard.map.insert(
+            key.to_vec(),
+            Entry {
+                item: item.clone(),
+                referenced: false,
+            },
+        );
+    }
+
+    fn evict_one(&self, shard: &mut Shard) -> bool {
+        while let Some(k) = shard.ring.pop_front() {
+            let Some(e) = shard.map.get_mut(&k) else {
+                continue;
+            };
+            if e.referenced {
+                e.referenced = false;
+                shard.ring.push_back(k);
+                continue;
+            }
+            let e = shard.map.remove(&k).expect("present");
+            shard.bytes -= entry_bytes(&k, &e.item);
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Drops `key` (a write or delete happened, or is about to complete).
+    pub fn invalidate(&self, key: &[u8]) {
+        if self.shard_bytes_max == 0 {
+            return;
+        }
+        let mut shard = self.shard(key).lock();
+        shard.epoch += 1;
+        if let Some(e) = shard.map.remove(key) {
+            shard.bytes -= entry_bytes(key, &e.item);
+            // The ring entry is skipped lazily by evict_one.
+        }
+    }
+
+    /// Drops everything (flush_all).
+    pub fn clear(&self) {
+        for s in &self.shards {
+            let mut s = s.lock();
+            s.epoch += 1;
+            s.map.clear();
+            s.ring.clear();
+            s.bytes = 0;
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().bytes).sum()
+    }
+
+    /// Items held.
+    pub fn items(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(v: &[u8], cas: u64) -> Item {
+        Item {
+            value: v.to_vec(),
+            flags: 0,
+            exptime: 0,
+            cas,
+        }
+    }
+
+    #[test]
+    fn fill_hit_invalidate_and_races() {
+        let c = HotCache::new(1 << 20);
+        let epoch = c.get(b"k").unwrap_err();
+        c.fill(b"k", &item(b"v1", 1), epoch);
+        assert_eq!(c.get(b"k").unwrap().value, b"v1");
+        // A read that started before a write must not cache its old value.
+        c.invalidate(b"k");
+        let stale_epoch = epoch;
+        c.fill(b"k", &item(b"v1", 1), stale_epoch);
+        assert!(c.get(b"k").is_err());
+        c.clear();
+        assert_eq!(c.items(), 0);
+    }
+
+    #[test]
+    fn stays_within_its_budget() {
+        let c = HotCache::new(64 * 1024);
+        for i in 0..10_000u32 {
+            let k = format!("key{i}");
+            let e = c.get(k.as_bytes()).unwrap_err();
+            c.fill(k.as_bytes(), &item(&[7u8; 100], i as u64), e);
+        }
+        assert!(c.bytes() <= 64 * 1024, "{}", c.bytes());
+        assert!(c.stats.evictions.load(Ordering::Relaxed) > 0);
+        // Recently hit entries survive a sweep more often than cold ones.
+        assert!(c.items() > 100);
+    }
+}
