@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for N seconds each (default 20) from this
+# directory. Needs a nightly toolchain and cargo-fuzz
+# (`cargo install cargo-fuzz`). Usage: ./smoke.sh [seconds]
+set -euo pipefail
+cd "$(dirname "$0")"
+secs="${1:-20}"
+for target in text meta binary; do
+    echo "== fuzz $target for ${secs}s"
+    mkdir -p "corpus/$target"
+    cargo +nightly fuzz run "$target" "corpus/$target" -- -max_total_time="$secs" -max_len=4096
+done
