@@ -4,7 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 use nvdepot_memcache_fuzz::{check, cuts, Grammar};
 
-const NOOP: [u8; 24] = [0x80, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+const NOOP: [u8; 24] = [
+    0x80, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+];
 
 fuzz_target!(|data: &[u8]| {
     let (cuts, rest) = cuts(data);

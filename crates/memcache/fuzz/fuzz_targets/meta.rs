@@ -5,7 +5,9 @@
 use libfuzzer_sys::fuzz_target;
 use nvdepot_memcache_fuzz::{check, cuts, Grammar};
 
-const COMMANDS: [&[u8]; 8] = [b"mg ", b"ms ", b"md ", b"ma ", b"me ", b"mn", b"ms k ", b"mg k "];
+const COMMANDS: [&[u8]; 8] = [
+    b"mg ", b"ms ", b"md ", b"ma ", b"me ", b"mn", b"ms k ", b"mg k ",
+];
 
 fuzz_target!(|data: &[u8]| {
     let (cuts, rest) = cuts(data);

@@ -15,7 +15,10 @@ use nvdepot_memcache::testing::MemStorage;
 use nvdepot_memcache::{Connection, Limits, ServerStats};
 
 /// Small limits so that oversized keys and values are cheap to reach.
-pub const LIMITS: Limits = Limits { key_bytes_max: 250, item_bytes_max: 64 };
+pub const LIMITS: Limits = Limits {
+    key_bytes_max: 250,
+    item_bytes_max: 64,
+};
 
 /// Which reply grammar to check.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -39,7 +42,12 @@ pub fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, bool, Arc<MemStorage>) {
         buf.extend_from_slice(&input[start..end]);
         start = end;
         let fed = conn.feed(&buf, &mut out);
-        assert!(fed.consumed <= buf.len(), "consumed {} of {}", fed.consumed, buf.len());
+        assert!(
+            fed.consumed <= buf.len(),
+            "consumed {} of {}",
+            fed.consumed,
+            buf.len()
+        );
         buf.drain(..fed.consumed);
         if fed.close {
             return (out, true, storage);
@@ -56,14 +64,26 @@ pub fn check(input: &[u8], cuts: &[usize], grammar: Grammar) {
         Grammar::Binary => check_binary(&out),
     }
     for (key, item) in storage.items() {
-        assert!(key.len() <= LIMITS.key_bytes_max, "stored key of {} bytes", key.len());
+        assert!(
+            key.len() <= LIMITS.key_bytes_max,
+            "stored key of {} bytes",
+            key.len()
+        );
         assert!(!key.is_empty(), "stored an empty key");
-        assert!(item.value.len() <= LIMITS.item_bytes_max, "stored {} bytes", item.value.len());
+        assert!(
+            item.value.len() <= LIMITS.item_bytes_max,
+            "stored {} bytes",
+            item.value.len()
+        );
         assert_ne!(item.cas, 0);
     }
     let (split_out, split_closed, _) = run(input, cuts);
     assert_eq!(closed, split_closed, "close differs when cut at {cuts:?}");
-    assert_eq!(mask(&out, grammar), mask(&split_out, grammar), "output differs when cut at {cuts:?}");
+    assert_eq!(
+        mask(&out, grammar),
+        mask(&split_out, grammar),
+        "output differs when cut at {cuts:?}"
+    );
 }
 
 /// Byte counters in `stats` depend on how input was cut; hide them.
@@ -73,7 +93,10 @@ fn mask(out: &[u8], grammar: Grammar) -> Vec<u8> {
         Grammar::Text => {
             let mut v = Vec::with_capacity(out.len());
             for line in out.split_inclusive(|&b| b == b'\n') {
-                if names.iter().any(|n| line.starts_with(&[b"STAT ", *n].concat())) {
+                if names
+                    .iter()
+                    .any(|n| line.starts_with(&[b"STAT ", *n].concat()))
+                {
                     continue;
                 }
                 v.extend_from_slice(line);
@@ -83,7 +106,10 @@ fn mask(out: &[u8], grammar: Grammar) -> Vec<u8> {
         Grammar::Binary => {
             let mut v = Vec::with_capacity(out.len());
             for p in packets(out) {
-                let (kl, el) = (usize::from(u16::from_be_bytes([p[2], p[3]])), usize::from(p[4]));
+                let (kl, el) = (
+                    usize::from(u16::from_be_bytes([p[2], p[3]])),
+                    usize::from(p[4]),
+                );
                 if p[1] == 0x10 && names.contains(&&p[24 + el..24 + el + kl]) {
                     continue;
                 }
@@ -152,6 +178,9 @@ pub fn cuts(data: &[u8]) -> (Vec<usize>, &[u8]) {
     };
     let n = usize::from(n % 4).min(rest.len() / 2);
     let (raw, rest) = rest.split_at(n * 2);
-    let cuts = raw.chunks(2).map(|c| usize::from(u16::from_le_bytes([c[0], c[1]]))).collect();
+    let cuts = raw
+        .chunks(2)
+        .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])))
+        .collect();
     (cuts, rest)
 }
