@@ -263,14 +263,26 @@ impl Storage for EngineStorage {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
+        let epoch = self.hot.begin_write(key);
         let outcome = self.store_flash(key, value, flags, exptime, mode);
-        self.hot.invalidate(key);
+        // Write-through: the item just stored is the hottest there is.
+        let written = match &outcome {
+            Ok(StoreOutcome::Stored { cas }) => Some(Item {
+                value: value.to_vec(),
+                flags,
+                exptime,
+                cas: *cas,
+            }),
+            _ => None,
+        };
+        self.hot.end_write(key, written.as_ref(), epoch);
         outcome
     }
 
     fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+        let epoch = self.hot.begin_write(key);
         let outcome = self.delete_flash(key, cas);
-        self.hot.invalidate(key);
+        self.hot.end_write(key, None, epoch);
         outcome
     }
 

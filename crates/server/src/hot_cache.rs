@@ -6,10 +6,12 @@
 //! entry's reference bit, eviction sweeps the ring clearing bits and drops
 //! the first unreferenced entry (second chance).
 //!
-//! Consistency: only reads fill the cache and every write invalidates.
-//! A read records its shard's invalidation count before going to flash and
-//! fills only if no write touched the shard meanwhile, so a value read
-//! before a concurrent write can never be cached after it.
+//! Consistency: every write bumps its shard's epoch. A read records the
+//! epoch before going to flash and fills only if it is unchanged; a write
+//! records it before writing to flash and afterwards caches the item it
+//! wrote only if no other write touched the shard meanwhile (otherwise it
+//! drops the key). So a value can only be cached if nothing in its shard
+//! changed between reading or writing it and caching it: never stale.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,16 +89,50 @@ impl HotCache {
     /// Caches an item read from flash, unless the shard was invalidated
     /// since `epoch` was taken.
     pub fn fill(&self, key: &[u8], item: &Item, epoch: u64) {
-        let size = entry_bytes(key, item);
-        if self.shard_bytes_max == 0 || size > self.shard_bytes_max / 4 {
+        if self.shard_bytes_max == 0 {
             return;
         }
         let mut shard = self.shard(key).lock();
         if shard.epoch != epoch || shard.map.contains_key(key) {
             return;
         }
+        self.insert(&mut shard, key, item);
+    }
+
+    /// The epoch to pass to [`HotCache::end_write`] (take it before the
+    /// flash write).
+    pub fn begin_write(&self, key: &[u8]) -> u64 {
+        if self.shard_bytes_max == 0 {
+            return 0;
+        }
+        self.shard(key).lock().epoch
+    }
+
+    /// After a flash write of `key`: caches `written` (the item now on
+    /// flash, `None` after a delete or a failed write) if no other write
+    /// touched the shard since `epoch`; otherwise drops the key.
+    pub fn end_write(&self, key: &[u8], written: Option<&Item>, epoch: u64) {
+        if self.shard_bytes_max == 0 {
+            return;
+        }
+        let mut shard = self.shard(key).lock();
+        let unchanged = shard.epoch == epoch;
+        shard.epoch += 1;
+        if let Some(e) = shard.map.remove(key) {
+            shard.bytes -= entry_bytes(key, &e.item);
+        }
+        if let (true, Some(item)) = (unchanged, written) {
+            self.insert(&mut shard, key, item);
+        }
+    }
+
+    fn insert(&self, shard: &mut Shard, key: &[u8], item: &Item) {
+        let size = entry_bytes(key, item);
+        if size > self.shard_bytes_max / 4 {
+            return;
+        }
         while shard.bytes + size > self.shard_bytes_max {
-            if !self.evict_one(&mut shard) {
+            if !self.evict_one(shard) {
                 return;
             }
         }
@@ -127,19 +163,6 @@ impl HotCache {
             return true;
         }
         false
-    }
-
-    /// Drops `key` (a write or delete happened, or is about to complete).
-    pub fn invalidate(&self, key: &[u8]) {
-        if self.shard_bytes_max == 0 {
-            return;
-        }
-        let mut shard = self.shard(key).lock();
-        shard.epoch += 1;
-        if let Some(e) = shard.map.remove(key) {
-            shard.bytes -= entry_bytes(key, &e.item);
-            // The ring entry is skipped lazily by evict_one.
-        }
     }
 
     /// Drops everything (flush_all).
@@ -184,10 +207,21 @@ mod tests {
         c.fill(b"k", &item(b"v1", 1), epoch);
         assert_eq!(c.get(b"k").unwrap().value, b"v1");
         // A read that started before a write must not cache its old value.
-        c.invalidate(b"k");
+        let w = c.begin_write(b"k");
+        c.end_write(b"k", None, w);
         let stale_epoch = epoch;
         c.fill(b"k", &item(b"v1", 1), stale_epoch);
         assert!(c.get(b"k").is_err());
+        // Write-through caches what was written...
+        let w = c.begin_write(b"k");
+        c.end_write(b"k", Some(&item(b"v2", 2)), w);
+        assert_eq!(c.get(b"k").unwrap().value, b"v2");
+        // ...unless another write overtook it: then nothing is cached.
+        let slow = c.begin_write(b"k");
+        let fast = c.begin_write(b"k");
+        c.end_write(b"k", Some(&item(b"v4", 4)), fast);
+        c.end_write(b"k", Some(&item(b"v3", 3)), slow);
+        assert!(c.get(b"k").is_err(), "the older write must not stay cached");
         c.clear();
         assert_eq!(c.items(), 0);
     }
