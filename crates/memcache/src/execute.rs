@@ -265,9 +265,10 @@ impl<S: Storage> Connection<S> {
 
     /// `flush_all [delay]` (text and binary): a delay of 0 (or negative)
     /// flushes now; otherwise the flush is recorded in the shared state and
-    /// run by the first command that finds it due. As memcached, a flush
-    /// due within a second runs now, and an absolute time before the server
-    /// started cancels any pending flush without flushing.
+    /// applied by commands that find it due (see `check_pending_flush`).
+    /// As memcached, a delay of 1 flushes now and also kills items written
+    /// later in this second, and an absolute time before the server started
+    /// cancels any pending flush without flushing.
     pub(crate) fn flush_all(&mut self, delay: i64) -> Result<(), StorageError> {
         use std::sync::atomic::Ordering;
         self.counters.cmd_flush += 1;
@@ -285,16 +286,18 @@ impl<S: Storage> Connection<S> {
             now + delay
         };
         // memcached's `oldest_live = at - 1`: items last written at or
-        // before it are dead once it is reached.
+        // before it are dead once it is reached; if it is this second,
+        // items written later in this second die too.
         let oldest_live = at - 1;
-        if oldest_live <= now {
-            self.stats.flush_at.store(0, Ordering::Relaxed);
-            self.storage.flush_all()
+        let pending = if oldest_live >= now {
+            oldest_live as u64
         } else {
-            self.stats
-                .flush_at
-                .store(oldest_live as u64, Ordering::Relaxed);
-            Ok(())
+            0
+        };
+        self.stats.flush_at.store(pending, Ordering::Relaxed);
+        if oldest_live <= now {
+            self.storage.flush_all()?;
         }
+        Ok(())
     }
 }

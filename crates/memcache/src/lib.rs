@@ -161,9 +161,10 @@ pub struct ServerStats {
     pub bytes_written: AtomicU64,
     /// Unix time the server started (for `uptime`).
     pub started: AtomicU64,
-    /// Unix time at which a delayed `flush_all <delay>` takes effect; 0 =
-    /// none pending. Shared by all connections; the first command that
-    /// sees it due calls [`Storage::flush_all`] and clears it.
+    /// A pending `flush_all`: items last written at or before this Unix
+    /// second are dead once it is reached (memcached's `oldest_live`); 0 =
+    /// none. Shared by all connections, which call [`Storage::flush_all`]
+    /// when they find it due.
     pub flush_at: AtomicU64,
 }
 
@@ -294,19 +295,29 @@ impl<S: Storage> Connection<S> {
         }
     }
 
-    /// Runs a due delayed `flush_all` (memcached applies it lazily too).
-    /// One connection wins the exchange and flushes; if the storage fails,
-    /// the flush stays pending for the next command.
+    /// Applies a pending `flush_all` as memcached's `oldest_live` does:
+    /// items last written at or before second `flush_at` are dead once that
+    /// second is reached. So every command during second `flush_at` runs
+    /// [`Storage::flush_all`] first (items written in that second die too),
+    /// and the first command after it flushes once more and clears the
+    /// pending time. If that last flush fails it stays pending.
     #[inline]
     pub(crate) fn check_pending_flush(&self) {
         let at = self.stats.flush_at.load(Ordering::Relaxed);
-        if at != 0
-            && at <= u64::from(self.storage.now())
-            && self
-                .stats
-                .flush_at
-                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+        if at == 0 {
+            return;
+        }
+        let now = u64::from(self.storage.now());
+        if now < at {
+            return;
+        }
+        if now == at {
+            let _ = self.storage.flush_all();
+        } else if self
+            .stats
+            .flush_at
+            .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
             && self.storage.flush_all().is_err()
         {
             let _ =

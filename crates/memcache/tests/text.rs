@@ -381,14 +381,29 @@ fn flush_all_now_and_delayed() {
         out, b"END\r\n",
         "a delayed flush applies on every connection"
     );
+    // As memcached: items written in the flush's last second die too...
+    check(&mut h, "set a 0 0 1\r\nx\r\nget a\r\n", "STORED\r\nEND\r\n");
+    check(&mut h, "set a 0 0 1\r\nx\r\n", "STORED\r\n");
+    h.storage.advance(1);
+    check(&mut h, "get a\r\n", "END\r\n");
+    // ... and later ones live.
     check(
         &mut h,
         "set a 0 0 1\r\nx\r\nget a\r\n",
-        "STORED\r\nVALUE a 0 1\r\nx\r\n\
-END\r\n",
+        "STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n",
     );
-    // A delay of 1 second flushes now (memcached's oldest_live rule).
-    check(&mut h, "flush_all 1\r\nget a\r\n", "OK\r\nEND\r\n");
+    // A delay of 1 second flushes now and kills this second's writes.
+    check(
+        &mut h,
+        "flush_all 1\r\nget a\r\nset b 0 0 1\r\nx\r\nget b\r\n",
+        "OK\r\nEND\r\nSTORED\r\nEND\r\n",
+    );
+    h.storage.advance(1);
+    check(
+        &mut h,
+        "set b 0 0 1\r\nx\r\nget b\r\n",
+        "STORED\r\nVALUE b 0 1\r\nx\r\nEND\r\n",
+    );
     // A later flush_all replaces a pending one; flush_all 0 cancels it.
     check(
         &mut h,
