@@ -516,11 +516,6 @@ pub(crate) fn scan_log(
     kv.sort_unstable();
     let tail: HashSet<u32> = kv.iter().rev().take(2).map(|&(_, s)| s).collect();
     let segs = Arc::new(Segments::new(layout.segments));
-    let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
-    let mut max_seq = kv.last().map_or(0, |&(s, _)| s);
-    let mut max_ns = 1u32;
-    let mut records = 0u64;
-    let mut damaged = Vec::new();
     let bar = if progress {
         indicatif::ProgressBar::new(kv.len() as u64)
     } else {
@@ -532,7 +527,73 @@ pub(crate) fn scan_log(
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    for &(seq, seg) in &kv {
+    // Recovery is CPU-bound (checksums, hashing, the key map): scan every
+    // other segment on a second thread, then merge the two maps.
+    let (even, odd): (Vec<_>, Vec<_>) = kv.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let even: Vec<(u64, u32)> = even.into_iter().map(|(_, &x)| x).collect();
+    let odd: Vec<(u64, u32)> = odd.into_iter().map(|(_, &x)| x).collect();
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &tail, &bar));
+        let mine = scan_part(layout, &segs, &even, &tail, &bar);
+        (mine, other.join().expect("recovery scan thread panicked"))
+    });
+    bar.finish_and_clear();
+    let (mut a, b) = (a?, b?);
+    let (mut found, other) = if a.found.len() >= b.found.len() {
+        (std::mem::take(&mut a.found), b.found)
+    } else {
+        (b.found, std::mem::take(&mut a.found))
+    };
+    found.reserve(other.len());
+    for (id, f) in other {
+        match found.entry(id) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if o.get().seq < f.seq {
+                    o.insert(f);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(f);
+            }
+        }
+    }
+    let mut damaged = a.damaged;
+    damaged.extend(b.damaged);
+    Ok(LogScan {
+        found,
+        segs,
+        max_seq: a
+            .max_seq
+            .max(b.max_seq)
+            .max(kv.last().map_or(0, |&(s, _)| s)),
+        max_ns: a.max_ns.max(b.max_ns),
+        records: a.records + b.records,
+        damaged,
+    })
+}
+
+/// What one recovery thread found in its share of the segments.
+struct Part {
+    found: FoldMap<(u32, u64, u64), Found>,
+    max_seq: u64,
+    max_ns: u32,
+    records: u64,
+    damaged: Vec<(String, u64, String)>,
+}
+
+fn scan_part(
+    layout: &Layout,
+    segs: &Segments,
+    kv: &[(u64, u32)],
+    tail: &HashSet<u32>,
+    bar: &indicatif::ProgressBar,
+) -> Result<Part> {
+    let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
+    let mut max_seq = 0u64;
+    let mut max_ns = 1u32;
+    let mut records = 0u64;
+    let mut damaged = Vec::new();
+    for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
         let mut newest = seq;
@@ -580,7 +641,7 @@ pub(crate) fn scan_log(
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         bar.inc(1);
-        if found.capacity() == 0 || (records > 0 && seg == kv[0].1) {
+        if seg == kv[0].1 {
             // After the first segment, size the map for the whole log from
             // its average record size: growing a map of millions of entries
             // step by step costs more than the scan itself.
@@ -589,10 +650,8 @@ pub(crate) fn scan_log(
             found.reserve(expected.saturating_sub(found.len() as u64) as usize);
         }
     }
-    bar.finish_and_clear();
-    Ok(LogScan {
+    Ok(Part {
         found,
-        segs,
         max_seq,
         max_ns,
         records,
