@@ -17,8 +17,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use nvdepot_memcache::Storage;
 use nvdepot_memcache::{Limits, ServerStats};
-use nvdepot_server::{EngineStorage, MemcacheConfig, MemcacheServer, Shutdown};
+use nvdepot_server::{
+    render_memcache_metrics, spawn_metrics, EngineStorage, MemcacheConfig, MemcacheServer, Shutdown,
+};
 use tracing::{info, warn};
 
 use crate::size::parse_size;
@@ -93,6 +96,10 @@ pub struct MemcacheArgs {
     /// quarter of a segment). Default: the engine's (64M).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     segment_size: Option<u64>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9150). Default: off.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// `-I`: a size within [`ITEM_BYTES_MIN`]..=[`ITEM_BYTES_MAX`].
@@ -153,7 +160,22 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         args.conn_limit
     );
     let stats = Arc::new(ServerStats::default());
+    let metrics = match &args.metrics {
+        Some(addr) => {
+            let (s, st) = (Arc::clone(&storage), Arc::clone(&stats));
+            let render = move || render_memcache_metrics(&st, &s.stats());
+            let (bound, handle) = spawn_metrics(addr, render, shutdown.clone())?;
+            eprintln!("nvdepot memcache metrics at http://{bound}/metrics");
+            Some(handle)
+        }
+        None => None,
+    };
     let served = server.serve(Arc::clone(&storage), stats, &shutdown);
+    if let Some(handle) = metrics {
+        // `serve` returned because shutdown triggered, which stops it too.
+        shutdown.trigger();
+        let _ = handle.join();
+    }
     if let Err(e) = &served {
         warn!("memcache: the server stopped: {e}");
     }

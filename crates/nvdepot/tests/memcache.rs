@@ -36,10 +36,16 @@ impl Server {
     /// Starts the server on a store in `data` (created if missing) and
     /// waits for its "listening on" line.
     fn start(data: &Path) -> Server {
+        Server::start_with(data, &[])
+    }
+
+    /// Like `start`, with extra command-line arguments.
+    fn start_with(data: &Path, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .args(["memcache", "-p", "0", "-l", "127.0.0.1", "--data"])
             .arg(data)
             .args(["--size", "128M", "--segment-size", "8M"])
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
@@ -246,4 +252,30 @@ fn item_size_is_checked() {
     let (code, stderr) = run(&["memcache", "-I", "129m"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("out of range"), "{stderr}");
+}
+
+#[test]
+fn prometheus_metrics_are_served() {
+    let dir = temp_dir();
+    let server = Server::start_with(&dir.path().join("data"), &["--metrics", "127.0.0.1:0"]);
+    let mut client = server.connect();
+    client.set("m1", 0, "v");
+    assert_eq!(client.get("m1"), Some((0, "v".to_string())));
+    // The "metrics at" line comes before the server accepts clients.
+    let log = server.stderr.lock().unwrap().clone();
+    let addr = log
+        .lines()
+        .find_map(|l| l.strip_prefix("nvdepot memcache metrics at http://"))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics line in:\n{log}"))
+        .to_string();
+    let mut http = std::net::TcpStream::connect(addr.as_str()).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(body.contains("\nmemcache_get_hits 1\n"), "{body}");
+    assert!(body.contains("\nnvdepot_curr_items 1\n"), "{body}");
+    assert_eq!(server.terminate(), 0);
 }
