@@ -259,8 +259,16 @@ impl Inner {
         v.contains(&loc)
     }
 
-    /// The value and version (record sequence number) of a key.
-    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+    /// The record of `key` (read with `span`) and where it is, or `None`.
+    /// Readers take no lock: if no candidate holds the key, the lookup is
+    /// repeated, and only an unchanged candidate set means "absent" (a
+    /// record may have moved under us, or a candidate may be corrupt).
+    fn find_record(
+        &self,
+        physical: u32,
+        key: &[u8],
+        span: Span,
+    ) -> Result<Option<(crate::read::Record, Location)>> {
         let fp = Index::fingerprint(key_hash(physical, key));
         let mut cands = Vec::new();
         let mut again = Vec::new();
@@ -269,14 +277,13 @@ impl Inner {
             self.index.lookup(fp, &mut cands);
             let mut corrupt = None;
             for &loc in &cands {
-                match read_record(&self.layout, loc, Span::Whole)? {
+                match read_record(&self.layout, loc, span)? {
                     Fetched::Record(r) => {
                         if r.header.kind == RecordKind::Put
                             && r.header.namespace == physical
                             && r.key() == key
                         {
-                            self.touch(loc);
-                            return Ok(Some((r.value().to_vec(), r.header.seq)));
+                            return Ok(Some((r, loc)));
                         }
                     }
                     Fetched::Invalid(e) => corrupt = Some(e),
@@ -292,6 +299,16 @@ impl Inner {
             }
         }
         Err(Error::Unusable("key kept moving during 64 lookups".into()))
+    }
+
+    /// The value and version (record sequence number) of a key.
+    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        Ok(self
+            .find_record(physical, key, Span::Whole)?
+            .map(|(r, loc)| {
+                self.touch(loc);
+                (r.value().to_vec(), r.header.seq)
+            }))
     }
 
     /// Notes a hit on the segment holding `loc` (segment-level recency).
@@ -566,45 +583,16 @@ impl Inner {
         offset: u64,
         len: usize,
     ) -> Result<Option<Vec<u8>>> {
-        let fp = Index::fingerprint(key_hash(physical, key));
-        let mut cands = Vec::new();
-        let mut again = Vec::new();
         let upto = offset.saturating_add(len as u64);
-        for _ in 0..64 {
-            cands.clear();
-            self.index.lookup(fp, &mut cands);
-            let mut corrupt = None;
-            for &loc in &cands {
-                let span = Span::Prefix {
-                    key_len: key.len(),
-                    upto,
-                };
-                match read_record(&self.layout, loc, span)? {
-                    Fetched::Record(r) => {
-                        if r.header.kind == RecordKind::Put
-                            && r.header.namespace == physical
-                            && r.key() == key
-                        {
-                            let v = r.value();
-                            let vlen = r.header.value_len as u64;
-                            let start = offset.min(vlen) as usize;
-                            let end = upto.min(vlen) as usize;
-                            return Ok(Some(v[start..end].to_vec()));
-                        }
-                    }
-                    Fetched::Invalid(e) => corrupt = Some(e),
-                }
-            }
-            again.clear();
-            self.index.lookup(fp, &mut again);
-            if again == cands {
-                return match corrupt {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                };
-            }
-        }
-        Err(Error::Unusable("key kept moving during 64 lookups".into()))
+        let span = Span::Prefix {
+            key_len: key.len(),
+            upto,
+        };
+        Ok(self.find_record(physical, key, span)?.map(|(r, _)| {
+            let vlen = r.header.value_len as u64;
+            let (start, end) = (offset.min(vlen) as usize, upto.min(vlen) as usize);
+            r.value()[start..end].to_vec()
+        }))
     }
 
     // ---- namespaces ----
