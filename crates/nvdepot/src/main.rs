@@ -5,6 +5,7 @@
 //! - `nvdepot check ...` verifies a store offline (see [`check`]).
 //! - `nvdepot memcache ...` serves a store over the memcached protocols
 //!   until SIGTERM/SIGINT (see [`memcache`]).
+//! - `nvdepot bench memcache ...` loads a memcached-protocol server (see [`bench`]).
 //!
 //! Exit codes, the same for every command: 0 success, 1 a negative answer
 //! (key absent, verification failed, corruption found), 2 an error (bad
@@ -13,6 +14,7 @@
 //! exiting, so the next open restores the index checkpoint instead of
 //! scanning the log.
 
+mod bench;
 mod check;
 mod error;
 mod kv;
@@ -46,6 +48,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Serve a store as a memcached-compatible server (memcached's flags).
     Memcache(memcache::MemcacheArgs),
+    /// Load generators: `bench memcache --server HOST:PORT ...`.
+    Bench(bench::BenchArgs),
 }
 
 /// Outcome of a command that ran to completion.
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Command::Kv(args) => kv::run(args),
         Command::Check(args) => check::run(args),
         Command::Memcache(args) => return memcache::run(args),
+        Command::Bench(args) => return bench::run(args),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
