@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# A short run of every fuzz target (the on-device format parsers in fuzz/,
+# the memcached protocol parsers in crates/memcache/fuzz/): what CI runs.
+#
+#     bash scripts/fuzz-smoke.sh [SECONDS_PER_TARGET]   (default 15)
+#
+# Needs a nightly toolchain (cargo-fuzz uses sanitizers) and cargo-fuzz,
+# which it installs from crates.io when missing. Without a nightly
+# toolchain it says so and exits 0: the parsers' property tests still run
+# in `cargo test` on stable.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+source "$repo/scripts/lib.sh"
+ensure_cargo
+secs=${1:-15}
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    echo "fuzz smoke: no nightly toolchain here; skipped (property tests cover the parsers)"
+    exit 0
+fi
+if ! command -v cargo-fuzz >/dev/null; then
+    cargo install cargo-fuzz --locked
+fi
+bash "$repo/fuzz/smoke.sh" "$secs"
+bash "$repo/crates/memcache/fuzz/smoke.sh" "$secs"
+echo "fuzz smoke: every target ran ${secs}s without a failure"
