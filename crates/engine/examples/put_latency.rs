@@ -35,7 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t);
                 while Instant::now() < end {
-                    let k = format!("key:{:010}", rng.gen_range(0..keys));
+                    let k = if std::env::var_os("FRESH").is_some() {
+                        format!("new:{:016x}", rng.gen::<u64>())
+                    } else {
+                        format!("key:{:010}", rng.gen_range(0..keys))
+                    };
                     let t0 = Instant::now();
                     store.put(ns, k.as_bytes(), value).expect("put");
                     nanos.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);

@@ -330,6 +330,7 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
 fn evict(inner: &Inner, victim: u32, hash: u64, old: Location, h: &crate::format::RecordHeader) {
     let _stripe = inner.lock_stripe(hash);
     if inner.index.remove(Index::fingerprint(hash), old) {
+        inner.loc_cache.clear_hash(inner.stripe_of(hash), hash);
         inner.segments.sub_valid(victim, inner.grains_of(h));
         if let Some(count) = inner.namespaces.counter(h.namespace) {
             count.fetch_sub(1, Ordering::Relaxed);
@@ -367,12 +368,12 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
             Appender::Gc,
         )?;
         last = last.max(app.lsn);
-        moved.push((live, app));
+        moved.push((live, app, header.seq));
     }
     if last > 0 {
         inner.writer.wait_durable(last)?;
     }
-    for (live, app) in moved {
+    for (live, app, seq) in moved {
         let fp = Index::fingerprint(live.hash);
         let new = Location {
             pba: app.pba,
@@ -386,6 +387,15 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
         {
             inner.segments.add_valid(new_seg, app.grains);
             inner.segments.sub_valid(victim, live.grains);
+            let now = crate::store::Existing {
+                loc: new,
+                grains: app.grains,
+                seq,
+            };
+            let h2 = crate::loc_cache::key_hash2(live.header.namespace, &live.key);
+            inner
+                .loc_cache
+                .set(inner.stripe_of(live.hash), live.hash, h2, &now);
             inner
                 .counters
                 .gc_bytes

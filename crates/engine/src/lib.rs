@@ -32,6 +32,7 @@ pub mod fuzzing;
 mod gc;
 mod iter;
 mod layout;
+mod loc_cache;
 mod namespace;
 mod options;
 mod read;

@@ -23,6 +23,10 @@ pub struct Options {
     pub sync: bool,
     /// With `sync` off: milliseconds between device flushes. Default: 100.
     pub flush_interval_ms: u64,
+    /// Entries of the location cache (32 bytes each), which lets an
+    /// overwrite or delete of a recently written key skip reading its old
+    /// record. 0 disables it. Default: 262144 (8 MiB).
+    pub location_cache_entries: usize,
     /// Cache mode (the memcache face): when space runs low the oldest
     /// segment is reclaimed whole and its keys are evicted, with no
     /// relocation writes; puts never fail with `StoreFull`. Default: false.
@@ -47,6 +51,7 @@ impl Default for Options {
             sync: true,
             flush_interval_ms: 100,
             cache_mode: false,
+            location_cache_entries: 1 << 18,
             background_gc: true,
             progress: false,
             buffered_io: false,

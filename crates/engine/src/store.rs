@@ -20,6 +20,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::error::{Error, Result};
 use crate::format::{RecordHeader, RecordKind, RECORD_HEADER_BYTES};
 use crate::layout::Layout;
+use crate::loc_cache::{key_hash2, LocationCache};
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
 use crate::read::{read_record, Fetched, Span};
@@ -108,6 +109,8 @@ pub(crate) struct Inner {
     /// Retired physical namespaces whose index entries the GC thread is to
     /// remove.
     pub pending_purge: Mutex<Vec<u32>>,
+    /// Where recently written keys are (saves a read per overwrite).
+    pub loc_cache: LocationCache,
     pub counters: Counters,
 }
 
@@ -131,6 +134,7 @@ impl Inner {
         opts: Options,
         uuid: u128,
     ) -> Inner {
+        let loc_cache = LocationCache::new(opts.location_cache_entries, STRIPES);
         let writer = Writer::new(
             layout.clone(),
             segments.clone(),
@@ -151,6 +155,7 @@ impl Inner {
             gc_pause: RwLock::new(()),
             ns_admin: Mutex::new(()),
             pending_purge: Mutex::new(Vec::new()),
+            loc_cache,
             counters: Counters::default(),
         }
     }
@@ -253,6 +258,27 @@ impl Inner {
         Ok(None)
     }
 
+    /// The key's existing record: from the location cache if the index
+    /// confirms it, else by reading candidates (`find_head`). Caller holds
+    /// the key's stripe lock.
+    pub fn existing(
+        &self,
+        physical: u32,
+        key: &[u8],
+        hash: u64,
+        hash2: u64,
+        cands: &mut Vec<Location>,
+    ) -> Result<Option<Existing>> {
+        let fp = Index::fingerprint(hash);
+        if let Some(e) = self.loc_cache.get(self.stripe_of(hash), hash, hash2) {
+            if self.still_indexed(fp, e.loc) {
+                cands.clear();
+                return Ok(Some(e));
+            }
+        }
+        self.find_head(physical, key, fp, cands)
+    }
+
     pub fn still_indexed(&self, fp: u64, loc: Location) -> bool {
         let mut v = Vec::new();
         self.index.lookup(fp, &mut v);
@@ -333,8 +359,9 @@ impl Inner {
         let fp = Index::fingerprint(h);
         loop {
             let stripe = self.lock_stripe(h);
+            let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
-            let existing = self.find_head(physical, key, fp, &mut cands)?;
+            let existing = self.existing(physical, key, h, h2, &mut cands)?;
             let allowed = match mode {
                 PutMode::Upsert => true,
                 PutMode::IfAbsent => existing.is_none(),
@@ -359,6 +386,12 @@ impl Inner {
                 grains: app.grains.min(GRAINS_MAX as u64) as u16,
             };
             self.link(fp, new, app.grains, existing, &cands)?;
+            let now = Existing {
+                loc: new,
+                grains: app.grains,
+                seq: version,
+            };
+            self.loc_cache.set(self.stripe_of(h), h, h2, &now);
             if existing.is_none() {
                 count.fetch_add(1, Ordering::Relaxed);
             }
@@ -434,8 +467,9 @@ impl Inner {
         let fp = Index::fingerprint(h);
         loop {
             let stripe = self.lock_stripe(h);
+            let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
-            let Some(existing) = self.find_head(physical, key, fp, &mut cands)? else {
+            let Some(existing) = self.existing(physical, key, h, h2, &mut cands)? else {
                 return Ok(DeleteOutcome::NotFound);
             };
             if version.is_some_and(|v| v != existing.seq) {
@@ -454,6 +488,7 @@ impl Inner {
             };
             self.writer.wait_durable(app.lsn)?;
             self.unlink(fp, existing, app.pba, app.grains);
+            self.loc_cache.clear(self.stripe_of(h), h, h2);
             count.fetch_sub(1, Ordering::Relaxed);
             self.counters.deletes.fetch_add(1, Ordering::Relaxed);
             return Ok(DeleteOutcome::Deleted);
@@ -507,6 +542,9 @@ impl Inner {
         };
         struct Planned {
             fp: u64,
+            h: u64,
+            h2: u64,
+            seq: u64,
             existing: Option<Existing>,
             cands: Vec<Location>,
             app: Option<crate::writer::Appended>,
@@ -514,11 +552,14 @@ impl Inner {
         let mut plan = Vec::with_capacity(order.len());
         for (&i, &h) in order.iter().zip(&hashes) {
             let fp = Index::fingerprint(h);
+            let h2 = key_hash2(physical, ops[i].key());
             let mut cands = Vec::new();
-            let existing = self.find_head(physical, ops[i].key(), fp, &mut cands)?;
+            let existing = self.existing(physical, ops[i].key(), h, h2, &mut cands)?;
+            let mut seq = 0;
             let app = match ops[i] {
                 WriteOp::Put { key, value } => {
                     let header = self.header(RecordKind::Put, physical, key, value.len());
+                    seq = header.seq;
                     Some(append(&RecordParts { header, key, value }, Appender::Put)?)
                 }
                 WriteOp::Delete { key } if existing.is_some() => {
@@ -536,6 +577,9 @@ impl Inner {
             };
             plan.push(Planned {
                 fp,
+                h,
+                h2,
+                seq,
                 existing,
                 cands,
                 app,
@@ -557,6 +601,12 @@ impl Inner {
                         grains: app.grains.min(GRAINS_MAX as u64) as u16,
                     };
                     self.link(p.fp, new, app.grains, p.existing, &p.cands)?;
+                    let now = Existing {
+                        loc: new,
+                        grains: app.grains,
+                        seq: p.seq,
+                    };
+                    self.loc_cache.set(self.stripe_of(p.h), p.h, p.h2, &now);
                     if p.existing.is_none() {
                         count.fetch_add(1, Ordering::Relaxed);
                     }
@@ -568,6 +618,7 @@ impl Inner {
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
                     self.unlink(p.fp, existing, app.pba, app.grains);
+                    self.loc_cache.clear(self.stripe_of(p.h), p.h, p.h2);
                     count.fetch_sub(1, Ordering::Relaxed);
                     self.counters.deletes.fetch_add(1, Ordering::Relaxed);
                 }

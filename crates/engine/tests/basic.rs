@@ -431,3 +431,42 @@ fn cache_mode_evicts_oldest_segments_and_never_resurrects_stale_values() {
         }
     }
 }
+
+#[test]
+fn overwrites_via_the_location_cache_stay_exact_across_gc() {
+    for entries in [0usize, 1 << 12] {
+        let dev = Arc::new(MemDevice::new(16 * MIB, 512));
+        let o = Options {
+            location_cache_entries: entries,
+            ..opts()
+        };
+        let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &o).unwrap();
+        let ns = s.default_namespace();
+        for round in 0..8u32 {
+            for i in 0..800u32 {
+                let v = [round.to_le_bytes().to_vec(), vec![0u8; 3000]].concat();
+                s.put(ns, format!("k{i}").as_bytes(), &v).unwrap();
+            }
+            if round % 3 == 2 {
+                s.collect_garbage().unwrap();
+            }
+            for i in (0..800u32).step_by(5) {
+                assert!(s.delete(ns, format!("k{i}").as_bytes()).unwrap());
+            }
+        }
+        assert!(s.stats().gc_segments_collected > 0);
+        assert_eq!(s.count(ns), 640, "entries {entries}");
+        assert_eq!(s.stats().keys, 640);
+        for i in 0..800u32 {
+            let got = s.get(ns, format!("k{i}").as_bytes()).unwrap();
+            if i % 5 == 0 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(&got.unwrap()[..4], &7u32.to_le_bytes());
+            }
+        }
+        drop(s);
+        let s = Store::open_devices(vec![dev as Arc<dyn Device>], &Options::default()).unwrap();
+        assert_eq!(s.count(ns), 640);
+    }
+}
