@@ -212,6 +212,7 @@ bench_client() {
   printf 'nvdepot\t%s (git %s)\n' "$NVDEPOT" \
     "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
   printf 'memcached\t%s\n' "$(memcached -V 2>&1 | head -1)"
+  printf 'load_average_at_start\t%s (other work on the machine adds noise)\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
   printf 'seconds_per_point\t%s\n' "$SECS"
   printf 'repetitions\t%s\n' "$REPS"
   printf 'hot\tconcurrency %s; memcached -m 1024; nvdepot -m 1024 --size 4G\n' "${HOT_CONCS[*]}"
@@ -370,7 +371,10 @@ if ! skipped rss; then
   rm -rf "$BENCH_DIR/data-nv-rss0"
 fi
 
-printf 'elapsed_seconds\t%s\n' $(( $(date +%s) - started )) >>"$WORK/meta.tsv"
+{
+  printf 'elapsed_seconds\t%s\n' $(( $(date +%s) - started ))
+  printf 'load_average_at_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+} >>"$WORK/meta.tsv"
 
 # ---- summary, plot ----------------------------------------------------------
 python3 "$ROOT/bench/memcache_summary.py" "$WORK" "$PREFIX" >"$WORK/summary.txt"
