@@ -95,7 +95,12 @@ impl Inner {
                 regions.push(Region::new(LIVE, Some(chunk), count as u32));
             }
         }
+        let total = regions
+            .iter()
+            .map(|r| r.count.load(Ordering::Relaxed) as usize)
+            .sum();
         inner.install_gen(d, regions.into_boxed_slice());
+        inner.set_len(total);
         Ok(inner)
     }
 

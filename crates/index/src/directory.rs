@@ -180,6 +180,11 @@ pub(crate) struct Inner {
     closing: StdAtomicBool,
     /// `d + 1` while a `ResizeAction::Requested(d)` is pending, else 0.
     grow_pending: StdAtomicUsize,
+    /// Entries in the index: changed by inserts and removes only, never by
+    /// migration, so `len` is exact even while a resize moves regions
+    /// (summing region counts would briefly count a migrating region in
+    /// both generations).
+    entries: StdAtomicUsize,
 }
 
 /// Result of [`Inner::insert`]: the outcome, and whether this call started
@@ -251,6 +256,7 @@ impl Inner {
             meta_bytes: StdAtomicUsize::new(std::mem::size_of::<Inner>()),
             closing: StdAtomicBool::new(false),
             grow_pending: StdAtomicUsize::new(0),
+            entries: StdAtomicUsize::new(0),
         }
     }
 
@@ -430,6 +436,13 @@ impl Inner {
         for (i, &d) in delta.iter().enumerate().take(l.regions()) {
             if d != 0 {
                 l.gen.regions[idx + i].add_count(d);
+                if d > 0 {
+                    self.entries
+                        .fetch_add(d as usize, std::sync::atomic::Ordering::Relaxed);
+                } else {
+                    self.entries
+                        .fetch_sub(-d as usize, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         }
     }
@@ -669,7 +682,12 @@ impl Inner {
     /// Entries in LIVE regions. Exact when no operation runs concurrently;
     /// cost: one load per region (4096 for 2^25 entries of 2^13-regions).
     pub(crate) fn len(&self) -> usize {
-        self.sampled_len(usize::MAX)
+        self.entries.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets the entry count (after loading a checkpoint).
+    pub(crate) fn set_len(&self, n: usize) {
+        self.entries.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// `len` estimated from at most `samples` evenly spaced regions per
