@@ -16,6 +16,32 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only hands out &[u8].
 unsafe impl Sync for AlignedBuf {}
 
+/// The programmer-error rules of the `Device` contract: `None` if an IO of
+/// `len` bytes at `offset` from buffer `addr` obeys them, else the message
+/// naming what is wrong.
+pub(crate) fn contract_violation(
+    device: &str,
+    op: &str,
+    (addr, len, offset): (*const u8, usize, u64),
+    (align, capacity): (usize, u64),
+) -> Option<String> {
+    if !is_aligned(offset, len, addr, align) {
+        return Some(format!(
+            "{op} on {device}: offset {offset:#x}, length {len} and buffer address {addr:p} \
+             must be multiples of the alignment {align}"
+        ));
+    }
+    if offset
+        .checked_add(len as u64)
+        .is_none_or(|end| end > capacity)
+    {
+        return Some(format!(
+            "{op} on {device}: offset {offset:#x} + {len} bytes is past the capacity {capacity:#x}"
+        ));
+    }
+    None
+}
+
 impl AlignedBuf {
     /// Allocates `len` bytes (rounded up to `align`) aligned to `align`.
     ///

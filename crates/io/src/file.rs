@@ -165,21 +165,13 @@ impl FileDevice {
     /// The programmer-error checks of the `Device` contract.
     #[inline]
     fn debug_check(&self, op: &str, addr: *const u8, len: usize, offset: u64) {
-        let a = self.alignment;
-        debug_assert!(
-            crate::aligned::is_aligned(offset, len, addr, a),
-            "{op} on {}: offset {offset:#x}, length {len} and buffer address {addr:p} \
-             must be multiples of the alignment {a}",
-            self.name
-        );
-        debug_assert!(
-            offset
-                .checked_add(len as u64)
-                .is_some_and(|end| end <= self.capacity),
-            "{op} on {}: offset {offset:#x} + {len} bytes is past the capacity {:#x}",
-            self.name,
-            self.capacity
-        );
+        if cfg!(debug_assertions) {
+            let io = (addr, len, offset);
+            let limits = (self.alignment, self.capacity);
+            if let Some(why) = crate::aligned::contract_violation(&self.name, op, io, limits) {
+                panic!("{why}");
+            }
+        }
     }
 
     fn os_error(&self, op: &'static str, offset: u64, len: usize, e: std::io::Error) -> IoError {

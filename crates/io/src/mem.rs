@@ -409,21 +409,11 @@ impl MemDevice {
 
     /// The `Device` contract, asserted in every build.
     fn check_args(&self, op: &str, addr: *const u8, len: usize, offset: u64) {
-        let a = self.alignment;
-        assert!(
-            crate::aligned::is_aligned(offset, len, addr, a),
-            "{op} on {}: offset {offset:#x}, length {len} and buffer address {addr:p} \
-             must be multiples of the alignment {a}",
-            self.name
-        );
-        assert!(
-            offset
-                .checked_add(len as u64)
-                .is_some_and(|end| end <= self.capacity),
-            "{op} on {}: offset {offset:#x} + {len} bytes is past the capacity {:#x}",
-            self.name,
-            self.capacity
-        );
+        let io = (addr, len, offset);
+        let limits = (self.alignment, self.capacity);
+        if let Some(why) = crate::aligned::contract_violation(&self.name, op, io, limits) {
+            panic!("{why}");
+        }
     }
 }
 
