@@ -228,8 +228,17 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
         return Err(format!("implausible geometry {geometry:?}"));
     }
     let mut tables = Vec::with_capacity((1 << geometry.tables_log2).min(c.fits(8)));
-    for _ in 0..1u64 << geometry.tables_log2 {
+    for t in 0..1u64 << geometry.tables_log2 {
         let len = c.u64()? as usize;
+        // Every table holds at least its 2^t slots; checking it here keeps
+        // what `Index::load` allocates for a geometry proportional to the
+        // bytes actually given (a forged geometry cannot make it allocate).
+        if len < 1usize << geometry.table_entries_log2 {
+            return Err(format!(
+                "table {t}: {len} words, fewer than its 2^{} slots",
+                geometry.table_entries_log2
+            ));
+        }
         let raw = c.take(len.checked_mul(8).ok_or("table length overflow")?)?;
         tables.push(
             raw.chunks_exact(8)
