@@ -35,7 +35,7 @@ for target in $(cargo "+$toolchain" fuzz list); do
     echo "=== $target: ${secs}s"
     if ! cargo "+$toolchain" fuzz run "$target" "corpus/$target" -- \
         -max_total_time="$secs" -max_len="$(max_len "$target")" -timeout=10 \
-        -print_final_stats=1; then
+        -print_final_stats=1 ${FUZZ_EXTRA:-}; then
         failed+=("$target")
     fi
 done
