@@ -136,6 +136,7 @@ pub(crate) struct Pass {
 /// Collects victims until `target` segments are free, there is nothing
 /// worth collecting, or every segment has been tried once.
 pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
+    let _one_collector = inner.collector.lock();
     let start = inner.segments.free_count();
     let mut exhausted = false;
     for _ in 0..inner.segments.len() {

@@ -111,6 +111,9 @@ pub(crate) struct Inner {
     pub pending_purge: Mutex<Vec<u32>>,
     /// Where recently written keys are (saves a read per overwrite).
     pub loc_cache: LocationCache,
+    /// One garbage collector at a time (the GC thread and
+    /// `Store::collect_garbage` must not pick the same victim).
+    pub collector: Mutex<()>,
     pub counters: Counters,
 }
 
@@ -156,6 +159,7 @@ impl Inner {
             ns_admin: Mutex::new(()),
             pending_purge: Mutex::new(Vec::new()),
             loc_cache,
+            collector: Mutex::new(()),
             counters: Counters::default(),
         }
     }
