@@ -174,6 +174,36 @@ impl FileDevice {
         }
     }
 
+    /// Repeats `io(done)` (a pread or pwrite of the rest) until `len`
+    /// bytes moved, retrying on EINTR; 0 bytes moved is `Short`.
+    fn transfer(
+        &self,
+        op: &'static str,
+        len: usize,
+        offset: u64,
+        mut io: impl FnMut(usize) -> std::io::Result<usize>,
+    ) -> IoResult<()> {
+        let mut done = 0;
+        while done < len {
+            match io(done) {
+                Ok(0) => {
+                    let device = self.name.clone();
+                    return Err(IoError::Short {
+                        op,
+                        device,
+                        offset,
+                        len,
+                        done,
+                    });
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.os_error(op, offset, len, e)),
+            }
+        }
+        Ok(())
+    }
+
     fn os_error(&self, op: &'static str, offset: u64, len: usize, e: std::io::Error) -> IoError {
         IoError::Os {
             op,
@@ -197,49 +227,17 @@ impl Device for FileDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> IoResult<()> {
         self.debug_check("read", buf.as_ptr(), buf.len(), offset);
         let len = buf.len();
-        let mut done = 0;
-        while done < len {
-            match self.file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => {
-                    let device = self.name.clone();
-                    return Err(IoError::Short {
-                        op: "read",
-                        device,
-                        offset,
-                        len,
-                        done,
-                    });
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.os_error("read", offset, len, e)),
-            }
-        }
-        Ok(())
+        self.transfer("read", len, offset, |done| {
+            self.file.read_at(&mut buf[done..], offset + done as u64)
+        })
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<()> {
         self.debug_check("write", buf.as_ptr(), buf.len(), offset);
         let len = buf.len();
-        let mut done = 0;
-        while done < len {
-            match self.file.write_at(&buf[done..], offset + done as u64) {
-                Ok(0) => {
-                    let device = self.name.clone();
-                    return Err(IoError::Short {
-                        op: "write",
-                        device,
-                        offset,
-                        len,
-                        done,
-                    });
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.os_error("write", offset, len, e)),
-            }
-        }
-        Ok(())
+        self.transfer("write", len, offset, |done| {
+            self.file.write_at(&buf[done..], offset + done as u64)
+        })
     }
 
     fn flush(&self) -> IoResult<()> {
