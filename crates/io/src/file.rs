@@ -253,6 +253,11 @@ impl Device for FileDevice {
     fn name(&self) -> &str {
         &self.name
     }
+
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.as_raw_fd())
+    }
 }
 
 /// Takes an exclusive advisory lock on a regular file for the life of the

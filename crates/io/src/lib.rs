@@ -12,13 +12,18 @@
 //! cached), alignment rules stated by the device, errors that name the
 //! device, the operation and the offset.
 //!
+//! Async IO: [`uring`], a thread-per-core io_uring executor whose device
+//! calls fall back to the blocking ones where there is no ring or no file
+//! descriptor.
+//!
 //! Non-goals: striping (the engine places segments round-robin across
-//! devices itself, see `crates/engine`), async IO (a later backend).
+//! devices itself, see `crates/engine`).
 
 mod aligned;
 mod error;
 mod file;
 mod mem;
+pub mod uring;
 
 pub use aligned::AlignedBuf;
 pub use error::{IoError, IoResult};
@@ -49,4 +54,9 @@ pub trait Device: Send + Sync + 'static {
     fn flush(&self) -> IoResult<()>;
     /// A human-readable name (the path) for error messages.
     fn name(&self) -> &str;
+    /// The file descriptor async IO may use instead of the calls above, if
+    /// the device is a file (`None`: async callers fall back to them).
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }

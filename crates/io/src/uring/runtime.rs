@@ -1,0 +1,534 @@
+//! The executor: one io_uring and one run queue per thread.
+//!
+//! A [`Runtime`] is created on, and never leaves, the thread that runs it
+//! (thread-per-core: each core runs its own). Tasks are `!Send` futures
+//! polled on that thread; an IO operation pushes a submission entry into the
+//! ring and parks its task until the completion is reaped. Submissions
+//! queue up while tasks run and go to the kernel in one `io_uring_enter`
+//! per turn of the loop, which also waits for completions when no task is
+//! ready.
+//!
+//! Wakers may be called from other threads (e.g. the engine's group
+//! commit completing on another core): such a wake lands in a shared queue
+//! and, if the runtime is asleep in the kernel, writes an eventfd that the
+//! ring watches.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use io_uring::{opcode, squeue, types, IoUring};
+use parking_lot::Mutex;
+
+use super::op::{OpSlots, Reaped};
+
+/// `user_data` of the eventfd read that wakes a sleeping runtime.
+const WAKE_TOKEN: u64 = u64::MAX;
+/// Task id of the future given to [`Runtime::block_on`].
+const MAIN_TASK: usize = usize::MAX;
+
+/// How to set up a runtime's ring.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    entries: u32,
+    sqpoll_idle_ms: Option<u32>,
+    iopoll: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            entries: 256,
+            sqpoll_idle_ms: None,
+            iopoll: false,
+        }
+    }
+}
+
+impl Builder {
+    /// Submission queue entries (completion queue gets twice as many).
+    pub fn entries(mut self, n: u32) -> Builder {
+        self.entries = n.next_power_of_two().max(8);
+        self
+    }
+
+    /// Let a kernel thread poll the submission queue (`IORING_SETUP_SQPOLL`),
+    /// sleeping after `idle_ms` without work.
+    pub fn sqpoll(mut self, idle_ms: u32) -> Builder {
+        self.sqpoll_idle_ms = Some(idle_ms);
+        self
+    }
+
+    /// Busy-poll the device for completions (`IORING_SETUP_IOPOLL`). Only
+    /// `O_DIRECT` file IO on a device driver that supports polled queues
+    /// works on such a ring; network operations do not.
+    pub fn iopoll(mut self, on: bool) -> Builder {
+        self.iopoll = on;
+        self
+    }
+
+    /// Creates the ring. Fails if the kernel refuses the setup (e.g. SQPOLL
+    /// without privileges, or io_uring disabled).
+    pub fn build(&self) -> std::io::Result<Runtime> {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(self.entries * 2);
+        if let Some(idle) = self.sqpoll_idle_ms {
+            b.setup_sqpoll(idle);
+        }
+        if self.iopoll {
+            b.setup_iopoll();
+        }
+        let ring = b.build(self.entries)?;
+        // SAFETY: eventfd takes no pointers; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let core = Rc::new(Core {
+            ring: RefCell::new(ring),
+            ops: RefCell::new(OpSlots::default()),
+            tasks: RefCell::new(Vec::new()),
+            free_tasks: RefCell::new(Vec::new()),
+            ready: RefCell::new(VecDeque::new()),
+            main_woken: Cell::new(true),
+            remote: Arc::new(Remote {
+                queue: Mutex::new(Vec::new()),
+                sleeping: AtomicBool::new(false),
+                efd,
+            }),
+            efd_buf: RefCell::new(Box::new(0u64)),
+            efd_armed: Cell::new(false),
+            iopoll: self.iopoll,
+            files: RefCell::new(Vec::new()),
+            stats: RefCell::new(RuntimeStats::default()),
+        });
+        Ok(Runtime { core })
+    }
+}
+
+/// Counters of one runtime (for benchmarks and tuning).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuntimeStats {
+    /// `io_uring_enter` calls made.
+    pub enters: u64,
+    /// Completions reaped.
+    pub completions: u64,
+    /// Task polls.
+    pub polls: u64,
+}
+
+/// An io_uring executor bound to the current thread.
+pub struct Runtime {
+    core: Rc<Core>,
+}
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+struct TaskSlot {
+    future: Option<Task>,
+    waker: Waker,
+}
+
+pub(crate) struct Core {
+    pub ring: RefCell<IoUring>,
+    pub ops: RefCell<OpSlots>,
+    tasks: RefCell<Vec<TaskSlot>>,
+    free_tasks: RefCell<Vec<usize>>,
+    ready: RefCell<VecDeque<usize>>,
+    main_woken: Cell<bool>,
+    remote: Arc<Remote>,
+    efd_buf: RefCell<Box<u64>>,
+    efd_armed: Cell<bool>,
+    pub iopoll: bool,
+    /// Registered files: `files[i]` is the fd at fixed slot `i`.
+    pub files: RefCell<Vec<RawFd>>,
+    pub stats: RefCell<RuntimeStats>,
+}
+
+/// The part of a runtime other threads may touch: its wake queue.
+struct Remote {
+    queue: Mutex<Vec<usize>>,
+    sleeping: AtomicBool,
+    efd: RawFd,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // SAFETY: the eventfd is owned by this struct and closed once.
+        unsafe { libc::close(self.efd) };
+    }
+}
+
+struct TaskWaker {
+    id: usize,
+    remote: Arc<Remote>,
+    /// Address of the owning `Remote`, to recognise a wake from the
+    /// runtime's own thread without a lock.
+    owner: usize,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let local = CURRENT.with(|c| {
+            let c = c.borrow();
+            match c.as_ref() {
+                Some(core) if Arc::as_ptr(&core.remote) as usize == self.owner => {
+                    core.wake_local(self.id);
+                    true
+                }
+                _ => false,
+            }
+        });
+        if !local {
+            self.remote.queue.lock().push(self.id);
+            if self.remote.sleeping.load(Ordering::SeqCst) {
+                let one = 1u64;
+                // SAFETY: writes 8 bytes from a live u64 to our eventfd; a
+                // failure (counter full) still leaves the runtime woken.
+                unsafe {
+                    libc::write(self.remote.efd, &one as *const u64 as *const _, 8);
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the current thread's runtime core, if one is running.
+pub(crate) fn with_core<R>(f: impl FnOnce(&Rc<Core>) -> R) -> Option<R> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
+}
+
+/// True if called from inside [`Runtime::block_on`] (so IO goes to a ring).
+pub fn in_runtime() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// Starts `future` as a task on the current thread's runtime. Awaiting the
+/// handle gives its output; dropping the handle lets the task run on.
+///
+/// Panics outside a runtime (a programmer error).
+pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> JoinHandle<T> {
+    let shared: Rc<RefCell<Joined<T>>> = Rc::new(RefCell::new(Joined::Running(None)));
+    let s2 = shared.clone();
+    let task = async move {
+        let out = future.await;
+        let prev = std::mem::replace(&mut *s2.borrow_mut(), Joined::Done(out));
+        if let Joined::Running(Some(w)) = prev {
+            w.wake();
+        }
+    };
+    with_core(|core| core.spawn(Box::pin(task)))
+        .expect("nvdepot_io::uring::spawn outside a runtime");
+    JoinHandle { shared }
+}
+
+enum Joined<T> {
+    Running(Option<Waker>),
+    Done(T),
+    Taken,
+}
+
+/// The output of a spawned task, once it finishes.
+pub struct JoinHandle<T> {
+    shared: Rc<RefCell<Joined<T>>>,
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = self.shared.borrow_mut();
+        match std::mem::replace(&mut *s, Joined::Taken) {
+            Joined::Done(out) => Poll::Ready(out),
+            Joined::Running(_) => {
+                *s = Joined::Running(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+            Joined::Taken => panic!("JoinHandle polled after it returned"),
+        }
+    }
+}
+
+/// Yields to other ready tasks once.
+pub fn yield_now() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+}
+
+impl Core {
+    fn wake_local(&self, id: usize) {
+        if id == MAIN_TASK {
+            self.main_woken.set(true);
+        } else {
+            self.ready.borrow_mut().push_back(id);
+        }
+    }
+
+    fn spawn(&self, future: Task) {
+        let id = self.free_tasks.borrow_mut().pop();
+        let mut tasks = self.tasks.borrow_mut();
+        let id = match id {
+            Some(id) => {
+                tasks[id].future = Some(future);
+                id
+            }
+            None => {
+                let id = tasks.len();
+                let waker = Waker::from(Arc::new(TaskWaker {
+                    id,
+                    remote: self.remote.clone(),
+                    owner: Arc::as_ptr(&self.remote) as usize,
+                }));
+                tasks.push(TaskSlot {
+                    future: Some(future),
+                    waker,
+                });
+                id
+            }
+        };
+        drop(tasks);
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// Polls one task. The future is taken out of its slot while it runs,
+    /// so it may spawn (which borrows the task table).
+    fn run_task(&self, id: usize) {
+        let (mut future, waker) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(slot) = tasks.get_mut(id) else {
+                return;
+            };
+            // A stale wake of a finished task: nothing to run.
+            let Some(f) = slot.future.take() else { return };
+            (f, slot.waker.clone())
+        };
+        self.stats.borrow_mut().polls += 1;
+        let mut cx = Context::from_waker(&waker);
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => self.free_tasks.borrow_mut().push(id),
+            Poll::Pending => self.tasks.borrow_mut()[id].future = Some(future),
+        }
+    }
+
+    /// Pushes a submission entry, making room by submitting if the queue
+    /// is full.
+    pub fn push(&self, entry: &squeue::Entry) {
+        let mut ring = self.ring.borrow_mut();
+        loop {
+            // SAFETY: every entry built by this crate points at memory owned
+            // by an op slot (or a `Core` field) that lives until its
+            // completion is reaped.
+            if unsafe { ring.submission().push(entry) }.is_ok() {
+                return;
+            }
+            // Full: hand what is queued to the kernel and retry.
+            match ring.submit() {
+                Ok(_) => self.stats.borrow_mut().enters += 1,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Completion queue overflowing: reap to make room.
+                    drop(ring);
+                    self.reap();
+                    ring = self.ring.borrow_mut();
+                }
+                Err(e) => panic!("io_uring submit failed: {e}"),
+            }
+        }
+    }
+
+    fn arm_eventfd(&self) {
+        if self.efd_armed.get() || self.iopoll {
+            return;
+        }
+        let ptr = &mut **self.efd_buf.borrow_mut() as *mut u64 as *mut u8;
+        let entry = opcode::Read::new(types::Fd(self.remote.efd), ptr, 8)
+            .build()
+            .user_data(WAKE_TOKEN);
+        self.push(&entry);
+        self.efd_armed.set(true);
+    }
+
+    /// Moves completions into their op slots and wakes their tasks.
+    fn reap(&self) -> usize {
+        let mut woken = Vec::new();
+        let mut n = 0;
+        {
+            let mut ring = self.ring.borrow_mut();
+            let mut ops = self.ops.borrow_mut();
+            for cqe in ring.completion() {
+                n += 1;
+                if cqe.user_data() == WAKE_TOKEN {
+                    self.efd_armed.set(false);
+                    continue;
+                }
+                if let Reaped::Wake(w) = ops.complete(cqe.user_data(), cqe.result(), cqe.flags()) {
+                    woken.push(w);
+                }
+            }
+        }
+        self.stats.borrow_mut().completions += n as u64;
+        for w in woken {
+            w.wake();
+        }
+        n
+    }
+
+    fn drain_remote(&self) {
+        let mut q = self.remote.queue.lock();
+        if q.is_empty() {
+            return;
+        }
+        let mut ready = self.ready.borrow_mut();
+        for id in q.drain(..) {
+            if id == MAIN_TASK {
+                self.main_woken.set(true);
+            } else {
+                ready.push_back(id);
+            }
+        }
+    }
+
+    /// Submits queued entries; waits for at least one completion if
+    /// `wait`.
+    fn enter(&self, wait: bool) {
+        let ring = self.ring.borrow();
+        let r = if wait {
+            ring.submit_and_wait(1)
+        } else {
+            ring.submit()
+        };
+        self.stats.borrow_mut().enters += 1;
+        match r {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                ) => {}
+            Err(e) => panic!("io_uring_enter failed: {e}"),
+        }
+    }
+}
+
+impl Runtime {
+    /// A runtime with the default ring (256 entries, no polling).
+    pub fn new() -> std::io::Result<Runtime> {
+        Builder::default().build()
+    }
+
+    /// Registers files with the ring (`IORING_REGISTER_FILES`): operations
+    /// on these descriptors then skip the kernel's per-IO file lookup.
+    /// Replaces an earlier registration.
+    pub fn register_files(&self, fds: &[RawFd]) -> std::io::Result<()> {
+        let ring = self.core.ring.borrow();
+        let mut files = self.core.files.borrow_mut();
+        if !files.is_empty() {
+            ring.submitter().unregister_files()?;
+            files.clear();
+        }
+        if !fds.is_empty() {
+            ring.submitter().register_files(fds)?;
+            files.extend_from_slice(fds);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with the ring's submitter (registration calls).
+    ///
+    /// # Safety
+    /// Whatever `f` registers must stay valid while the ring uses it.
+    pub(crate) unsafe fn ring_submitter<R>(
+        &self,
+        f: impl FnOnce(io_uring::Submitter<'_>) -> R,
+    ) -> R {
+        f(self.core.ring.borrow().submitter())
+    }
+
+    /// Counters since the runtime was created.
+    pub fn stats(&self) -> RuntimeStats {
+        *self.core.stats.borrow()
+    }
+
+    /// Runs `future` to completion on this thread, together with every task
+    /// it spawns (tasks still pending when it finishes stay queued for the
+    /// next `block_on`).
+    ///
+    /// Panics if a runtime is already running on this thread.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            assert!(c.is_none(), "a runtime is already running on this thread");
+            *c = Some(self.core.clone());
+        });
+        struct Exit;
+        impl Drop for Exit {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.borrow_mut().take());
+            }
+        }
+        let _exit = Exit;
+        let core = &*self.core;
+        let main_waker = Waker::from(Arc::new(TaskWaker {
+            id: MAIN_TASK,
+            remote: core.remote.clone(),
+            owner: Arc::as_ptr(&core.remote) as usize,
+        }));
+        let mut future = std::pin::pin!(future);
+        core.main_woken.set(true);
+        loop {
+            if core.main_woken.replace(false) {
+                core.stats.borrow_mut().polls += 1;
+                if let Poll::Ready(out) =
+                    future.as_mut().poll(&mut Context::from_waker(&main_waker))
+                {
+                    // Hand queued submissions to the kernel so that work
+                    // started by the future is not left unsubmitted.
+                    core.enter(false);
+                    return out;
+                }
+            }
+            // Run the tasks ready now; ones they wake wait for the next turn
+            // so that completions are reaped in between.
+            let batch = core.ready.borrow().len();
+            for _ in 0..batch {
+                let Some(id) = core.ready.borrow_mut().pop_front() else {
+                    break;
+                };
+                core.run_task(id);
+            }
+            core.drain_remote();
+            let busy = core.main_woken.get() || !core.ready.borrow().is_empty();
+            if busy || core.iopoll {
+                core.enter(false);
+            } else {
+                core.arm_eventfd();
+                core.remote.sleeping.store(true, Ordering::SeqCst);
+                core.drain_remote();
+                let busy = core.main_woken.get() || !core.ready.borrow().is_empty();
+                core.enter(!busy);
+                core.remote.sleeping.store(false, Ordering::SeqCst);
+            }
+            core.reap();
+        }
+    }
+}
