@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use nvdepot_io::{AlignedBuf, Device};
 
+use crate::aio::{self, now, Mode};
 use crate::error::Result;
 use crate::format::DEVICE_HEADER_BYTES;
 
@@ -93,13 +94,25 @@ impl Layout {
     /// read to the device alignment. Returns the buffer and where the
     /// asked-for bytes start in it.
     pub fn read_range(&self, segment: u32, offset: u64, len: usize) -> Result<(AlignedBuf, usize)> {
+        now(self.read_range_in(Mode::Blocking, segment, offset, len))
+    }
+
+    /// [`Layout::read_range`], waiting as `mode` says.
+    pub async fn read_range_in(
+        &self,
+        mode: Mode,
+        segment: u32,
+        offset: u64,
+        len: usize,
+    ) -> Result<(AlignedBuf, usize)> {
         let a = self.align as u64;
         let start = offset / a * a;
         let end = (offset + len as u64).div_ceil(a) * a;
         let end = end.min(self.segment_bytes);
-        let mut buf = self.buffer((end - start) as usize);
-        let n = (end - start) as usize;
-        self.read(segment, start, &mut buf[..n])?;
+        let buf = self.buffer((end - start) as usize);
+        debug_assert_eq!(buf.len() as u64, end - start);
+        let (dev, seg_start) = self.segment_start(segment);
+        let buf = aio::read(mode, &*self.devices[dev], buf, seg_start + start).await?;
         Ok((buf, (offset - start) as usize))
     }
 

@@ -13,6 +13,18 @@
 //! write completed *and* the device cache was flushed (`fdatasync`).
 //! Concurrent writers share one flush (group commit).
 //!
+//! # Async API
+//!
+//! `get_async`, `put_async` and friends are the same operations for tasks
+//! on an `nvdepot_io::uring` runtime (thread per core): device reads and
+//! writes go through the thread's io_uring, and waits (a key's stripe lock,
+//! the group commit led by another task or thread) park the task, not the
+//! thread. Both APIs are one implementation (`aio.rs`) and may be mixed on
+//! one store from different threads. Inside a runtime, use the async
+//! writes: a blocking write there could wait for a flush that a task of the
+//! same thread leads. Outside a runtime, or on a device without a file
+//! descriptor, the async calls do blocking IO.
+//!
 //! ```no_run
 //! use nvdepot_engine::{Options, Store};
 //! let store = Store::open("./data".as_ref(), &Options::default().create_bytes(1 << 30))?;
@@ -23,6 +35,7 @@
 //! # Ok::<(), nvdepot_engine::Error>(())
 //! ```
 
+mod aio;
 mod check;
 mod checkpoint;
 mod error;

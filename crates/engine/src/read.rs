@@ -3,6 +3,7 @@
 use nvdepot_index::{Location, GRAINS_MAX};
 use nvdepot_io::AlignedBuf;
 
+use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
 use crate::format::{self, RecordCheck, RecordHeader, RECORD_HEADER_BYTES};
 use crate::layout::Layout;
@@ -47,6 +48,17 @@ pub(crate) enum Span {
 }
 
 pub(crate) fn read_record(layout: &Layout, loc: Location, span: Span) -> Result<Fetched> {
+    now(read_record_in(Mode::Blocking, layout, loc, span))
+}
+
+/// Reads and verifies the record at `loc` (one device read, two if the
+/// record is longer than the index can say).
+pub(crate) async fn read_record_in(
+    mode: Mode,
+    layout: &Layout,
+    loc: Location,
+    span: Span,
+) -> Result<Fetched> {
     let (segment, offset) = layout.split(loc.pba);
     let grain = layout.grain_bytes as usize;
     let stored = loc.grains as usize * grain;
@@ -57,7 +69,7 @@ pub(crate) fn read_record(layout: &Layout, loc: Location, span: Span) -> Result<
             (RECORD_HEADER_BYTES + key_len + upto as usize).min(stored)
         }
     };
-    let (mut buf, mut start) = layout.read_range(segment, offset, want)?;
+    let (mut buf, mut start) = layout.read_range_in(mode, segment, offset, want).await?;
     let invalid = |reason: String| {
         let (device, at) = layout.describe(segment, offset);
         Fetched::Invalid(Error::Corrupt {
@@ -78,7 +90,7 @@ pub(crate) fn read_record(layout: &Layout, loc: Location, span: Span) -> Result<
                 "record length {body} runs past its segment"
             )));
         }
-        (buf, start) = layout.read_range(segment, offset, body)?;
+        (buf, start) = layout.read_range_in(mode, segment, offset, body).await?;
     }
     let check = match span {
         Span::Whole => format::check_record(&buf[start..]),

@@ -334,12 +334,13 @@ fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> 
         uuid,
     );
     let value = namespace::encode_registry_value(1, 1);
-    inner.put(
+    crate::aio::now(inner.put(
+        crate::aio::Mode::Blocking,
         Namespace(SYSTEM_NS),
         DEFAULT_NAME.as_bytes(),
         &value,
         PutMode::Upsert,
-    )?;
+    ))?;
     inner.namespaces.insert(DEFAULT_NAME, 1, 1, 0);
     Ok(inner)
 }

@@ -17,13 +17,14 @@ use nvdepot_index::{Expect, Index, InsertError, Location, GRAINS_MAX};
 use nvdepot_io::Device;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
+use crate::aio::{self, now, Mode};
 use crate::error::{Error, Result};
 use crate::format::{RecordHeader, RecordKind, RECORD_HEADER_BYTES};
 use crate::layout::Layout;
 use crate::loc_cache::{key_hash2, LocationCache};
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
-use crate::read::{read_record, Fetched, Span};
+use crate::read::{read_record_in, Fetched, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
 use crate::writer::{Appender, RecordParts, Writer};
@@ -227,8 +228,9 @@ impl Inner {
 
     /// Finds the record of `key` among the index candidates, reading only
     /// headers and keys. Caller holds the key's stripe lock.
-    pub fn find_head(
+    pub async fn find_head(
         &self,
+        mode: Mode,
         physical: u32,
         key: &[u8],
         fp: u64,
@@ -237,7 +239,8 @@ impl Inner {
         cands.clear();
         self.index.lookup(fp, cands);
         for &loc in cands.iter() {
-            match read_record(&self.layout, loc, Span::Head { key_len: key.len() })? {
+            match read_record_in(mode, &self.layout, loc, Span::Head { key_len: key.len() }).await?
+            {
                 Fetched::Record(r) => {
                     if r.header.kind == RecordKind::Put
                         && r.header.namespace == physical
@@ -265,8 +268,9 @@ impl Inner {
     /// The key's existing record: from the location cache if the index
     /// confirms it, else by reading candidates (`find_head`). Caller holds
     /// the key's stripe lock.
-    pub fn existing(
+    pub async fn existing(
         &self,
+        mode: Mode,
         physical: u32,
         key: &[u8],
         hash: u64,
@@ -280,7 +284,7 @@ impl Inner {
                 return Ok(Some(e));
             }
         }
-        self.find_head(physical, key, fp, cands)
+        self.find_head(mode, physical, key, fp, cands).await
     }
 
     pub fn still_indexed(&self, fp: u64, loc: Location) -> bool {
@@ -293,8 +297,9 @@ impl Inner {
     /// Readers take no lock: if no candidate holds the key, the lookup is
     /// repeated, and only an unchanged candidate set means "absent" (a
     /// record may have moved under us, or a candidate may be corrupt).
-    fn find_record(
+    async fn find_record(
         &self,
+        mode: Mode,
         physical: u32,
         key: &[u8],
         span: Span,
@@ -307,7 +312,7 @@ impl Inner {
             self.index.lookup(fp, &mut cands);
             let mut corrupt = None;
             for &loc in &cands {
-                match read_record(&self.layout, loc, span)? {
+                match read_record_in(mode, &self.layout, loc, span).await? {
                     Fetched::Record(r) => {
                         if r.header.kind == RecordKind::Put
                             && r.header.namespace == physical
@@ -332,9 +337,15 @@ impl Inner {
     }
 
     /// The value and version (record sequence number) of a key.
-    pub fn get(&self, physical: u32, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+    pub async fn get(
+        &self,
+        mode: Mode,
+        physical: u32,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, u64)>> {
         Ok(self
-            .find_record(physical, key, Span::Whole)?
+            .find_record(mode, physical, key, Span::Whole)
+            .await?
             .map(|(r, loc)| {
                 self.touch(loc);
                 (r.value().to_vec(), r.header.seq)
@@ -350,23 +361,30 @@ impl Inner {
 
     /// Writes one record durably and points the index at it. Returns the
     /// new version, or `None` if the condition failed (nothing written).
-    pub fn put(
+    // The stripe guard is held across awaits on purpose (until the index
+    // points to the durable record); async callers take it with
+    // `aio::lock`, which never blocks the thread.
+    #[allow(clippy::await_holding_lock)]
+    pub async fn put(
         &self,
+        mode: Mode,
         ns: Namespace,
         key: &[u8],
         value: &[u8],
-        mode: PutMode,
+        cond: PutMode,
     ) -> Result<Option<u64>> {
         self.check_sizes(key, Some(value))?;
         let (physical, count) = self.resolve(ns)?;
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
         loop {
-            let stripe = self.lock_stripe(h);
+            let stripe = aio::lock(mode, &self.stripes[self.stripe_of(h)]).await;
             let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
-            let existing = self.existing(physical, key, h, h2, &mut cands)?;
-            let allowed = match mode {
+            let existing = self
+                .existing(mode, physical, key, h, h2, &mut cands)
+                .await?;
+            let allowed = match cond {
                 PutMode::Upsert => true,
                 PutMode::IfAbsent => existing.is_none(),
                 PutMode::IfPresent => existing.is_some(),
@@ -384,7 +402,7 @@ impl Inner {
                 self.writer.wait_for_space(Appender::Put)?;
                 continue;
             };
-            self.writer.wait_durable(app.lsn)?;
+            self.writer.wait_durable_in(mode, app.lsn).await?;
             let new = Location {
                 pba: app.pba,
                 grains: app.grains.min(GRAINS_MAX as u64) as u16,
@@ -464,16 +482,29 @@ impl Inner {
         Ok(())
     }
 
-    pub fn delete(&self, ns: Namespace, key: &[u8], version: Option<u64>) -> Result<DeleteOutcome> {
+    // The stripe guard is held across awaits on purpose (until the index
+    // points to the durable record); async callers take it with
+    // `aio::lock`, which never blocks the thread.
+    #[allow(clippy::await_holding_lock)]
+    pub async fn delete(
+        &self,
+        mode: Mode,
+        ns: Namespace,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome> {
         self.check_sizes(key, None)?;
         let (physical, count) = self.resolve(ns)?;
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
         loop {
-            let stripe = self.lock_stripe(h);
+            let stripe = aio::lock(mode, &self.stripes[self.stripe_of(h)]).await;
             let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
-            let Some(existing) = self.existing(physical, key, h, h2, &mut cands)? else {
+            let Some(existing) = self
+                .existing(mode, physical, key, h, h2, &mut cands)
+                .await?
+            else {
                 return Ok(DeleteOutcome::NotFound);
             };
             if version.is_some_and(|v| v != existing.seq) {
@@ -490,7 +521,7 @@ impl Inner {
                 self.writer.wait_for_space(Appender::Delete)?;
                 continue;
             };
-            self.writer.wait_durable(app.lsn)?;
+            self.writer.wait_durable_in(mode, app.lsn).await?;
             self.unlink(fp, existing, app.pba, app.grains);
             self.loc_cache.clear(self.stripe_of(h), h, h2);
             count.fetch_sub(1, Ordering::Relaxed);
@@ -558,7 +589,8 @@ impl Inner {
             let fp = Index::fingerprint(h);
             let h2 = key_hash2(physical, ops[i].key());
             let mut cands = Vec::new();
-            let existing = self.existing(physical, ops[i].key(), h, h2, &mut cands)?;
+            let existing =
+                now(self.existing(Mode::Blocking, physical, ops[i].key(), h, h2, &mut cands))?;
             let mut seq = 0;
             let app = match ops[i] {
                 WriteOp::Put { key, value } => {
@@ -643,11 +675,13 @@ impl Inner {
             key_len: key.len(),
             upto,
         };
-        Ok(self.find_record(physical, key, span)?.map(|(r, _)| {
-            let vlen = r.header.value_len as u64;
-            let (start, end) = (offset.min(vlen) as usize, upto.min(vlen) as usize);
-            r.value()[start..end].to_vec()
-        }))
+        Ok(
+            now(self.find_record(Mode::Blocking, physical, key, span))?.map(|(r, _)| {
+                let vlen = r.header.value_len as u64;
+                let (start, end) = (offset.min(vlen) as usize, upto.min(vlen) as usize);
+                r.value()[start..end].to_vec()
+            }),
+        )
     }
 
     // ---- namespaces ----
@@ -660,12 +694,13 @@ impl Inner {
         }
         let id = self.namespaces.allocate_id();
         let value = namespace::encode_registry_value(id, id);
-        self.put(
+        now(self.put(
+            Mode::Blocking,
             Namespace(SYSTEM_NS),
             name.as_bytes(),
             &value,
             PutMode::Upsert,
-        )?;
+        ))?;
         self.namespaces.insert(name, id, id, 0);
         Ok(Namespace(id))
     }
@@ -676,7 +711,7 @@ impl Inner {
             .namespaces
             .lookup(name)
             .ok_or_else(|| Error::NoSuchNamespace(name.to_string()))?;
-        self.delete(Namespace(SYSTEM_NS), name.as_bytes(), None)?;
+        now(self.delete(Mode::Blocking, Namespace(SYSTEM_NS), name.as_bytes(), None))?;
         if let Some(physical) = self.namespaces.remove(logical) {
             self.purge(physical)?;
         }
@@ -691,12 +726,13 @@ impl Inner {
             .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))?;
         let new_physical = self.namespaces.allocate_id();
         let value = namespace::encode_registry_value(ns.0, new_physical);
-        self.put(
+        now(self.put(
+            Mode::Blocking,
             Namespace(SYSTEM_NS),
             name.as_bytes(),
             &value,
             PutMode::Upsert,
-        )?;
+        ))?;
         let old = self.namespaces.remove(ns.0);
         self.namespaces.insert(&name, ns.0, new_physical, 0);
         if let Some(old) = old {
@@ -816,7 +852,7 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.inner.get(physical, key).map(|r| r.map(|(v, _)| v))
+        now(self.inner.get(Mode::Blocking, physical, key)).map(|r| r.map(|(v, _)| v))
     }
 
     /// The value and version of `key`. The version is the record's sequence
@@ -826,7 +862,7 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.inner.get(physical, key)
+        now(self.inner.get(Mode::Blocking, physical, key))
     }
 
     /// Bytes `[offset, offset + len)` of the value (clipped to its end), or
@@ -853,12 +889,15 @@ impl Store {
 
     /// Inserts or overwrites. Returns once the record is durable.
     pub fn put(&self, ns: Namespace, key: &[u8], value: &[u8]) -> Result<()> {
-        self.inner.put(ns, key, value, PutMode::Upsert).map(|_| ())
+        now(self
+            .inner
+            .put(Mode::Blocking, ns, key, value, PutMode::Upsert))
+        .map(|_| ())
     }
 
     /// Conditional put; `Ok(false)` if the condition failed (nothing written).
     pub fn put_with(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
-        self.inner.put(ns, key, value, mode).map(|v| v.is_some())
+        now(self.inner.put(Mode::Blocking, ns, key, value, mode)).map(|v| v.is_some())
     }
 
     /// Conditional put returning the new version, or `None` if the
@@ -870,14 +909,12 @@ impl Store {
         value: &[u8],
         mode: PutMode,
     ) -> Result<Option<u64>> {
-        self.inner.put(ns, key, value, mode)
+        now(self.inner.put(Mode::Blocking, ns, key, value, mode))
     }
 
     /// Deletes `key` (a durable tombstone); `Ok(false)` if it was absent.
     pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
-        self.inner
-            .delete(ns, key, None)
-            .map(|o| o == DeleteOutcome::Deleted)
+        now(self.inner.delete(Mode::Blocking, ns, key, None)).map(|o| o == DeleteOutcome::Deleted)
     }
 
     /// Deletes `key` only if its version is `version` (when given).
@@ -887,7 +924,57 @@ impl Store {
         key: &[u8],
         version: Option<u64>,
     ) -> Result<DeleteOutcome> {
-        self.inner.delete(ns, key, version)
+        now(self.inner.delete(Mode::Blocking, ns, key, version))
+    }
+
+    // ---- async twins (see "Async API" in the crate docs) ----
+
+    /// [`Store::get`] for a task on an `nvdepot_io::uring` runtime: the
+    /// device read goes through the thread's ring.
+    pub async fn get_async(&self, ns: Namespace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_versioned_async(ns, key).await?.map(|(v, _)| v))
+    }
+
+    /// [`Store::get_versioned`] through the thread's ring.
+    pub async fn get_versioned_async(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, u64)>> {
+        self.inner.check_sizes(key, None)?;
+        let (physical, _) = self.inner.resolve(ns)?;
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(Mode::Ring, physical, key).await
+    }
+
+    /// [`Store::put`] through the thread's ring: resolves once the record
+    /// is durable (the flush it waits for may be led by another task or
+    /// thread; concurrent puts share it).
+    pub async fn put_async(&self, ns: Namespace, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_versioned_async(ns, key, value, PutMode::Upsert)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`Store::put_versioned`] through the thread's ring.
+    pub async fn put_versioned_async(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        value: &[u8],
+        mode: PutMode,
+    ) -> Result<Option<u64>> {
+        self.inner.put(Mode::Ring, ns, key, value, mode).await
+    }
+
+    /// [`Store::delete_versioned`] through the thread's ring.
+    pub async fn delete_versioned_async(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome> {
+        self.inner.delete(Mode::Ring, ns, key, version).await
     }
 
     /// Applies puts and deletes with one shared flush. Each operation is

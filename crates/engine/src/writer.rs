@@ -18,6 +18,9 @@ use std::time::Duration;
 
 use nvdepot_io::AlignedBuf;
 use parking_lot::{Condvar, Mutex};
+use std::task::{Poll, Waker};
+
+use crate::aio::{self, now, Mode};
 
 use crate::error::{Error, Result};
 use crate::format::{self, RecordHeader, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
@@ -114,6 +117,9 @@ struct State {
     leader: bool,
     failed: Option<String>,
     pool: Vec<AlignedBuf>,
+    /// Tasks of the async API waiting for a flush another caller leads
+    /// (blocking callers wait on `Writer::done` instead).
+    wakers: Vec<Waker>,
 }
 
 /// Counters the writer keeps.
@@ -159,6 +165,7 @@ impl Writer {
                 leader: false,
                 failed: None,
                 pool: Vec::new(),
+                wakers: Vec::new(),
             }),
             done: Condvar::new(),
             stats: WriterStats::default(),
@@ -375,57 +382,122 @@ impl Writer {
     /// Blocks until the record at `lsn` is on the device (written, and
     /// flushed when the store syncs).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
-        let mut st = self.state.lock();
+        now(self.wait_durable_in(Mode::Blocking, lsn))
+    }
+
+    /// Waits until the record at `lsn` is on the device. The first waiter
+    /// to find no flush in progress leads one (its IO waits as `mode`
+    /// says); the others wait for it, parked as `mode` says.
+    ///
+    /// A blocking waiter on a runtime's thread must not wait for a flush a
+    /// task of that same runtime leads (it would block the task): inside a
+    /// runtime, use the async store calls.
+    pub async fn wait_durable_in(&self, mode: Mode, lsn: u64) -> Result<()> {
         loop {
-            if st.durable >= lsn {
-                return Ok(());
-            }
-            if let Some(why) = &st.failed {
-                return Err(Error::Unusable(why.clone()));
-            }
-            if st.leader {
-                self.done.wait(&mut st);
+            let lead = {
+                let mut st = self.state.lock();
+                if st.durable >= lsn {
+                    return Ok(());
+                }
+                if let Some(why) = &st.failed {
+                    return Err(Error::Unusable(why.clone()));
+                }
+                if st.leader {
+                    if mode == Mode::Blocking {
+                        self.done.wait(&mut st);
+                        continue;
+                    }
+                    None
+                } else {
+                    st.leader = true;
+                    self.close_active(&mut st);
+                    Some((std::mem::take(&mut st.queued), st.appended))
+                }
+            };
+            let Some((batch, target)) = lead else {
+                self.flush_finished().await;
                 continue;
-            }
-            st.leader = true;
-            self.close_active(&mut st);
-            let batch = std::mem::take(&mut st.queued);
-            let target = st.appended;
-            drop(st);
-            let result = self.write_batch(&batch);
-            st = self.state.lock();
+            };
+            let (result, batch) = self.write_batch(mode, batch).await;
+            let mut st = self.state.lock();
             st.leader = false;
             for p in batch {
                 if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
                     st.pool.push(p.buf);
                 }
             }
-            match result {
+            let wakers = std::mem::take(&mut st.wakers);
+            match &result {
                 Ok(()) => st.durable = target,
-                Err(e) => {
-                    st.failed = Some(format!("log write failed: {e}"));
-                    self.done.notify_all();
-                    return Err(e);
-                }
+                Err(e) => st.failed = Some(format!("log write failed: {e}")),
             }
+            drop(st);
             self.done.notify_all();
+            for w in wakers {
+                w.wake();
+            }
+            result?;
         }
     }
 
-    fn write_batch(&self, batch: &[Pending]) -> Result<()> {
+    /// Resolves once the flush in progress (if any) has finished.
+    fn flush_finished(&self) -> impl std::future::Future<Output = ()> + '_ {
+        let mut registered = false;
+        std::future::poll_fn(move |cx| {
+            let mut st = self.state.lock();
+            if !st.leader || (registered && !st.wakers.iter().any(|w| w.will_wake(cx.waker()))) {
+                return Poll::Ready(());
+            }
+            if !registered {
+                st.wakers.push(cx.waker().clone());
+                registered = true;
+            }
+            Poll::Pending
+        })
+    }
+
+    /// Writes the buffers of a batch and flushes their devices; gives the
+    /// buffers back.
+    async fn write_batch(&self, mode: Mode, batch: Vec<Pending>) -> (Result<()>, Vec<Pending>) {
         let mut mask = 0u64;
-        for p in batch {
-            self.layout.write(p.segment, p.offset, &p.buf[..p.len])?;
-            mask |= self.layout.device_bit(p.segment);
-            self.stats
-                .device_bytes
-                .fetch_add(p.len as u64, Ordering::Relaxed);
+        let mut done = Vec::with_capacity(batch.len());
+        let mut result = Ok(());
+        for mut p in batch {
+            if result.is_ok() {
+                let (dev, start) = self.layout.segment_start(p.segment);
+                let (r, buf) = aio::write(
+                    mode,
+                    &*self.layout.devices[dev],
+                    p.buf,
+                    p.len,
+                    start + p.offset,
+                )
+                .await;
+                p.buf = buf;
+                result = r;
+                if result.is_ok() {
+                    mask |= self.layout.device_bit(p.segment);
+                    self.stats
+                        .device_bytes
+                        .fetch_add(p.len as u64, Ordering::Relaxed);
+                }
+            }
+            done.push(p);
         }
-        if self.sync && mask != 0 {
-            self.layout.flush(mask)?;
-            self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        if result.is_ok() && self.sync && mask != 0 {
+            for (i, d) in self.layout.devices.iter().enumerate() {
+                if i >= 64 || mask & (1 << i) != 0 {
+                    if let Err(e) = aio::flush(mode, &**d).await {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if result.is_ok() {
+                self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        Ok(())
+        (result, done)
     }
 
     /// Writes out everything appended so far and waits for it.

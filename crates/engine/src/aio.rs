@@ -1,0 +1,97 @@
+//! One code path for the blocking and the async API.
+//!
+//! Store operations are written once, as `async fn`s taking a [`Mode`]. The
+//! blocking API runs them with [`Mode::Blocking`]: every device call is the
+//! device's own blocking call, so the future is ready on its first poll and
+//! [`now`] drives it. The async API (`Store::*_async`) runs them with
+//! [`Mode::Ring`]: device IO goes through the calling thread's
+//! `nvdepot_io::uring` runtime (or blocks where there is none), and waits
+//! for locks and group commit park the task instead of the thread.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use nvdepot_io::{uring, AlignedBuf, Device};
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::error::Result;
+
+/// How an operation waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Block the calling thread (pread/pwrite, condition variables).
+    Blocking,
+    /// Park the task on the thread's io_uring runtime.
+    Ring,
+}
+
+/// Runs a future that cannot be pending (one built with
+/// [`Mode::Blocking`]) to completion.
+pub(crate) fn now<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("a blocking-mode operation returned Pending"),
+    }
+}
+
+pub(crate) async fn read(
+    mode: Mode,
+    dev: &dyn Device,
+    buf: AlignedBuf,
+    offset: u64,
+) -> Result<AlignedBuf> {
+    let mut buf = buf;
+    match mode {
+        Mode::Blocking => dev.read_at(&mut buf, offset)?,
+        Mode::Ring => {
+            let (r, b) = uring::read_device(dev, buf, offset).await;
+            buf = b;
+            r?
+        }
+    }
+    Ok(buf)
+}
+
+pub(crate) async fn write(
+    mode: Mode,
+    dev: &dyn Device,
+    buf: AlignedBuf,
+    len: usize,
+    offset: u64,
+) -> (Result<()>, AlignedBuf) {
+    match mode {
+        Mode::Blocking => (dev.write_at(&buf[..len], offset).map_err(Into::into), buf),
+        Mode::Ring => {
+            let (r, b) = uring::write_device(dev, buf, len, offset).await;
+            (r.map_err(Into::into), b)
+        }
+    }
+}
+
+pub(crate) async fn flush(mode: Mode, dev: &dyn Device) -> Result<()> {
+    match mode {
+        Mode::Blocking => dev.flush()?,
+        Mode::Ring => uring::flush_device(dev).await?,
+    }
+    Ok(())
+}
+
+/// Takes `m`. A task does not block its thread for it: the holder may be
+/// another task of the same thread, waiting for IO.
+pub(crate) async fn lock(mode: Mode, m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    match mode {
+        Mode::Blocking => m.lock(),
+        Mode::Ring => loop {
+            if let Some(g) = m.try_lock() {
+                return g;
+            }
+            if uring::in_runtime() {
+                uring::yield_now().await;
+            } else {
+                return m.lock();
+            }
+        },
+    }
+}

@@ -1,0 +1,197 @@
+//! The async API on the io_uring backend: the same behaviour as the
+//! blocking API (checked against a model), concurrent tasks on several
+//! runtimes sharing group commits with blocking writers, and recovery of
+//! what the async calls acknowledged.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use nvdepot_engine::{DeleteOutcome, Options, PutMode, Store};
+use nvdepot_io::uring::{self, Runtime};
+use nvdepot_io::{Device, FileDevice, MemDevice};
+use rand::{Rng, SeedableRng};
+
+const MIB: u64 = 1 << 20;
+
+/// Key → (value, version).
+type Model = HashMap<Vec<u8>, (Vec<u8>, u64)>;
+
+fn opts() -> Options {
+    Options {
+        segment_bytes: MIB,
+        ..Options::default()
+    }
+    .create_bytes(64 * MIB)
+}
+
+fn value(key: u32, round: u32) -> Vec<u8> {
+    let len = (key as usize * 37 + round as usize * 11) % 9000;
+    (0..len).map(|i| (i as u32 ^ key ^ round) as u8).collect()
+}
+
+/// Random puts, conditional puts, deletes and gets from `tasks` concurrent
+/// tasks on one runtime, each on its own keys; checks every answer and
+/// returns the model.
+fn drive(store: &Arc<Store>, rt: &Runtime, seed: u64, tasks: u32) -> Model {
+    let model: Rc<RefCell<Model>> = Rc::default();
+    rt.block_on(async {
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let store = store.clone();
+            let model = model.clone();
+            handles.push(uring::spawn(async move {
+                let ns = store.default_namespace();
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 1000 + t as u64);
+                for round in 0..150u32 {
+                    let k = rng.gen_range(0..20u32);
+                    let key = format!("t{t}-{seed}-k{k}").into_bytes();
+                    let have = model.borrow().get(&key).cloned();
+                    match rng.gen_range(0..10) {
+                        0..=3 => {
+                            let v = value(k, round);
+                            let ver = store
+                                .put_versioned_async(ns, &key, &v, PutMode::Upsert)
+                                .await
+                                .unwrap()
+                                .expect("upsert writes");
+                            model.borrow_mut().insert(key, (v, ver));
+                        }
+                        4 => {
+                            let v = value(k, round + 1);
+                            let r = store
+                                .put_versioned_async(ns, &key, &v, PutMode::IfAbsent)
+                                .await
+                                .unwrap();
+                            assert_eq!(r.is_some(), have.is_none());
+                            if let Some(ver) = r {
+                                model.borrow_mut().insert(key, (v, ver));
+                            }
+                        }
+                        5 => {
+                            // CAS with the current version, or a stale one.
+                            let stale = rng.gen_bool(0.3);
+                            let ver = have.as_ref().map_or(1, |h| h.1 - stale as u64);
+                            let v = value(k, round + 2);
+                            let r = store
+                                .put_versioned_async(ns, &key, &v, PutMode::IfVersion(ver))
+                                .await
+                                .unwrap();
+                            assert_eq!(r.is_some(), have.is_some() && !stale, "cas {key:?}");
+                            if let Some(ver) = r {
+                                model.borrow_mut().insert(key, (v, ver));
+                            }
+                        }
+                        6 => {
+                            let r = store.delete_versioned_async(ns, &key, None).await.unwrap();
+                            let want = if have.is_some() {
+                                DeleteOutcome::Deleted
+                            } else {
+                                DeleteOutcome::NotFound
+                            };
+                            assert_eq!(r, want);
+                            model.borrow_mut().remove(&key);
+                        }
+                        _ => {
+                            let got = store.get_versioned_async(ns, &key).await.unwrap();
+                            assert_eq!(got, have, "get {key:?}");
+                        }
+                    }
+                }
+            }));
+        }
+        for h in handles {
+            h.await;
+        }
+    });
+    Rc::try_unwrap(model).ok().unwrap().into_inner()
+}
+
+fn verify(store: &Store, model: &Model) {
+    let ns = store.default_namespace();
+    for (k, (v, ver)) in model {
+        let got = store.get_versioned(ns, k).unwrap();
+        assert_eq!(got.as_ref(), Some(&(v.clone(), *ver)), "key {k:?}");
+    }
+}
+
+#[test]
+fn async_api_on_a_file_matches_the_model_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let store = Arc::new(Store::open(&path, &opts()).unwrap());
+    let rt = Runtime::new().unwrap();
+    let model = drive(&store, &rt, 1, 32);
+    verify(&store, &model);
+    let s = store.stats();
+    // Concurrent tasks shared flushes.
+    assert!(s.flushes < s.puts + s.deletes, "{s:?}");
+    assert!(rt.stats().completions > 0);
+    // Crash (no clean close): the log gives back everything acknowledged.
+    drop(store);
+    let store = Store::open(&path, &Options::default()).unwrap();
+    assert!(!store.open_report().clean);
+    verify(&store, &model);
+    store.close().unwrap();
+}
+
+#[test]
+fn async_api_falls_back_to_blocking_io_on_the_memory_device() {
+    let dev = Arc::new(MemDevice::new(64 * MIB, 512));
+    let store =
+        Arc::new(Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts()).unwrap());
+    let rt = Runtime::new().unwrap();
+    let model = drive(&store, &rt, 2, 8);
+    verify(&store, &model);
+    assert_eq!(
+        rt.stats().completions,
+        0,
+        "no ring IO without a file descriptor"
+    );
+}
+
+#[test]
+fn runtimes_on_two_threads_and_blocking_writers_share_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Arc::new(FileDevice::open(&dir.path().join("a"), Some(48 * MIB)).unwrap());
+    let b = Arc::new(FileDevice::open(&dir.path().join("b"), Some(48 * MIB)).unwrap());
+    let devices = vec![a.clone() as Arc<dyn Device>, b.clone() as Arc<dyn Device>];
+    let store = Arc::new(Store::open_devices(devices, &opts()).unwrap());
+    let mut threads = Vec::new();
+    for seed in 10..12u64 {
+        let store = store.clone();
+        threads.push(std::thread::spawn(move || {
+            let rt = Runtime::new().unwrap();
+            drive(&store, &rt, seed, 16)
+        }));
+    }
+    let blocking = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            let ns = store.default_namespace();
+            let mut model = HashMap::new();
+            for i in 0..300u32 {
+                let key = format!("blocking-{}", i % 50).into_bytes();
+                let v = value(i, 7);
+                store.put(ns, &key, &v).unwrap();
+                model.insert(key, v);
+            }
+            model
+        })
+    };
+    let mut model = HashMap::new();
+    for t in threads {
+        model.extend(t.join().unwrap());
+    }
+    let blocking = blocking.join().unwrap();
+    verify(&store, &model);
+    let ns = store.default_namespace();
+    for (k, v) in &blocking {
+        assert_eq!(store.get(ns, k).unwrap().as_ref(), Some(v));
+    }
+    drop(store);
+    let devices = vec![a as Arc<dyn Device>, b as Arc<dyn Device>];
+    let store = Store::open_devices(devices, &Options::default()).unwrap();
+    verify(&store, &model);
+}
