@@ -7,12 +7,18 @@
 //! the values it reads (each value is derived from its key, so a wrong
 //! byte is a mismatch whoever wrote it).
 //!
+//! [`index`]: the in-DRAM index against dashmap and a locked hashbrown
+//! table, in process (inserts and lookups per second, latency percentiles,
+//! bytes per key), after uDepot's Fig. 5.
+//!
 //! Goals: numbers comparable across servers in one run (memcached, memcached
 //! with extstore, `nvdepot memcache`), bounded runs (a duration or a request
 //! count, and a stall timeout), no dependency on an async runtime.
 //! Non-goals: the binary and meta protocols, multi-key gets, open-loop
 //! (rate-limited) load.
 
+pub mod engine;
+pub mod index;
 pub mod memcache;
 pub mod proto;
 pub mod report;

@@ -164,7 +164,7 @@ fn latency_json(l: &Latency) -> String {
 }
 
 /// A JSON string literal.
-fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

@@ -30,6 +30,11 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Load a memcached-protocol server (text get/set) and measure it.
     Memcache(MemcacheBenchArgs),
+    /// Measure the in-DRAM index against dashmap and a locked hashbrown map.
+    Index(crate::bench_index::IndexBenchArgs),
+    /// Measure the store in process: GET/PUT at given queue depths on the
+    /// sync and io_uring backends.
+    Engine(crate::bench_engine::EngineBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -113,7 +118,7 @@ fn parse_value_size(text: &str) -> Result<u64, String> {
 }
 
 /// A count with an optional decimal suffix: `250000`, `250k`, `4m`, `1g`.
-fn parse_count(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(text: &str) -> Result<u64, String> {
     let lower = text.trim().to_ascii_lowercase();
     let (digits, factor) = match lower.as_bytes().last() {
         Some(b'k') => (&lower[..lower.len() - 1], 1_000),
@@ -129,7 +134,11 @@ fn parse_count(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
-    let BenchCommand::Memcache(args) = args.command;
+    let args = match args.command {
+        BenchCommand::Memcache(args) => args,
+        BenchCommand::Index(args) => return crate::bench_index::run(args),
+        BenchCommand::Engine(args) => return crate::bench_engine::run(args),
+    };
     match bench_memcache(args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -6,6 +6,8 @@
 //! - `nvdepot memcache ...` serves a store over the memcached protocols
 //!   until SIGTERM/SIGINT (see [`memcache`]).
 //! - `nvdepot bench memcache ...` loads a memcached-protocol server (see [`bench`]).
+//! - `nvdepot bench index ...` measures the in-DRAM index (see [`bench_index`]).
+//! - `nvdepot bench engine ...` measures the store in process (see [`bench_engine`]).
 //!
 //! Exit codes, the same for every command: 0 success, 1 a negative answer
 //! (key absent, verification failed, corruption found), 2 an error (bad
@@ -15,6 +17,8 @@
 //! scanning the log.
 
 mod bench;
+mod bench_engine;
+mod bench_index;
 mod check;
 mod error;
 mod kv;

@@ -1,0 +1,543 @@
+//! `bench engine`: the store's microbenchmark of uDepot §5.2, in process.
+//!
+//! Keys of 8–32 bytes (the first 8 name the key's number, the rest are
+//! derived from it), values of `value_bytes` whose first 8 bytes repeat the
+//! key's number, so every GET checks it got its own key's value. The load
+//! phase writes keys `0..keys` (skipped for keys a reused store already
+//! holds); the measured phase does uniform random GETs or overwriting PUTs
+//! at a fixed queue depth:
+//! - `sync` backend: `qd` threads, each one blocking call at a time (the
+//!   thread-pool model: pread/pwrite);
+//! - `uring` backend: `threads` threads (thread per core), each with its
+//!   own io_uring runtime running `qd / threads` tasks of one call at a
+//!   time, so `qd` operations are in flight.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use nvdepot_engine::{Namespace, Options, Store};
+use nvdepot_io::uring::{self, Runtime};
+use nvdepot_io::{Device, FileDevice};
+
+use crate::rng::{splitmix64, Rng};
+
+/// How the benchmark calls the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Blocking calls from a thread per outstanding operation.
+    Sync,
+    /// Async calls from tasks on one io_uring runtime per thread.
+    Uring,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sync => "sync",
+            Backend::Uring => "uring",
+        }
+    }
+}
+
+/// The measured operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineOp {
+    Get,
+    Put,
+}
+
+impl EngineOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineOp::Get => "get",
+            EngineOp::Put => "put",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Data files or block devices (several: segments striped over them).
+    pub paths: Vec<PathBuf>,
+    /// Bytes of each file to create (ignored for block devices and for an
+    /// existing store).
+    pub device_bytes: u64,
+    /// Segment size of a store this creates.
+    pub segment_bytes: u64,
+    pub backend: Backend,
+    pub op: EngineOp,
+    /// Operations in flight.
+    pub qd: usize,
+    /// Threads of the uring backend (the sync backend uses `qd`).
+    pub threads: usize,
+    pub value_bytes: usize,
+    pub keys: u64,
+    pub duration: Duration,
+    /// Durable puts (flush before acknowledging); off: flushed every 100 ms.
+    pub sync_puts: bool,
+    pub seed: u64,
+}
+
+/// Results of one measured phase.
+#[derive(Clone, Debug)]
+pub struct EngineReport {
+    pub backend: Backend,
+    pub op: EngineOp,
+    pub qd: usize,
+    pub threads: usize,
+    pub value_bytes: usize,
+    pub keys: u64,
+    pub seconds: f64,
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    /// Latency percentiles in microseconds: p50, p99, p99.9, p99.99, max.
+    pub latency_us: [f64; 5],
+    /// GETs that found no value or another key's value.
+    pub errors: u64,
+    /// Device bytes written per PUT in the phase (write amplification × record).
+    pub device_bytes_per_op: f64,
+}
+
+/// Results of the load phase.
+#[derive(Clone, Debug)]
+pub struct LoadReport {
+    pub keys_written: u64,
+    pub seconds: f64,
+}
+
+/// The key of number `i`: 8–32 bytes, unique because its first 8 bytes
+/// are `i` in hex (keys < 2^32).
+pub fn key(i: u64, out: &mut Vec<u8>) {
+    out.clear();
+    let h = splitmix64(i);
+    let len = 8 + (h % 25) as usize;
+    let _ = write!(ByteWriter(out), "{:08x}", i as u32);
+    let mut x = h;
+    while out.len() < len {
+        out.push(b'a' + (x % 26) as u8);
+        x = x / 26 + 0x9e37;
+    }
+}
+
+struct ByteWriter<'a>(&'a mut Vec<u8>);
+impl std::fmt::Write for ByteWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The value of key `i`, version `round`.
+pub fn value(i: u64, round: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![(i ^ round) as u8; len];
+    let tag = i.to_le_bytes();
+    let n = len.min(8);
+    v[..n].copy_from_slice(&tag[..n]);
+    v
+}
+
+fn value_is_of(v: &[u8], i: u64, len: usize) -> bool {
+    let n = len.min(8);
+    v.len() == len && v[..n] == i.to_le_bytes()[..n]
+}
+
+/// Opens (creating if needed) the store the benchmark runs on.
+pub fn open_store(cfg: &EngineConfig) -> Result<Store, String> {
+    let opts = Options {
+        sync: cfg.sync_puts,
+        segment_bytes: cfg.segment_bytes,
+        ..Options::default()
+    };
+    if cfg.paths.len() == 1 {
+        let opts = opts.create_bytes(cfg.device_bytes);
+        return Store::open(&cfg.paths[0], &opts).map_err(|e| e.to_string());
+    }
+    let mut devices = Vec::new();
+    for p in &cfg.paths {
+        let d = FileDevice::open(p, Some(cfg.device_bytes)).map_err(|e| e.to_string())?;
+        devices.push(Arc::new(d) as Arc<dyn Device>);
+    }
+    Store::open_devices(devices, &opts.create_bytes(cfg.device_bytes)).map_err(|e| e.to_string())
+}
+
+/// Writes the keys the store does not hold yet (keys `count..keys`), 128
+/// puts in flight over two uring threads.
+pub fn load(store: &Arc<Store>, cfg: &EngineConfig) -> Result<LoadReport, String> {
+    let ns = store.default_namespace();
+    let have = store.count(ns);
+    let start = Instant::now();
+    if have >= cfg.keys {
+        return Ok(LoadReport {
+            keys_written: 0,
+            seconds: 0.0,
+        });
+    }
+    let next = Arc::new(AtomicU64::new(have));
+    let failed: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, next, failed, cfg) =
+                (store.clone(), next.clone(), failed.clone(), cfg.clone());
+            std::thread::spawn(move || {
+                let rt = Runtime::new().map_err(|e| format!("io_uring setup: {e}"))?;
+                rt.block_on(async {
+                    let tasks: Vec<_> = (0..64)
+                        .map(|_| {
+                            let (store, next, failed) =
+                                (store.clone(), next.clone(), failed.clone());
+                            let (keys, len) = (cfg.keys, cfg.value_bytes);
+                            uring::spawn(async move {
+                                let mut k = Vec::new();
+                                loop {
+                                    let i = next.fetch_add(1, Ordering::Relaxed);
+                                    if i >= keys || failed.lock().is_some() {
+                                        return;
+                                    }
+                                    key(i, &mut k);
+                                    if let Err(e) = store.put_async(ns, &k, &value(i, 0, len)).await
+                                    {
+                                        *failed.lock() = Some(e.to_string());
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await;
+                    }
+                });
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "load thread panicked".to_string())??;
+    }
+    if let Some(e) = failed.lock().take() {
+        return Err(format!("load failed: {e}"));
+    }
+    Ok(LoadReport {
+        keys_written: cfg.keys - have,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Per-worker tallies, merged at the end.
+struct Tally {
+    hist: Histogram<u64>,
+    ops: u64,
+    errors: u64,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+            ops: 0,
+            errors: 0,
+        }
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        self.hist.add(&other.hist).expect("histograms of one shape");
+        self.ops += other.ops;
+        self.errors += other.errors;
+    }
+}
+
+/// One operation of the measured phase; `Ok(false)` = wrong answer.
+async fn one_op(
+    store: &Store,
+    ns: Namespace,
+    cfg: &EngineConfig,
+    rng: &mut Rng,
+    k: &mut Vec<u8>,
+    blocking: bool,
+) -> Result<bool, String> {
+    let i = rng.below(cfg.keys);
+    key(i, k);
+    match cfg.op {
+        EngineOp::Get => {
+            let got = if blocking {
+                store.get(ns, k)
+            } else {
+                store.get_async(ns, k).await
+            }
+            .map_err(|e| e.to_string())?;
+            Ok(got.is_some_and(|v| value_is_of(&v, i, cfg.value_bytes)))
+        }
+        EngineOp::Put => {
+            let v = value(i, rng.next_u64() | 1, cfg.value_bytes);
+            if blocking {
+                store.put(ns, k, &v)
+            } else {
+                store.put_async(ns, k, &v).await
+            }
+            .map_err(|e| e.to_string())?;
+            Ok(true)
+        }
+    }
+}
+
+/// A worker's loop: operations one at a time until `stop`.
+async fn worker(
+    store: Arc<Store>,
+    cfg: Arc<EngineConfig>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    blocking: bool,
+) -> Result<Tally, String> {
+    let ns = store.default_namespace();
+    let mut rng = Rng::new(seed);
+    let mut k = Vec::with_capacity(32);
+    let mut t = Tally::new();
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        let ok = one_op(&store, ns, &cfg, &mut rng, &mut k, blocking).await?;
+        let ns_taken = start.elapsed().as_nanos() as u64;
+        t.hist.saturating_record(ns_taken.max(1));
+        t.ops += 1;
+        t.errors += u64::from(!ok);
+    }
+    Ok(t)
+}
+
+/// Runs the measured phase on a loaded store.
+pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, String> {
+    assert!(cfg.qd >= 1 && cfg.threads >= 1);
+    let cfg = Arc::new(cfg.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let written_before = store.stats().device_bytes_written;
+    let start = Instant::now();
+    let handles: Vec<std::thread::JoinHandle<Result<Tally, String>>> = match cfg.backend {
+        Backend::Sync => (0..cfg.qd)
+            .map(|w| {
+                let (store, cfg, stop) = (store.clone(), cfg.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let seed = cfg.seed * 7919 + w as u64;
+                    nvdepot_engine_now(worker(store, cfg, seed, stop, true))
+                })
+            })
+            .collect(),
+        Backend::Uring => {
+            let threads = cfg.threads.min(cfg.qd);
+            (0..threads)
+                .map(|th| {
+                    let (store, cfg, stop) = (store.clone(), cfg.clone(), stop.clone());
+                    // Spread qd over the threads: the first qd % threads get one more.
+                    let tasks = cfg.qd / threads + usize::from(th < cfg.qd % threads);
+                    std::thread::spawn(move || {
+                        let rt = Runtime::new().map_err(|e| format!("io_uring setup: {e}"))?;
+                        rt.block_on(async {
+                            let handles: Vec<_> = (0..tasks)
+                                .map(|t| {
+                                    let seed = cfg.seed * 7919 + (th * 4096 + t) as u64;
+                                    uring::spawn(worker(
+                                        store.clone(),
+                                        cfg.clone(),
+                                        seed,
+                                        stop.clone(),
+                                        false,
+                                    ))
+                                })
+                                .collect();
+                            let mut all = Tally::new();
+                            for h in handles {
+                                all.merge(&h.await?);
+                            }
+                            Ok(all)
+                        })
+                    })
+                })
+                .collect()
+        }
+    };
+    std::thread::sleep(cfg.duration);
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Tally::new();
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(t)) => all.merge(&t),
+            Ok(Err(e)) => first_err = first_err.or(Some(e)),
+            Err(_) => first_err = first_err.or(Some("worker panicked".to_string())),
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let us = |q: f64| all.hist.value_at_quantile(q) as f64 / 1000.0;
+    let written = store.stats().device_bytes_written - written_before;
+    Ok(EngineReport {
+        backend: cfg.backend,
+        op: cfg.op,
+        qd: cfg.qd,
+        threads: match cfg.backend {
+            Backend::Sync => cfg.qd,
+            Backend::Uring => cfg.threads.min(cfg.qd),
+        },
+        value_bytes: cfg.value_bytes,
+        keys: cfg.keys,
+        seconds,
+        ops: all.ops,
+        ops_per_sec: all.ops as f64 / seconds,
+        latency_us: [
+            us(0.5),
+            us(0.99),
+            us(0.999),
+            us(0.9999),
+            all.hist.max() as f64 / 1000.0,
+        ],
+        errors: all.errors,
+        device_bytes_per_op: written as f64 / all.ops.max(1) as f64,
+    })
+}
+
+/// Drives a future whose IO is all blocking (ready on its first poll).
+fn nvdepot_engine_now<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    match f
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => unreachable!("blocking operations do not pend"),
+    }
+}
+
+/// Header of [`table_row`].
+pub fn table_header() -> String {
+    format!(
+        "{:<7}{:<5}{:>5}{:>5}{:>8}{:>12}{:>9}{:>9}{:>9}{:>10}{:>9}",
+        "backend",
+        "op",
+        "qd",
+        "thr",
+        "value",
+        "ops/s",
+        "p50us",
+        "p99us",
+        "p999us",
+        "p9999us",
+        "errors"
+    )
+}
+
+/// One human-readable line of a report.
+pub fn table_row(r: &EngineReport) -> String {
+    format!(
+        "{:<7}{:<5}{:>5}{:>5}{:>8}{:>12.0}{:>9.1}{:>9.1}{:>9.1}{:>10.1}{:>9}",
+        r.backend.name(),
+        r.op.name(),
+        r.qd,
+        r.threads,
+        r.value_bytes,
+        r.ops_per_sec,
+        r.latency_us[0],
+        r.latency_us[1],
+        r.latency_us[2],
+        r.latency_us[3],
+        r.errors
+    )
+}
+
+/// Reports as a JSON array (numbers and plain names only).
+pub fn json(load: &LoadReport, reports: &[EngineReport]) -> String {
+    let mut out = String::from("{\n");
+    let _ = writeln!(
+        out,
+        "  \"load\": {{\"keys_written\": {}, \"seconds\": {:.3}}},",
+        load.keys_written, load.seconds
+    );
+    out.push_str("  \"runs\": [\n");
+    for (i, r) in reports.iter().enumerate() {
+        let _ = write!(
+            out,
+            "    {{\"backend\": \"{}\", \"op\": \"{}\", \"qd\": {}, \"threads\": {}, \"value_bytes\": {}, \
+             \"keys\": {}, \"seconds\": {:.3}, \"ops\": {}, \"ops_per_sec\": {:.1}, \
+             \"p50_us\": {:.2}, \"p99_us\": {:.2}, \"p999_us\": {:.2}, \"p9999_us\": {:.2}, \"max_us\": {:.2}, \
+             \"errors\": {}, \"device_bytes_per_op\": {:.1}}}",
+            r.backend.name(),
+            r.op.name(),
+            r.qd,
+            r.threads,
+            r.value_bytes,
+            r.keys,
+            r.seconds,
+            r.ops,
+            r.ops_per_sec,
+            r.latency_us[0],
+            r.latency_us[1],
+            r.latency_us[2],
+            r.latency_us[3],
+            r.latency_us[4],
+            r.errors,
+            r.device_bytes_per_op
+        );
+        out.push_str(if i + 1 < reports.len() { ",\n" } else { "\n" });
+    }
+    out.push_str("  ]\n}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_8_to_32_bytes() {
+        let mut seen = std::collections::HashSet::new();
+        let mut k = Vec::new();
+        for i in 0..20_000 {
+            key(i, &mut k);
+            assert!((8..=32).contains(&k.len()), "{k:?}");
+            assert!(seen.insert(k.clone()));
+        }
+    }
+
+    #[test]
+    fn a_small_run_on_both_backends_reads_back_what_it_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EngineConfig {
+            paths: vec![dir.path().join("store")],
+            device_bytes: 64 << 20,
+            segment_bytes: 1 << 20,
+            backend: Backend::Sync,
+            op: EngineOp::Get,
+            qd: 4,
+            threads: 2,
+            value_bytes: 4096,
+            keys: 2000,
+            duration: Duration::from_millis(200),
+            sync_puts: true,
+            seed: 1,
+        };
+        let store = Arc::new(open_store(&cfg).unwrap());
+        let l = load(&store, &cfg).unwrap();
+        assert_eq!(l.keys_written, 2000);
+        assert_eq!(load(&store, &cfg).unwrap().keys_written, 0, "reused");
+        for backend in [Backend::Sync, Backend::Uring] {
+            for op in [EngineOp::Get, EngineOp::Put] {
+                let r = run(
+                    &store,
+                    &EngineConfig {
+                        backend,
+                        op,
+                        ..cfg.clone()
+                    },
+                )
+                .unwrap();
+                assert!(r.ops > 0, "{r:?}");
+                assert_eq!(r.errors, 0, "{r:?}");
+            }
+        }
+        let j = json(&l, &[]);
+        assert!(j.contains("\"keys_written\": 2000"));
+    }
+}

@@ -1,0 +1,772 @@
+//! `bench index`: the nvdepot index against general-purpose concurrent hash
+//! maps, after uDepot's Fig. 5 (FAST'19, `shared/papers/000`): inserts and
+//! lookups per second with every key fitting a pre-sized table ("no grow")
+//! and with a table that must double several times during the load
+//! ("grows"), latency percentiles of both operations (Fig. 5c), and DRAM
+//! bytes per key.
+//!
+//! Like for like: a key is a 64-bit hash (what the engine hands the index)
+//! and its value is the 8-byte location. The competitors are
+//! - `dashmap`: `DashMap<u64, u64>` (sharded RwLocks over hashbrown tables,
+//!   its default shard count);
+//! - `hashbrown+rwlock`: one `parking_lot::RwLock<hashbrown::HashMap<u64,
+//!   u64>>`, a single lock, as the issue names it (lookups take it shared).
+//!
+//! Both get a pass-through hasher: the keys already are uniform hashes, so
+//! hashing them again would only slow the competitors down.
+//!
+//! A run is one (structure, scenario, thread count): `threads` threads
+//! insert disjoint ranges of `keys` keys, then look each of their keys up
+//! once. Throughput is wall time from a common start to the last thread's
+//! end; for nvdepot it includes finishing a resize still in flight, so
+//! deferred migration is not left out of the insert rate. One operation in
+//! `latency_sample` is timed (`Instant`, ~20 ns on a TSC clock), so every
+//! structure pays the same small timing overhead.
+
+pub mod report;
+
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Barrier;
+use std::time::Instant;
+
+use dashmap::DashMap;
+use hdrhistogram::Histogram;
+use nvdepot_index::{Expect, Index, IndexConfig, InsertError, Location, PBA_MAX};
+use parking_lot::RwLock;
+
+use crate::rng::splitmix64;
+use crate::BenchError;
+
+/// Which table is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Structure {
+    Nvdepot,
+    DashMap,
+    HashbrownRwLock,
+}
+
+impl Structure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Structure::Nvdepot => "nvdepot",
+            Structure::DashMap => "dashmap",
+            Structure::HashbrownRwLock => "hashbrown+rwlock",
+        }
+    }
+}
+
+/// How the table is sized before the load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Sized for every key up front: no grow during the load.
+    Presized,
+    /// Sized for `keys / 2^grows`, so the load doubles it `grows` times.
+    Grows(u32),
+}
+
+impl Scenario {
+    pub fn name(self) -> String {
+        match self {
+            Scenario::Presized => "no-grow".to_owned(),
+            Scenario::Grows(n) => format!("grows-{n}"),
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct IndexBenchConfig {
+    /// Keys inserted (then looked up) per run.
+    pub keys: u64,
+    /// Thread counts; each gets its own runs.
+    pub threads: Vec<usize>,
+    /// Run the pre-sized scenario.
+    pub presized: bool,
+    /// Doublings wanted in the grow scenario (0: do not run it).
+    pub grows: u32,
+    /// Also measure dashmap and hashbrown+rwlock.
+    pub competitors: bool,
+    /// Time one operation in this many (a power of two; 1 = all).
+    pub latency_sample: u64,
+    /// Repetitions of the whole set of runs.
+    pub repeats: u32,
+    /// Key stream seed.
+    pub seed: u64,
+}
+
+impl Default for IndexBenchConfig {
+    fn default() -> Self {
+        IndexBenchConfig {
+            keys: 50_000_000,
+            threads: vec![1, 2],
+            presized: true,
+            grows: 4,
+            competitors: true,
+            latency_sample: 8,
+            repeats: 1,
+            seed: 1,
+        }
+    }
+}
+
+impl IndexBenchConfig {
+    fn check(&self) -> Result<(), BenchError> {
+        let bad = |m: String| Err(BenchError::Config(m));
+        if self.keys == 0 || self.keys > PBA_MAX {
+            return bad(format!("keys must be in 1..={PBA_MAX}, not {}", self.keys));
+        }
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 1024) {
+            return bad(format!(
+                "thread counts must be 1..=1024: {:?}",
+                self.threads
+            ));
+        }
+        if !self.latency_sample.is_power_of_two() {
+            return bad(format!(
+                "latency sample must be a power of two, not {}",
+                self.latency_sample
+            ));
+        }
+        if !self.presized && self.grows == 0 {
+            return bad("no scenario left to run".to_owned());
+        }
+        if self.grows > 0 {
+            nvdepot_geometry(self.keys, self.grows).map_err(BenchError::Config)?;
+        }
+        Ok(())
+    }
+
+    pub fn scenarios(&self) -> Vec<Scenario> {
+        let mut out = Vec::new();
+        if self.presized {
+            out.push(Scenario::Presized);
+        }
+        if self.grows > 0 {
+            out.push(Scenario::Grows(self.grows));
+        }
+        out
+    }
+
+    pub fn structures(&self) -> Vec<Structure> {
+        if self.competitors {
+            vec![
+                Structure::Nvdepot,
+                Structure::DashMap,
+                Structure::HashbrownRwLock,
+            ]
+        } else {
+            vec![Structure::Nvdepot]
+        }
+    }
+}
+
+/// Latency percentiles of one operation kind, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latency {
+    /// Operations timed.
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub p9999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.50),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            p9999_ns: h.value_at_quantile(0.9999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// One phase (all inserts, or all lookups) of a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phase {
+    pub ops: u64,
+    pub seconds: f64,
+    pub latency: Latency,
+}
+
+impl Phase {
+    /// Million operations per second per thread: the headline figure.
+    pub fn mops_per_thread(&self, threads: usize) -> f64 {
+        self.ops as f64 / self.seconds.max(1e-9) / 1e6 / threads as f64
+    }
+}
+
+/// One measured (structure, scenario, threads, repetition).
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub structure: Structure,
+    pub scenario: Scenario,
+    pub threads: usize,
+    pub repetition: u32,
+    pub insert: Phase,
+    pub lookup: Phase,
+    /// Doublings that happened during the inserts.
+    pub grows: u32,
+    /// nvdepot: `Index::memory_bytes() / len`; the others: bucket-array
+    /// arithmetic from `capacity()` (17 B per bucket, 7/8 max load).
+    pub bytes_per_key: f64,
+    /// The lowest `bytes / len` seen during the inserts (sampled by the
+    /// first thread every 65536 of its inserts, and at the end): for a
+    /// growing table, its fullest point before a grow.
+    pub min_bytes_per_key: f64,
+    /// Resident set growth from before the table was built to after the
+    /// inserts (with freed memory handed back first), per key.
+    pub rss_bytes_per_key: f64,
+    /// nvdepot inserts that met an entry with the same 35-bit fingerprint
+    /// and had to look it up and retry, as the engine would after reading
+    /// that record.
+    pub fingerprint_conflicts: u64,
+}
+
+/// Every run, in the order they were made.
+#[derive(Debug, Clone)]
+pub struct IndexReport {
+    pub config: IndexBenchConfig,
+    pub runs: Vec<Run>,
+}
+
+/// Runs the benchmark; `progress` sees each run as it ends.
+pub fn run(
+    config: &IndexBenchConfig,
+    mut progress: impl FnMut(&Run),
+) -> Result<IndexReport, BenchError> {
+    config.check()?;
+    let mut runs = Vec::new();
+    // Structures alternate inside each (scenario, threads) so that a burst
+    // of load from elsewhere on the machine hits all of them alike.
+    for repetition in 0..config.repeats {
+        for scenario in config.scenarios() {
+            for &threads in &config.threads {
+                for structure in config.structures() {
+                    let run = run_one(config, structure, scenario, threads, repetition)?;
+                    progress(&run);
+                    runs.push(run);
+                }
+            }
+        }
+    }
+    Ok(IndexReport {
+        config: config.clone(),
+        runs,
+    })
+}
+
+fn run_one(
+    config: &IndexBenchConfig,
+    structure: Structure,
+    scenario: Scenario,
+    threads: usize,
+    repetition: u32,
+) -> Result<Run, BenchError> {
+    let keys = config.keys;
+    let grows_wanted = match scenario {
+        Scenario::Presized => 0,
+        Scenario::Grows(n) => n,
+    };
+    // The competitors start sized for the key count halved `n` times.
+    let start_keys = (keys >> grows_wanted).max(1) as usize;
+    let env = RunEnv {
+        keys,
+        threads,
+        seed: config.seed,
+        sample_mask: config.latency_sample - 1,
+    };
+    let (m, grows) = match structure {
+        Structure::Nvdepot => {
+            let (t, d) = nvdepot_geometry(keys, grows_wanted).map_err(BenchError::Config)?;
+            let m = measure(&env, || NvdepotTable::new(t, d))?;
+            let grows = m.table.index.geometry().tables_log2 - d;
+            (m.erase(), grows)
+        }
+        Structure::DashMap => {
+            let new = || DashMap::with_capacity_and_hasher(start_keys, PassThrough::default());
+            let start = Table::bytes_and_len(&new()).0;
+            let m = measure(&env, new)?;
+            let grows = doublings(start, m.table.bytes_and_len().0);
+            (m.erase(), grows)
+        }
+        Structure::HashbrownRwLock => {
+            let new = || {
+                RwLock::new(hashbrown::HashMap::with_capacity_and_hasher(
+                    start_keys,
+                    PassThrough::default(),
+                ))
+            };
+            let start = new().bytes_and_len().0;
+            let m = measure(&env, new)?;
+            let grows = doublings(start, m.table.bytes_and_len().0);
+            (m.erase(), grows)
+        }
+    };
+    let per_key = |bytes: usize| bytes as f64 / keys as f64;
+    Ok(Run {
+        structure,
+        scenario,
+        threads,
+        repetition,
+        insert: m.insert,
+        lookup: m.lookup,
+        grows,
+        bytes_per_key: per_key(m.bytes),
+        min_bytes_per_key: m.min_bytes_per_key,
+        rss_bytes_per_key: per_key(m.rss as usize),
+        fingerprint_conflicts: m.conflicts,
+    })
+}
+
+/// The nvdepot geometry `(table_entries_log2, tables_log2)` whose tables
+/// hold `keys` at ≤ 90 % occupancy (the index grows at 92 %) after `grows`
+/// doublings. Tables keep the engine's default 2^20 entries while that is
+/// possible.
+pub fn nvdepot_geometry(keys: u64, grows: u32) -> Result<(u32, u32), String> {
+    const TABLE_LOG2: u32 = 20;
+    const TABLES_LOG2_MAX: u32 = 8;
+    let needed = keys.saturating_mul(10).div_ceil(9);
+    let final_log2 = needed.next_power_of_two().trailing_zeros().max(10);
+    let start_log2 = final_log2
+        .checked_sub(grows)
+        .filter(|&s| s >= 10)
+        .ok_or_else(|| {
+            format!("{keys} keys are too few for {grows} grows of the index (tables of >= 2^10)")
+        })?;
+    if grows > TABLES_LOG2_MAX {
+        return Err(format!("the index doubles at most {TABLES_LOG2_MAX} times"));
+    }
+    let tables_log2 = start_log2
+        .saturating_sub(TABLE_LOG2)
+        .min(TABLES_LOG2_MAX - grows);
+    let table_log2 = start_log2 - tables_log2;
+    if table_log2 > 27 {
+        return Err(format!("{keys} keys are too many for the index"));
+    }
+    Ok((table_log2, tables_log2))
+}
+
+/// `log2(end / start)`, rounded: how many times a table doubled.
+fn doublings(start: usize, end: usize) -> u32 {
+    ((end.max(1) as f64 / start.max(1) as f64).log2().round()).max(0.0) as u32
+}
+
+/// Bytes of a hashbrown table of `(u64, u64)` with this capacity: buckets
+/// (a power of two, at most 7/8 full) of 16 bytes plus one control byte
+/// each, and one group (16 bytes) of trailing control bytes.
+fn hashbrown_bytes(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 {
+        (capacity + 1).next_power_of_two()
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
+    buckets * 17 + 16
+}
+
+/// dashmap's default shard count (its `default_shard_amount`).
+fn dashmap_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores * 4).next_power_of_two()
+}
+
+/// A hasher that returns the `u64` it is given: the keys are hashes.
+#[derive(Default, Clone, Copy)]
+pub struct Identity(u64);
+
+impl Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used for u64 keys; anything else folds in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type PassThrough = BuildHasherDefault<Identity>;
+
+/// What a benchmark thread does to a table.
+trait Table: Sync {
+    /// Inserts `key -> value` (new); returns the fingerprint conflicts met.
+    fn insert(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> u64;
+    /// True if `key` maps to `value`.
+    fn lookup(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> bool;
+    /// Finishes deferred work (nvdepot's resize in flight).
+    fn settle(&self) {}
+    /// Bytes held (as in [`Run::bytes_per_key`]) and entries.
+    fn bytes_and_len(&self) -> (usize, usize);
+}
+
+struct NvdepotTable {
+    index: Index,
+}
+
+impl NvdepotTable {
+    fn new(table_entries_log2: u32, initial_tables_log2: u32) -> NvdepotTable {
+        NvdepotTable {
+            index: Index::new(IndexConfig {
+                table_entries_log2,
+                initial_tables_log2,
+            }),
+        }
+    }
+}
+
+fn location(value: u64) -> Location {
+    Location {
+        pba: value,
+        grains: 1,
+    }
+}
+
+impl Table for NvdepotTable {
+    #[inline]
+    fn insert(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> u64 {
+        let fp = Index::fingerprint(key);
+        // A new key is inserted unseen (`seen: []`), which the index checks
+        // against its neighborhood anyway, like a map's insert. A key whose
+        // 35-bit fingerprint is taken conflicts: the engine would read the
+        // other record, see a different key, and insert with it as `seen`.
+        match self
+            .index
+            .insert(fp, location(value), Expect::Absent { seen: &[] })
+        {
+            Ok(_) => 0,
+            Err(InsertError::Conflict) => {
+                scratch.clear();
+                self.index.lookup(fp, scratch);
+                let seen = Expect::Absent { seen: scratch };
+                self.index
+                    .insert(fp, location(value), seen)
+                    .expect("insert");
+                1
+            }
+            Err(InsertError::Full) => panic!("the index is full"),
+        }
+    }
+
+    #[inline]
+    fn lookup(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> bool {
+        scratch.clear();
+        self.index.lookup(Index::fingerprint(key), scratch);
+        scratch.iter().any(|l| l.pba == value)
+    }
+
+    fn settle(&self) {
+        self.index.finish_resize();
+    }
+
+    fn bytes_and_len(&self) -> (usize, usize) {
+        (self.index.memory_bytes(), self.index.len())
+    }
+}
+
+impl Table for DashMap<u64, u64, PassThrough> {
+    #[inline]
+    fn insert(&self, key: u64, value: u64, _: &mut Vec<Location>) -> u64 {
+        DashMap::insert(self, key, value);
+        0
+    }
+
+    #[inline]
+    fn lookup(&self, key: u64, value: u64, _: &mut Vec<Location>) -> bool {
+        self.get(&key).is_some_and(|v| *v == value)
+    }
+
+    fn bytes_and_len(&self) -> (usize, usize) {
+        let shards = dashmap_shards();
+        (
+            hashbrown_bytes(self.capacity() / shards) * shards,
+            self.len(),
+        )
+    }
+}
+
+impl Table for RwLock<hashbrown::HashMap<u64, u64, PassThrough>> {
+    #[inline]
+    fn insert(&self, key: u64, value: u64, _: &mut Vec<Location>) -> u64 {
+        self.write().insert(key, value);
+        0
+    }
+
+    #[inline]
+    fn lookup(&self, key: u64, value: u64, _: &mut Vec<Location>) -> bool {
+        self.read().get(&key) == Some(&value)
+    }
+
+    fn bytes_and_len(&self) -> (usize, usize) {
+        let map = self.read();
+        (hashbrown_bytes(map.capacity()), map.len())
+    }
+}
+
+struct RunEnv {
+    keys: u64,
+    threads: usize,
+    seed: u64,
+    sample_mask: u64,
+}
+
+impl RunEnv {
+    /// Key number `i`: SplitMix64 is a bijection, so keys are distinct.
+    fn key(&self, i: u64) -> u64 {
+        splitmix64(self.seed.wrapping_mul(1 << 40).wrapping_add(i))
+    }
+
+    /// The key numbers of thread `t`.
+    fn range(&self, t: usize) -> std::ops::Range<u64> {
+        let per = self.keys.div_ceil(self.threads as u64);
+        (per * t as u64).min(self.keys)..(per * (t as u64 + 1)).min(self.keys)
+    }
+}
+
+struct Measured<T> {
+    table: T,
+    insert: Phase,
+    lookup: Phase,
+    bytes: usize,
+    min_bytes_per_key: f64,
+    rss: u64,
+    conflicts: u64,
+}
+
+impl<T> Measured<T> {
+    /// The numbers without the table, which is dropped here.
+    fn erase(self) -> Measured<()> {
+        Measured {
+            table: (),
+            insert: self.insert,
+            lookup: self.lookup,
+            bytes: self.bytes,
+            min_bytes_per_key: self.min_bytes_per_key,
+            rss: self.rss,
+            conflicts: self.conflicts,
+        }
+    }
+}
+
+/// Builds the table, then times the insert phase and the lookup phase.
+fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured<T>, BenchError> {
+    let mut hists: Vec<_> = (0..env.threads).map(|_| histogram()).collect();
+    release_free_memory();
+    let rss_before = rss_bytes()?;
+    let table = build();
+    let min_per_key = parking_lot::Mutex::new(f64::INFINITY);
+    let sample_memory = || {
+        let (bytes, len) = table.bytes_and_len();
+        if len > 0 {
+            let mut min = min_per_key.lock();
+            *min = min.min(bytes as f64 / len as f64);
+        }
+    };
+    let (mut insert, conflicts) = phase(env, &mut hists, |range, hist| {
+        let mut scratch = Vec::new();
+        let mut conflicts = 0;
+        let first = range.start == 0;
+        for i in range {
+            if first && i & 0xffff == 0xffff {
+                sample_memory();
+            }
+            let key = env.key(i);
+            if i & env.sample_mask == 0 {
+                let start = Instant::now();
+                conflicts += table.insert(key, i, &mut scratch);
+                record(hist, start);
+            } else {
+                conflicts += table.insert(key, i, &mut scratch);
+            }
+        }
+        conflicts
+    });
+    // A resize still in flight is part of the cost of the inserts.
+    let settle = Instant::now();
+    table.settle();
+    insert.seconds += settle.elapsed().as_secs_f64();
+    sample_memory();
+    let bytes = table.bytes_and_len().0;
+    release_free_memory();
+    let rss = rss_bytes()?.saturating_sub(rss_before);
+    for h in &mut hists {
+        h.reset();
+    }
+    let (lookup, misses) = phase(env, &mut hists, |range, hist| {
+        let mut scratch = Vec::new();
+        let mut misses = 0;
+        for i in range {
+            let key = env.key(i);
+            let hit = if i & env.sample_mask == 0 {
+                let start = Instant::now();
+                let hit = table.lookup(key, i, &mut scratch);
+                record(hist, start);
+                hit
+            } else {
+                table.lookup(key, i, &mut scratch)
+            };
+            misses += u64::from(!hit);
+        }
+        misses
+    });
+    if misses > 0 {
+        // A table that loses keys is a bug, not a result.
+        return Err(BenchError::Config(format!(
+            "{misses} of {} keys not found after inserting them",
+            env.keys
+        )));
+    }
+    let min_bytes_per_key = *min_per_key.lock();
+    Ok(Measured {
+        table,
+        insert,
+        lookup,
+        bytes,
+        min_bytes_per_key,
+        rss,
+        conflicts,
+    })
+}
+
+/// Runs `work` on every thread from a common start; returns the phase and
+/// the sum of what the threads returned.
+fn phase<F>(env: &RunEnv, hists: &mut [Histogram<u64>], work: F) -> (Phase, u64)
+where
+    F: Fn(std::ops::Range<u64>, &mut Histogram<u64>) -> u64 + Sync,
+{
+    let barrier = Barrier::new(env.threads + 1);
+    let (seconds, total) = std::thread::scope(|s| {
+        let handles: Vec<_> = hists
+            .iter_mut()
+            .enumerate()
+            .map(|(t, hist)| {
+                let (barrier, work) = (&barrier, &work);
+                let range = env.range(t);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(range, hist)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let total: u64 = handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark thread panicked"))
+            .sum();
+        (start.elapsed().as_secs_f64(), total)
+    });
+    let mut all = histogram();
+    for h in hists.iter() {
+        all.add(h).expect("same histogram bounds");
+    }
+    let phase = Phase {
+        ops: env.keys,
+        seconds,
+        latency: Latency::of(&all),
+    };
+    (phase, total)
+}
+
+/// Nanoseconds, 3 significant digits, up to 100 s.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
+}
+
+#[inline]
+fn record(hist: &mut Histogram<u64>, start: Instant) {
+    let ns = start.elapsed().as_nanos() as u64;
+    hist.saturating_record(ns.max(1));
+}
+
+/// The process's resident set in bytes (`/proc/self/statm`).
+fn rss_bytes() -> Result<u64, BenchError> {
+    let io = |source| BenchError::Io {
+        op: "reading /proc/self/statm",
+        source,
+    };
+    let text = std::fs::read_to_string("/proc/self/statm").map_err(io)?;
+    let pages: u64 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| BenchError::Config(format!("unexpected /proc/self/statm: {text:?}")))?;
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Ok(pages * page.max(1) as u64)
+}
+
+/// Hands memory freed by earlier runs (and by a table's own grows) back to
+/// the kernel, so the RSS delta counts what the table holds, not what the
+/// allocator kept.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; no pointer is
+    // touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry() {
+        // 50 M keys need 2^26 entries: 64 tables of 2^20.
+        assert_eq!(nvdepot_geometry(50_000_000, 0), Ok((20, 6)));
+        assert_eq!(nvdepot_geometry(50_000_000, 4), Ok((20, 2)));
+        assert_eq!(nvdepot_geometry(50_000_000, 6), Ok((20, 0)));
+        assert_eq!(nvdepot_geometry(50_000_000, 8), Ok((18, 0)));
+        assert_eq!(nvdepot_geometry(200_000, 4), Ok((14, 0)));
+        assert!(nvdepot_geometry(1000, 4).is_err());
+        assert!(nvdepot_geometry(1 << 40, 0).is_err());
+    }
+
+    #[test]
+    fn hashbrown_arithmetic() {
+        let map = hashbrown::HashMap::<u64, u64, PassThrough>::with_capacity_and_hasher(
+            1000,
+            PassThrough::default(),
+        );
+        // 1000 * 8/7 rounds up to 2048 buckets.
+        assert_eq!(hashbrown_bytes(map.capacity()), 2048 * 17 + 16);
+        assert_eq!(doublings(map.capacity(), map.capacity() * 16 + 15), 4);
+    }
+
+    #[test]
+    fn small_run_finds_every_key() {
+        let config = IndexBenchConfig {
+            keys: 20_000,
+            threads: vec![1, 2],
+            grows: 3,
+            latency_sample: 1,
+            ..IndexBenchConfig::default()
+        };
+        let report = run(&config, |_| {}).unwrap();
+        assert_eq!(report.runs.len(), 2 * 2 * 3);
+        for r in &report.runs {
+            assert_eq!(r.insert.ops, 20_000);
+            assert_eq!(r.insert.latency.count, 20_000);
+            if let Scenario::Grows(_) = r.scenario {
+                assert!(r.grows >= 3, "{r:?}");
+            } else {
+                assert_eq!(r.grows, 0, "{r:?}");
+            }
+        }
+    }
+}
