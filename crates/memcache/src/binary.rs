@@ -179,7 +179,7 @@ fn unquiet(opcode: u8) -> (u8, bool) {
 
 impl<S: Storage> Connection<S> {
     /// Frames one binary request at the start of `input` and runs it.
-    pub(crate) fn binary_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
+    pub(crate) async fn binary_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
         if input.len() < HEADER_BYTES {
             return Step::Incomplete;
         }
@@ -236,7 +236,7 @@ impl<S: Storage> Connection<S> {
                     put_error(out, &h, status::E2BIG);
                     self.swallow = vlen as u64;
                     if base == op::SET {
-                        if let Err(e) = self.delete(key, None) {
+                        if let Err(e) = self.delete(key, None).await {
                             put_exec_error(out, &h, &e);
                         }
                     }
@@ -246,22 +246,23 @@ impl<S: Storage> Connection<S> {
                     return Step::Incomplete;
                 }
                 let value = &input[head..head + vlen];
-                self.bin_update(&h, base, quiet, extras, key, value, out);
+                self.bin_update(&h, base, quiet, extras, key, value, out)
+                    .await;
                 Step::Done(head + vlen)
             }
             op::GET | op::GETK => {
-                self.bin_get(&h, base, quiet, key, None, out);
+                self.bin_get(&h, base, quiet, key, None, out).await;
                 Step::Done(head)
             }
             op::TOUCH | op::GAT | op::GATK => {
                 let t = u32::from_be_bytes([extras[0], extras[1], extras[2], extras[3]]);
                 let exptime = self.exptime_abs(i64::from(t));
-                self.bin_get(&h, base, quiet, key, Some(exptime), out);
+                self.bin_get(&h, base, quiet, key, Some(exptime), out).await;
                 Step::Done(head)
             }
             op::DELETE => {
                 let cas = (h.cas != 0).then_some(h.cas);
-                match self.delete(key, cas) {
+                match self.delete(key, cas).await {
                     Ok(Deleted::Yes) => put_ok(out, &h, quiet, 0),
                     Ok(Deleted::NotFound) => put_error(out, &h, status::KEY_ENOENT),
                     Ok(Deleted::Exists) => put_error(out, &h, status::KEY_EEXISTS),
@@ -270,7 +271,8 @@ impl<S: Storage> Connection<S> {
                 Step::Done(head)
             }
             op::INCREMENT | op::DECREMENT => {
-                self.bin_arith(&h, base == op::INCREMENT, quiet, extras, key, out);
+                self.bin_arith(&h, base == op::INCREMENT, quiet, extras, key, out)
+                    .await;
                 Step::Done(head)
             }
             op::FLUSH => {
@@ -311,7 +313,7 @@ impl<S: Storage> Connection<S> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn bin_update(
+    async fn bin_update(
         &mut self,
         h: &Header,
         base: u8,
@@ -323,7 +325,7 @@ impl<S: Storage> Connection<S> {
     ) {
         self.counters.cmd_set += 1;
         let r = if base == op::APPEND || base == op::PREPEND {
-            self.concat(key, value, base == op::APPEND, h.cas)
+            self.concat(key, value, base == op::APPEND, h.cas).await
         } else {
             let flags = u32::from_be_bytes([extras[0], extras[1], extras[2], extras[3]]);
             let t = u32::from_be_bytes([extras[4], extras[5], extras[6], extras[7]]);
@@ -335,6 +337,7 @@ impl<S: Storage> Connection<S> {
                 (cas, _) => StoreMode::Cas(cas),
             };
             self.store(key, value, flags, exptime, mode)
+                .await
                 .map_err(ExecError::from)
         };
         match r {
@@ -354,7 +357,7 @@ impl<S: Storage> Connection<S> {
     }
 
     /// Get, GetK, Touch, GAT, GATK (and quiet forms); `touch` = new exptime.
-    fn bin_get(
+    async fn bin_get(
         &mut self,
         h: &Header,
         base: u8,
@@ -366,11 +369,13 @@ impl<S: Storage> Connection<S> {
         let found = match touch {
             Some(exptime) => {
                 self.counters.cmd_touch += 1;
-                self.touch(key, exptime).map(|o| o.map(|(item, _)| item))
+                self.touch(key, exptime)
+                    .await
+                    .map(|o| o.map(|(item, _)| item))
             }
             None => {
                 self.counters.cmd_get += 1;
-                self.live(key).map_err(ExecError::from)
+                self.live(key).await.map_err(ExecError::from)
             }
         };
         let with_key = base == op::GETK || base == op::GATK;
@@ -416,7 +421,7 @@ impl<S: Storage> Connection<S> {
         }
     }
 
-    fn bin_arith(
+    async fn bin_arith(
         &mut self,
         h: &Header,
         incr: bool,
@@ -438,7 +443,7 @@ impl<S: Storage> Connection<S> {
                 out.extend_from_slice(&value.to_be_bytes());
             }
         };
-        match self.arith(key, incr, delta, h.cas, None) {
+        match self.arith(key, incr, delta, h.cas, None).await {
             Ok(Arith::Done(d)) => put_value(out, d.value, d.cas),
             Ok(Arith::NonNumeric) => put_error(out, h, status::DELTA_BADVAL),
             Ok(Arith::Exists) => put_error(out, h, status::KEY_EEXISTS),
@@ -446,7 +451,7 @@ impl<S: Storage> Connection<S> {
                 let mut digits = Vec::with_capacity(20);
                 crate::num::put_u64(&mut digits, initial);
                 let exptime = self.exptime_abs(i64::from(expiration));
-                match self.store(key, &digits, 0, exptime, StoreMode::Add) {
+                match self.store(key, &digits, 0, exptime, StoreMode::Add).await {
                     Ok(StoreOutcome::Stored { cas }) => put_value(out, initial, cas),
                     Ok(_) => put_error(out, h, status::NOT_STORED),
                     Err(e) => put_exec_error(out, h, &e.into()),

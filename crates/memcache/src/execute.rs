@@ -86,11 +86,11 @@ impl<S: Storage> Connection<S> {
 
     /// The live item under `key`: an expired one counts as absent (and is
     /// reclaimed, best effort).
-    pub(crate) fn live(&mut self, key: &[u8]) -> Result<Option<Item>, StorageError> {
-        match self.storage.get(key)? {
+    pub(crate) async fn live(&mut self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        match self.storage.get(key).await? {
             Some(it) if it.exptime != 0 && it.exptime <= self.now() => {
                 self.counters.get_expired += 1;
-                let _ = self.storage.delete(key, Some(it.cas));
+                let _ = self.storage.delete(key, Some(it.cas)).await;
                 Ok(None)
             }
             other => Ok(other),
@@ -98,7 +98,7 @@ impl<S: Storage> Connection<S> {
     }
 
     /// A conditional write, counting CAS outcomes as memcached does.
-    pub(crate) fn store(
+    pub(crate) async fn store(
         &mut self,
         key: &[u8],
         value: &[u8],
@@ -106,7 +106,7 @@ impl<S: Storage> Connection<S> {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        let r = self.storage.store(key, value, flags, exptime, mode)?;
+        let r = self.storage.store(key, value, flags, exptime, mode).await?;
         if let StoreMode::Cas(_) = mode {
             match r {
                 StoreOutcome::Stored { .. } => self.counters.cas_hits += 1,
@@ -120,7 +120,7 @@ impl<S: Storage> Connection<S> {
     /// append (or prepend) `data` to the live item; `cas` 0 = any.
     /// NotStored when absent or when the result would exceed the item size
     /// limit; Exists on a CAS mismatch.
-    pub(crate) fn concat(
+    pub(crate) async fn concat(
         &mut self,
         key: &[u8],
         data: &[u8],
@@ -128,7 +128,7 @@ impl<S: Storage> Connection<S> {
         cas: u64,
     ) -> Result<StoreOutcome, ExecError> {
         for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key)? else {
+            let Some(old) = self.live(key).await? else {
                 return Ok(StoreOutcome::NotStored);
             };
             if cas != 0 && cas != old.cas {
@@ -146,8 +146,10 @@ impl<S: Storage> Connection<S> {
                 v.extend_from_slice(&old.value);
             }
             let mode = StoreMode::Cas(old.cas);
-            if let StoreOutcome::Stored { cas } =
-                self.storage.store(key, &v, old.flags, old.exptime, mode)?
+            if let StoreOutcome::Stored { cas } = self
+                .storage
+                .store(key, &v, old.flags, old.exptime, mode)
+                .await?
             {
                 return Ok(StoreOutcome::Stored { cas });
             }
@@ -160,7 +162,7 @@ impl<S: Storage> Connection<S> {
     /// the old value is padded with spaces to the old length. `exptime`
     /// replaces the item's expiry when given (meta `T`). Counts hits; the
     /// caller counts misses (some callers create the item instead).
-    pub(crate) fn arith(
+    pub(crate) async fn arith(
         &mut self,
         key: &[u8],
         incr: bool,
@@ -170,7 +172,7 @@ impl<S: Storage> Connection<S> {
     ) -> Result<Arith, ExecError> {
         let mut digits = Vec::with_capacity(24);
         for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key)? else {
+            let Some(old) = self.live(key).await? else {
                 return Ok(Arith::NotFound);
             };
             if old.value.is_empty() {
@@ -194,9 +196,10 @@ impl<S: Storage> Connection<S> {
             }
             let new_exptime = exptime.unwrap_or(old.exptime);
             let mode = StoreMode::Cas(old.cas);
-            if let StoreOutcome::Stored { cas } =
-                self.storage
-                    .store(key, &digits, old.flags, new_exptime, mode)?
+            if let StoreOutcome::Stored { cas } = self
+                .storage
+                .store(key, &digits, old.flags, new_exptime, mode)
+                .await?
             {
                 if incr {
                     self.counters.incr_hits += 1;
@@ -215,19 +218,20 @@ impl<S: Storage> Connection<S> {
 
     /// Sets a new expiry on the live item; returns it as stored (the
     /// storage assigns a new CAS on every write) and its old exptime.
-    pub(crate) fn touch(
+    pub(crate) async fn touch(
         &mut self,
         key: &[u8],
         exptime: u32,
     ) -> Result<Option<(Item, u32)>, ExecError> {
         for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key)? else {
+            let Some(old) = self.live(key).await? else {
                 return Ok(None);
             };
             let mode = StoreMode::Cas(old.cas);
             if let StoreOutcome::Stored { cas } = self
                 .storage
-                .store(key, &old.value, old.flags, exptime, mode)?
+                .store(key, &old.value, old.flags, exptime, mode)
+                .await?
             {
                 let old_exptime = old.exptime;
                 return Ok(Some((
@@ -245,9 +249,13 @@ impl<S: Storage> Connection<S> {
 
     /// Deletes the live item (only if its CAS is `cas`, when given).
     /// Counts delete hits and misses.
-    pub(crate) fn delete(&mut self, key: &[u8], cas: Option<u64>) -> Result<Deleted, ExecError> {
+    pub(crate) async fn delete(
+        &mut self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> Result<Deleted, ExecError> {
         for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key)? else {
+            let Some(old) = self.live(key).await? else {
                 self.counters.delete_misses += 1;
                 return Ok(Deleted::NotFound);
             };
@@ -255,7 +263,7 @@ impl<S: Storage> Connection<S> {
                 self.counters.delete_misses += 1;
                 return Ok(Deleted::Exists);
             }
-            if let StoreOutcome::Stored { .. } = self.storage.delete(key, Some(old.cas))? {
+            if let StoreOutcome::Stored { .. } = self.storage.delete(key, Some(old.cas)).await? {
                 self.counters.delete_hits += 1;
                 return Ok(Deleted::Yes);
             }

@@ -3,7 +3,9 @@
 //! the binary protocol, auto-detected per connection, executed against a
 //! [`Storage`] with memcached 1.6's semantics.
 //!
-//! Layout: [`Connection::feed`] detects the protocol from the first byte
+//! Layout: [`Connection::feed`] (async: it awaits the storage's futures;
+//! [`Connection::feed_ready`] polls it once for a storage that never
+//! waits) detects the protocol from the first byte
 //! and loops over complete requests. `text` parses and runs the classic
 //! commands, `meta` the meta commands (flags parsed by `meta_flags`),
 //! `binary` the binary protocol; all three run their commands through
@@ -20,8 +22,11 @@
 //! does the same, so replies compare byte for byte; the known differences
 //! are listed in the crate's README.md.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 mod base64;
 mod binary;
@@ -88,9 +93,18 @@ pub struct StorageError(pub String);
 /// these few primitives. Expired items may be returned by `get`; the
 /// executor checks `exptime` against `now()` and treats them as absent
 /// (and may call `delete` to reclaim them).
+///
+/// `get`, `store` and `delete` return futures, so that a storage whose data
+/// lives on a device can wait for its IO without blocking the thread (the
+/// server runs many connections per thread). A storage that answers at
+/// once (from DRAM, or by blocking) returns a ready future
+/// (`std::future::ready`, or an `async` block that never waits); such a
+/// future completes on its first poll, and [`Connection::feed_ready`]
+/// drives a connection over it without any executor. The futures need not
+/// be `Send`: a connection is served by one thread.
 pub trait Storage: Send + Sync {
     /// The item under `key`, if any.
-    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError>;
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>>;
     /// Writes an item under a condition; the storage assigns the CAS.
     fn store(
         &self,
@@ -99,12 +113,18 @@ pub trait Storage: Send + Sync {
         flags: u32,
         exptime: u32,
         mode: StoreMode,
-    ) -> Result<StoreOutcome, StorageError>;
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
     /// Deletes `key` if present (and, with `Some(cas)`, only if its unique
     /// matches). Ok(StoreOutcome::Stored{..}) = deleted; NotFound; Exists
     /// (cas mismatch).
-    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError>;
-    /// Invalidates every item (memcached `flush_all` without delay). O(1).
+    fn delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
+    /// Invalidates every item (memcached `flush_all` without delay). O(1);
+    /// synchronous (it is rare, and the engine's `clear` is one small
+    /// durable write).
     fn flush_all(&self) -> Result<(), StorageError>;
     /// Current time in Unix seconds (a clock the tests can drive).
     fn now(&self) -> u32;
@@ -232,8 +252,10 @@ impl<S: Storage> Connection<S> {
     }
 
     /// Parses and executes every complete request at the start of `input`,
-    /// appending responses to `out` in request order.
-    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
+    /// appending responses to `out` in request order. Waits for the
+    /// storage's futures one request at a time, so replies stay in request
+    /// order; a request served without waiting (a DRAM hit) never suspends.
+    pub async fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
         if self.closed {
             return Fed {
                 consumed: input.len(),
@@ -269,8 +291,8 @@ impl<S: Storage> Connection<S> {
                 }
             };
             let step = match protocol {
-                Protocol::Text => self.text_step(rest, out),
-                Protocol::Binary => self.binary_step(rest, out),
+                Protocol::Text => self.text_step(rest, out).await,
+                Protocol::Binary => self.binary_step(rest, out).await,
             };
             match step {
                 Step::Incomplete => break,
@@ -292,6 +314,20 @@ impl<S: Storage> Connection<S> {
         Fed {
             consumed: pos,
             close,
+        }
+    }
+
+    /// [`Connection::feed`] for a storage whose futures are always ready
+    /// (tests, fuzzing, an in-memory store): polls it once, without an
+    /// executor.
+    ///
+    /// Panics if the storage's future was not ready (a programmer error:
+    /// such a storage needs an executor and `feed(..).await`).
+    pub fn feed_ready(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
+        let fut = pin!(self.feed(input, out));
+        match fut.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(fed) => fed,
+            Poll::Pending => panic!("feed_ready over a storage that is not ready"),
         }
     }
 

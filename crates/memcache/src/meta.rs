@@ -51,20 +51,25 @@ fn put_ttl(out: &mut Vec<u8>, exptime: u32, now: u32) {
 
 impl<S: Storage> Connection<S> {
     /// Runs a meta command; `data` is the input after its line.
-    pub(crate) fn meta_command(&mut self, tok: &Tokens, data: &[u8], out: &mut Vec<u8>) -> After {
+    pub(crate) async fn meta_command(
+        &mut self,
+        tok: &Tokens<'_>,
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> After {
         let mut key_buf = std::mem::take(&mut self.key_buf);
         let after = match tok.t[0][1] {
             b'g' => {
-                self.mg(tok, &mut key_buf, out);
+                self.mg(tok, &mut key_buf, out).await;
                 After::Line
             }
-            b's' => self.ms(tok, data, &mut key_buf, out),
+            b's' => self.ms(tok, data, &mut key_buf, out).await,
             b'd' => {
-                self.md(tok, &mut key_buf, out);
+                self.md(tok, &mut key_buf, out).await;
                 After::Line
             }
             b'a' => {
-                self.ma(tok, &mut key_buf, out);
+                self.ma(tok, &mut key_buf, out).await;
                 After::Line
             }
             b'n' => {
@@ -72,7 +77,7 @@ impl<S: Storage> Connection<S> {
                 After::Line
             }
             b'e' => {
-                self.me(tok, &mut key_buf, out);
+                self.me(tok, &mut key_buf, out).await;
                 After::Line
             }
             _ => {
@@ -121,7 +126,7 @@ impl<S: Storage> Connection<S> {
         Ok(f)
     }
 
-    fn mg(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+    async fn mg(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags are too long";
         // h, l: hit-before and last-access are not kept; N, R: recache
         // tokens (W/Z) need per-item state the storage does not have.
@@ -134,7 +139,7 @@ impl<S: Storage> Connection<S> {
             Some(t) => {
                 let exptime = self.exptime_abs(i64::from(t));
                 self.counters.cmd_touch += 1;
-                self.touch(key, exptime).map(|o| {
+                self.touch(key, exptime).await.map(|o| {
                     o.map(|(item, old)| {
                         old_exptime = Some(old);
                         item
@@ -143,7 +148,7 @@ impl<S: Storage> Connection<S> {
             }
             None => {
                 self.counters.cmd_get += 1;
-                self.live(key).map_err(ExecError::from)
+                self.live(key).await.map_err(ExecError::from)
             }
         };
         let item = match found {
@@ -221,7 +226,13 @@ impl<S: Storage> Connection<S> {
         }
     }
 
-    fn ms(&mut self, tok: &Tokens, data: &[u8], key_buf: &mut Vec<u8>, out: &mut Vec<u8>) -> After {
+    async fn ms(
+        &mut self,
+        tok: &Tokens<'_>,
+        data: &[u8],
+        key_buf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> After {
         if tok.ntokens() < 3 {
             reply(out, false, b"ERROR");
             return After::Line;
@@ -267,7 +278,7 @@ impl<S: Storage> Connection<S> {
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
         if vlen > self.limits.item_bytes_max {
             let after = refuse(self, out, b"SERVER_ERROR object too large for cache");
-            if let Err(e) = self.delete(key, None) {
+            if let Err(e) = self.delete(key, None).await {
                 server_error(out, false, &e);
             }
             return after;
@@ -283,9 +294,13 @@ impl<S: Storage> Connection<S> {
         let value = &data[..vlen];
         let exptime = self.exptime_abs(i64::from(f.ttl.unwrap_or(0)));
         let r = match f.mode {
-            b'A' | b'P' => self.concat(key, value, f.mode == b'A', f.cas.unwrap_or(0)),
+            b'A' | b'P' => {
+                self.concat(key, value, f.mode == b'A', f.cas.unwrap_or(0))
+                    .await
+            }
             _ => self
                 .store(key, value, f.client_flags, exptime, mode)
+                .await
                 .map_err(ExecError::from),
         };
         let (code, cas): (&[u8], u64) = match r {
@@ -322,7 +337,7 @@ impl<S: Storage> Connection<S> {
         After::Data(vlen + 2)
     }
 
-    fn md(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+    async fn md(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
         // I: marking items stale needs per-item state the storage lacks.
@@ -330,7 +345,7 @@ impl<S: Storage> Connection<S> {
             return;
         };
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
-        let code: &[u8] = match self.delete(key, f.cas) {
+        let code: &[u8] = match self.delete(key, f.cas).await {
             Ok(Deleted::Yes) if f.no_reply => return,
             Ok(Deleted::Yes) => b"HD",
             Ok(Deleted::NotFound) => b"NF",
@@ -342,7 +357,7 @@ impl<S: Storage> Connection<S> {
         out.extend_from_slice(b"\r\n");
     }
 
-    fn ma(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+    async fn ma(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
         let Ok(f) = self.meta_prelude(tok, b"", too_long, flag_error, key_buf, out) else {
@@ -356,7 +371,7 @@ impl<S: Storage> Connection<S> {
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
         let ttl = f.ttl.map(|t| self.exptime_abs(i64::from(t)));
         let delta = f.delta.unwrap_or(1);
-        let done = match self.arith(key, incr, delta, f.cas.unwrap_or(0), ttl) {
+        let done = match self.arith(key, incr, delta, f.cas.unwrap_or(0), ttl).await {
             Ok(Arith::Done(d)) => {
                 if f.no_reply {
                     return;
@@ -364,7 +379,7 @@ impl<S: Storage> Connection<S> {
                 (d.value, d.cas, d.old_exptime, false)
             }
             Ok(Arith::NotFound) => match f.vivify {
-                Some(n) => match self.ma_create(key, &f, tok, n) {
+                Some(n) => match self.ma_create(key, &f, tok, n).await {
                     Ok(Some((cas, _))) => (f.initial, cas, 0, true),
                     Ok(None) => return self.ma_fail(b"NS", tok, key, &f, out),
                     Err(e) => return server_error(out, false, &e),
@@ -422,11 +437,11 @@ impl<S: Storage> Connection<S> {
     /// ma's create-on-miss (`N`): stores `J` (default 0) with the exptime
     /// the `N` and `T` flags give, the later one winning as in memcached.
     /// `Ok(None)` when another client created the key first.
-    fn ma_create(
+    async fn ma_create(
         &mut self,
         key: &[u8],
         f: &MetaFlags,
-        tok: &Tokens,
+        tok: &Tokens<'_>,
         vivify: i32,
     ) -> Result<Option<(u64, u32)>, ExecError> {
         let mut exptime = 0;
@@ -439,7 +454,7 @@ impl<S: Storage> Connection<S> {
         }
         let mut digits = Vec::with_capacity(20);
         put_u64(&mut digits, f.initial);
-        match self.store(key, &digits, 0, exptime, StoreMode::Add)? {
+        match self.store(key, &digits, 0, exptime, StoreMode::Add).await? {
             StoreOutcome::Stored { cas } => Ok(Some((cas, exptime))),
             _ => Ok(None),
         }
@@ -454,7 +469,7 @@ impl<S: Storage> Connection<S> {
     /// `me <key> [b]`: memcached's debug line. Only `exp` and `cas` are
     /// real here; `la`, `fetch` and `cls` are fixed and `size` is the key
     /// plus value length.
-    fn me(&mut self, tok: &Tokens, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
+    async fn me(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         if tok.ntokens() < 3 || tok.t[1].len() > self.limits.key_bytes_max {
             return reply(out, false, BAD_FORMAT);
         }
@@ -463,7 +478,7 @@ impl<S: Storage> Connection<S> {
             return reply(out, false, BAD_FORMAT);
         }
         let key: &[u8] = if binary { key_buf } else { tok.t[1] };
-        let item = match self.live(key) {
+        let item = match self.live(key).await {
             Ok(Some(item)) => item,
             Ok(None) => return reply(out, false, b"EN"),
             Err(e) => return server_error(out, false, &e.into()),

@@ -1,8 +1,10 @@
 //! An in-memory [`Storage`] for tests (this crate's and the server's):
 //! a `HashMap` behind a `Mutex`, a clock the test drives, and a switch
-//! that makes every call fail.
+//! that makes every call fail. Its futures are always ready, so
+//! [`crate::Connection::feed_ready`] drives it without an executor.
 
 use std::collections::HashMap;
+use std::future::{ready, Future};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -91,13 +93,17 @@ impl MemStorage {
     }
 }
 
-impl Storage for MemStorage {
-    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+/// The synchronous operations; the [`Storage`] methods wrap them in ready
+/// futures (a test storage that blocks or fails on purpose can call them).
+impl MemStorage {
+    /// [`Storage::get`], answered at once.
+    pub fn get_now(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
         self.check()?;
         Ok(self.inner.lock().unwrap().map.get(key).cloned())
     }
 
-    fn store(
+    /// [`Storage::store`], answered at once.
+    pub fn store_now(
         &self,
         key: &[u8],
         value: &[u8],
@@ -128,7 +134,8 @@ impl Storage for MemStorage {
         Ok(StoreOutcome::Stored { cas })
     }
 
-    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+    /// [`Storage::delete`], answered at once.
+    pub fn delete_now(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
         self.check()?;
         let mut inner = self.inner.lock().unwrap();
         let Some(it) = inner.map.get(key) else {
@@ -139,6 +146,31 @@ impl Storage for MemStorage {
         }
         let it = inner.map.remove(key).expect("present");
         Ok(StoreOutcome::Stored { cas: it.cas })
+    }
+}
+
+impl Storage for MemStorage {
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
+        ready(self.get_now(key))
+    }
+
+    fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        mode: StoreMode,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        ready(self.store_now(key, value, flags, exptime, mode))
+    }
+
+    fn delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        ready(self.delete_now(key, cas))
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {

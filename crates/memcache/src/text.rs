@@ -101,7 +101,7 @@ enum Update {
 
 impl<S: Storage> Connection<S> {
     /// Frames one text request at the start of `input` and runs it.
-    pub(crate) fn text_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
+    pub(crate) async fn text_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
         let Some(nl) = memchr::memchr(b'\n', input) else {
             if input.len() <= LINE_BYTES_MAX {
                 return Step::Incomplete;
@@ -123,7 +123,7 @@ impl<S: Storage> Connection<S> {
             line = &line[..z];
         }
         self.check_pending_flush();
-        match self.text_command(line, &input[nl + 1..], out) {
+        match self.text_command(line, &input[nl + 1..], out).await {
             After::Line => Step::Done(nl + 1),
             After::Data(n) => Step::Done(nl + 1 + n),
             After::Incomplete => Step::Incomplete,
@@ -132,7 +132,7 @@ impl<S: Storage> Connection<S> {
     }
 
     /// Dispatches one command line; `data` is the input after it.
-    fn text_command(&mut self, line: &[u8], data: &[u8], out: &mut Vec<u8>) -> After {
+    async fn text_command(&mut self, line: &[u8], data: &[u8], out: &mut Vec<u8>) -> After {
         let tok = Tokens::new(line);
         let nt = tok.ntokens();
         if tok.n == 0 || tok.t[0].len() < 2 {
@@ -141,7 +141,7 @@ impl<S: Storage> Connection<S> {
         }
         let cmd = tok.t[0];
         if cmd.len() == 2 && cmd[0] == b'm' {
-            return self.meta_command(&tok, data, out);
+            return self.meta_command(&tok, data, out).await;
         }
         let want = |ok: bool, out: &mut Vec<u8>| {
             if !ok {
@@ -154,7 +154,7 @@ impl<S: Storage> Connection<S> {
                 if want(nt >= 3, out) {
                     let cas = cmd == b"gets" || cmd == b"gats";
                     let touch = cmd == b"gat" || cmd == b"gats";
-                    self.text_get(line, &tok, cas, touch, out);
+                    self.text_get(line, &tok, cas, touch, out).await;
                 }
                 After::Line
             }
@@ -169,29 +169,29 @@ impl<S: Storage> Connection<S> {
                     b"append" => Update::Append,
                     _ => Update::Prepend,
                 };
-                self.text_update(&tok, u, data, out)
+                self.text_update(&tok, u, data, out).await
             }
             b"cas" => {
                 if !want(nt == 7 || nt == 8, out) {
                     return After::Line;
                 }
-                self.text_update(&tok, Update::Cas, data, out)
+                self.text_update(&tok, Update::Cas, data, out).await
             }
             b"incr" | b"decr" => {
                 if want(nt == 4 || nt == 5, out) {
-                    self.text_arith(&tok, cmd == b"incr", out);
+                    self.text_arith(&tok, cmd == b"incr", out).await;
                 }
                 After::Line
             }
             b"delete" => {
                 if want((3..=5).contains(&nt), out) {
-                    self.text_delete(&tok, out);
+                    self.text_delete(&tok, out).await;
                 }
                 After::Line
             }
             b"touch" => {
                 if want(nt == 4 || nt == 5, out) {
-                    self.text_touch(&tok, out);
+                    self.text_touch(&tok, out).await;
                 }
                 After::Line
             }
@@ -236,7 +236,14 @@ impl<S: Storage> Connection<S> {
     /// get, gets, gat, gats over every key of the line (not only the first
     /// 23 tokens). A key over the limit discards the hits so far and
     /// replies `CLIENT_ERROR bad command line format`, as memcached does.
-    fn text_get(&mut self, line: &[u8], tok: &Tokens, cas: bool, touch: bool, out: &mut Vec<u8>) {
+    async fn text_get(
+        &mut self,
+        line: &[u8],
+        tok: &Tokens<'_>,
+        cas: bool,
+        touch: bool,
+        out: &mut Vec<u8>,
+    ) {
         let mut skip = 1;
         let mut exptime = 0;
         if touch {
@@ -260,10 +267,12 @@ impl<S: Storage> Connection<S> {
             }
             let found = if touch {
                 self.counters.cmd_touch += 1;
-                self.touch(key, exptime).map(|o| o.map(|(item, _)| item))
+                self.touch(key, exptime)
+                    .await
+                    .map(|o| o.map(|(item, _)| item))
             } else {
                 self.counters.cmd_get += 1;
-                self.live(key).map_err(ExecError::from)
+                self.live(key).await.map_err(ExecError::from)
             };
             let item = match found {
                 Ok(item) => item,
@@ -305,7 +314,13 @@ impl<S: Storage> Connection<S> {
     }
 
     /// set, add, replace, append, prepend, cas and their data block.
-    fn text_update(&mut self, tok: &Tokens, u: Update, data: &[u8], out: &mut Vec<u8>) -> After {
+    async fn text_update(
+        &mut self,
+        tok: &Tokens<'_>,
+        u: Update,
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> After {
         let noreply = tok.noreply();
         let key = tok.t[1];
         let bad = b"CLIENT_ERROR bad command line format";
@@ -341,7 +356,7 @@ impl<S: Storage> Connection<S> {
             // memcached drops the old value of a refused set, so a reader
             // cannot see stale data.
             if u == Update::Set {
-                if let Err(e) = self.delete(key, None) {
+                if let Err(e) = self.delete(key, None).await {
                     server_error(out, noreply, &e);
                 }
             }
@@ -357,12 +372,18 @@ impl<S: Storage> Connection<S> {
         }
         let value = &data[..vlen];
         let r = match u {
-            Update::Set => self.store(key, value, flags, exptime, StoreMode::Set),
-            Update::Add => self.store(key, value, flags, exptime, StoreMode::Add),
-            Update::Replace => self.store(key, value, flags, exptime, StoreMode::Replace),
-            Update::Cas => self.store(key, value, flags, exptime, StoreMode::Cas(req_cas)),
+            Update::Set => self.store(key, value, flags, exptime, StoreMode::Set).await,
+            Update::Add => self.store(key, value, flags, exptime, StoreMode::Add).await,
+            Update::Replace => {
+                self.store(key, value, flags, exptime, StoreMode::Replace)
+                    .await
+            }
+            Update::Cas => {
+                self.store(key, value, flags, exptime, StoreMode::Cas(req_cas))
+                    .await
+            }
             Update::Append | Update::Prepend => {
-                match self.concat(key, value, u == Update::Append, 0) {
+                match self.concat(key, value, u == Update::Append, 0).await {
                     Ok(r) => Ok(r),
                     Err(e) => {
                         server_error(out, noreply, &e);
@@ -381,7 +402,7 @@ impl<S: Storage> Connection<S> {
         After::Data(vlen + 2)
     }
 
-    fn text_arith(&mut self, tok: &Tokens, incr: bool, out: &mut Vec<u8>) {
+    async fn text_arith(&mut self, tok: &Tokens<'_>, incr: bool, out: &mut Vec<u8>) {
         let noreply = tok.noreply();
         let key = tok.t[1];
         if key.len() > self.limits.key_bytes_max {
@@ -392,7 +413,7 @@ impl<S: Storage> Connection<S> {
             reply(out, noreply, b"CLIENT_ERROR invalid numeric delta argument");
             return;
         };
-        match self.arith(key, incr, delta, 0, None) {
+        match self.arith(key, incr, delta, 0, None).await {
             Ok(Arith::Done(d)) => {
                 if !noreply {
                     put_u64(out, d.value);
@@ -416,7 +437,7 @@ impl<S: Storage> Connection<S> {
         }
     }
 
-    fn text_delete(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+    async fn text_delete(&mut self, tok: &Tokens<'_>, out: &mut Vec<u8>) {
         let nt = tok.ntokens();
         let mut noreply = false;
         if nt > 3 {
@@ -438,14 +459,14 @@ impl<S: Storage> Connection<S> {
             reply(out, noreply, b"CLIENT_ERROR bad command line format");
             return;
         }
-        match self.delete(key, None) {
+        match self.delete(key, None).await {
             Ok(Deleted::Yes) => reply(out, noreply, b"DELETED"),
             Ok(_) => reply(out, noreply, b"NOT_FOUND"),
             Err(e) => server_error(out, noreply, &e),
         }
     }
 
-    fn text_touch(&mut self, tok: &Tokens, out: &mut Vec<u8>) {
+    async fn text_touch(&mut self, tok: &Tokens<'_>, out: &mut Vec<u8>) {
         let noreply = tok.noreply();
         let key = tok.t[1];
         if key.len() > self.limits.key_bytes_max {
@@ -458,7 +479,7 @@ impl<S: Storage> Connection<S> {
         };
         let exptime = self.exptime_abs(i64::from(t));
         self.counters.cmd_touch += 1;
-        match self.touch(key, exptime) {
+        match self.touch(key, exptime).await {
             Ok(Some(_)) => {
                 self.counters.touch_hits += 1;
                 reply(out, noreply, b"TOUCHED");

@@ -583,6 +583,6 @@ fn text_and_binary_are_per_connection() {
     assert_eq!(r[0].status, 0);
     let mut text = h.connect();
     let mut out = Vec::new();
-    text.feed(b"get a\r\n", &mut out);
+    text.feed_ready(b"get a\r\n", &mut out);
     assert_eq!(out, b"VALUE a 0 1\r\nx\r\nEND\r\n");
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::future::{ready, Future};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ struct Racy {
 }
 
 impl Storage for Racy {
-    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
         self.inner.get(key)
     }
     fn store(
@@ -30,17 +31,23 @@ impl Storage for Racy {
         flags: u32,
         exptime: u32,
         mode: StoreMode,
-    ) -> Result<StoreOutcome, StorageError> {
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
         if let StoreMode::Cas(_) = mode {
             let left = self.races.load(Ordering::Relaxed);
             if left > 0 {
                 self.races.store(left - 1, Ordering::Relaxed);
-                self.inner.store(key, &self.other, 0, 0, StoreMode::Set)?;
+                if let Err(e) = self.inner.store_now(key, &self.other, 0, 0, StoreMode::Set) {
+                    return ready(Err(e));
+                }
             }
         }
-        self.inner.store(key, value, flags, exptime, mode)
+        ready(self.inner.store_now(key, value, flags, exptime, mode))
     }
-    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+    fn delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
         self.inner.delete(key, cas)
     }
     fn flush_all(&self) -> Result<(), StorageError> {
@@ -98,7 +105,7 @@ fn cas_race_between_clients() {
     let gets = h.run(b"gets k\r\n");
     let cas: u64 = gets.split_whitespace().nth(4).unwrap().parse().unwrap();
     let mut out = Vec::new();
-    other.feed(format!("cas k 0 0 1 {cas}\r\nb\r\n").as_bytes(), &mut out);
+    other.feed_ready(format!("cas k 0 0 1 {cas}\r\nb\r\n").as_bytes(), &mut out);
     assert_eq!(out, b"STORED\r\n");
     assert_eq!(
         h.run(format!("cas k 0 0 1 {cas}\r\nc\r\n").as_bytes()),
@@ -111,7 +118,7 @@ fn cas_race_between_clients() {
 fn no_lost_updates_across_threads() {
     let h = Harness::new();
     let mut setup = h.connect();
-    setup.feed(b"set n 0 0 1\r\n0\r\nset s 0 0 0\r\n\r\n", &mut Vec::new());
+    setup.feed_ready(b"set n 0 0 1\r\n0\r\nset s 0 0 0\r\n\r\n", &mut Vec::new());
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let mut conn = h.connect();
@@ -124,7 +131,7 @@ fn no_lost_updates_across_threads() {
                         // races (possible, if rare, with 4 writers).
                         loop {
                             let mut out = Vec::new();
-                            conn.feed(req, &mut out);
+                            conn.feed_ready(req, &mut out);
                             if !out.starts_with(b"SERVER_ERROR") {
                                 break;
                             }

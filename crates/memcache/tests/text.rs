@@ -5,7 +5,7 @@ mod common;
 
 use common::Harness;
 use nvdepot_memcache::testing::{MemStorage, START_TIME};
-use nvdepot_memcache::{Limits, Storage};
+use nvdepot_memcache::Limits;
 
 fn check(h: &mut Harness, input: &str, want: &str) {
     assert_eq!(h.run(input.as_bytes()), want, "input: {input:?}");
@@ -376,7 +376,7 @@ fn flush_all_now_and_delayed() {
     let mut other = h.connect();
     h.storage.advance(9);
     let mut out = Vec::new();
-    other.feed(b"get a\r\n", &mut out);
+    other.feed_ready(b"get a\r\n", &mut out);
     assert_eq!(
         out, b"END\r\n",
         "a delayed flush applies on every connection"
@@ -566,23 +566,28 @@ fn mem_storage_contract() {
     let s = MemStorage::new();
     use nvdepot_memcache::{StoreMode, StoreOutcome};
     assert_eq!(
-        s.store(b"k", b"v", 0, 0, StoreMode::Replace).unwrap(),
+        s.store_now(b"k", b"v", 0, 0, StoreMode::Replace).unwrap(),
         StoreOutcome::NotStored
     );
     assert_eq!(
-        s.store(b"k", b"v", 0, 0, StoreMode::Cas(1)).unwrap(),
+        s.store_now(b"k", b"v", 0, 0, StoreMode::Cas(1)).unwrap(),
         StoreOutcome::NotFound
     );
-    let StoreOutcome::Stored { cas } = s.store(b"k", b"v", 0, 0, StoreMode::Add).unwrap() else {
+    let StoreOutcome::Stored { cas } = s.store_now(b"k", b"v", 0, 0, StoreMode::Add).unwrap()
+    else {
         panic!()
     };
     assert_eq!(
-        s.store(b"k", b"v", 0, 0, StoreMode::Cas(cas + 1)).unwrap(),
+        s.store_now(b"k", b"v", 0, 0, StoreMode::Cas(cas + 1))
+            .unwrap(),
         StoreOutcome::Exists
     );
-    assert_eq!(s.delete(b"k", Some(cas + 1)).unwrap(), StoreOutcome::Exists);
+    assert_eq!(
+        s.delete_now(b"k", Some(cas + 1)).unwrap(),
+        StoreOutcome::Exists
+    );
     assert!(matches!(
-        s.delete(b"k", Some(cas)).unwrap(),
+        s.delete_now(b"k", Some(cas)).unwrap(),
         StoreOutcome::Stored { .. }
     ));
 }

@@ -20,7 +20,8 @@ use clap::Args;
 use nvdepot_memcache::Storage;
 use nvdepot_memcache::{Limits, ServerStats};
 use nvdepot_server::{
-    render_memcache_metrics, spawn_metrics, EngineStorage, MemcacheConfig, MemcacheServer, Shutdown,
+    default_threads, render_memcache_metrics, spawn_metrics, EngineStorage, MemcacheConfig,
+    MemcacheServer, Shutdown,
 };
 use tracing::{info, warn};
 
@@ -75,11 +76,11 @@ pub struct MemcacheArgs {
     #[arg(short = 'c', long = "conn-limit", value_name = "NUM", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     conn_limit: u32,
-    /// Worker threads (accepted for compatibility; the server currently
-    /// runs one thread per connection).
-    #[arg(short = 't', long = "threads", value_name = "NUM", default_value_t = 4,
+    /// Worker threads, each running its own io_uring event loop over its
+    /// share of the connections. Default: the number of cores.
+    #[arg(short = 't', long = "threads", value_name = "NUM",
           value_parser = clap::value_parser!(u32).range(1..))]
-    threads: u32,
+    threads: Option<u32>,
     /// Largest item value, with k/m suffixes: 1024 bytes to 128m.
     #[arg(short = 'I', long = "max-item-size", value_name = "BYTES", default_value = "1m",
           value_parser = parse_item_size)]
@@ -135,7 +136,7 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         listen: args.listen.clone(),
         port: args.port,
         connections_max: args.conn_limit as usize,
-        threads: args.threads as usize,
+        threads: args.threads.map_or_else(default_threads, |t| t as usize),
         limits: Limits {
             item_bytes_max: args.max_item_size as usize,
             ..Limits::default()
@@ -180,7 +181,7 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         warn!("memcache: the server stopped: {e}");
     }
     info!("memcache: closing the store (writing the index checkpoint)");
-    // `serve` joined every connection thread: this is the last reference.
+    // `serve` joined every worker thread: this is the last reference.
     let storage = Arc::into_inner(storage).ok_or("the store is still in use at shutdown")?;
     storage.close()?;
     info!("memcache: store closed");

@@ -149,18 +149,79 @@ impl EngineStorage {
     pub fn close(self) -> Result<(), nvdepot_engine::Error> {
         self.store.close()
     }
+}
 
-    fn put(&self, key: &[u8], raw: &[u8], mode: PutMode) -> Result<Option<u64>, StorageError> {
+/// The engine calls, as futures: inside a worker's io_uring runtime they
+/// wait for device IO on its ring instead of blocking the thread.
+impl EngineStorage {
+    async fn engine_get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, StorageError> {
+        self.store.get_versioned(self.ns, key).map_err(err)
+    }
+
+    async fn engine_put(
+        &self,
+        key: &[u8],
+        raw: &[u8],
+        mode: PutMode,
+    ) -> Result<Option<u64>, StorageError> {
         self.store
             .put_versioned(self.ns, key, raw, mode)
             .map_err(err)
+    }
+
+    async fn engine_delete(
+        &self,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome, StorageError> {
+        self.store
+            .delete_versioned(self.ns, key, version)
+            .map_err(err)
+    }
+}
+
+/// A flash write's bracket in the DRAM tier ([`HotCache::begin_write`] ..
+/// [`HotCache::end_write`]). If the write's future is dropped before it
+/// ends (a panicking connection), the key is dropped from the tier, since
+/// the flash may or may not hold the new item.
+struct HotWrite<'a> {
+    hot: &'a HotCache,
+    key: &'a [u8],
+    epoch: u64,
+    ended: bool,
+}
+
+impl<'a> HotWrite<'a> {
+    fn begin(hot: &'a HotCache, key: &'a [u8]) -> HotWrite<'a> {
+        let epoch = hot.begin_write(key);
+        HotWrite {
+            hot,
+            key,
+            epoch,
+            ended: false,
+        }
+    }
+
+    /// Caches `written` (the item now on flash) unless another write
+    /// overtook this one; `None` drops the key.
+    fn end(mut self, written: Option<&Item>) {
+        self.ended = true;
+        self.hot.end_write(self.key, written, self.epoch);
+    }
+}
+
+impl Drop for HotWrite<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.hot.end_write(self.key, None, self.epoch);
+        }
     }
 }
 
 /// Flash-side writes; the `Storage` methods wrap them with DRAM-tier
 /// invalidation.
 impl EngineStorage {
-    fn store_flash(
+    async fn store_flash(
         &self,
         key: &[u8],
         value: &[u8],
@@ -171,14 +232,15 @@ impl EngineStorage {
         let raw = encode(value, flags, exptime);
         if mode == StoreMode::Set {
             let cas = self
-                .put(key, &raw, PutMode::Upsert)?
+                .engine_put(key, &raw, PutMode::Upsert)
+                .await?
                 .expect("upsert always writes");
             return Ok(StoreOutcome::Stored { cas });
         }
         // Conditional writes: an expired item counts as absent, which only
         // a read can tell; the version check makes read-then-write atomic.
         for _ in 0..RETRIES {
-            let current = self.store.get_versioned(self.ns, key).map_err(err)?;
+            let current = self.engine_get(key).await?;
             let (present, version) = match &current {
                 Some((v, cas)) => {
                     let item = decode(v.clone(), *cas)?;
@@ -200,7 +262,7 @@ impl EngineStorage {
                 StoreMode::Cas(want) if Some(want) != version => return Ok(StoreOutcome::Exists),
                 StoreMode::Cas(want) => PutMode::IfVersion(want),
             };
-            match self.put(key, &raw, attempt)? {
+            match self.engine_put(key, &raw, attempt).await? {
                 Some(cas) => return Ok(StoreOutcome::Stored { cas }),
                 None if matches!(mode, StoreMode::Cas(_)) => return Ok(StoreOutcome::Exists),
                 None => continue, // changed under us: look again
@@ -211,41 +273,38 @@ impl EngineStorage {
         )))
     }
 
-    fn delete_flash(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+    async fn delete_flash(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> Result<StoreOutcome, StorageError> {
         // An expired item is already gone for the client: NOT_FOUND, but
         // reclaim its space.
-        if let Some((raw, version)) = self.store.get_versioned(self.ns, key).map_err(err)? {
+        if let Some((raw, version)) = self.engine_get(key).await? {
             let item = decode(raw, version)?;
             if item.exptime != 0 && item.exptime <= unix_now() {
-                let _ = self
-                    .store
-                    .delete_versioned(self.ns, key, Some(version))
-                    .map_err(err)?;
+                let _ = self.engine_delete(key, Some(version)).await?;
                 self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
                 return Ok(StoreOutcome::NotFound);
             }
         }
-        Ok(
-            match self
-                .store
-                .delete_versioned(self.ns, key, cas)
-                .map_err(err)?
-            {
-                DeleteOutcome::Deleted => StoreOutcome::Stored { cas: 0 },
-                DeleteOutcome::NotFound => StoreOutcome::NotFound,
-                DeleteOutcome::VersionMismatch => StoreOutcome::Exists,
-            },
-        )
+        Ok(match self.engine_delete(key, cas).await? {
+            DeleteOutcome::Deleted => StoreOutcome::Stored { cas: 0 },
+            DeleteOutcome::NotFound => StoreOutcome::NotFound,
+            DeleteOutcome::VersionMismatch => StoreOutcome::Exists,
+        })
     }
 }
 
 impl Storage for EngineStorage {
-    fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+    /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
+    /// the device (through the ring inside a worker) and fills the tier.
+    async fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
         let epoch = match self.hot.get(key) {
             Ok(item) => return Ok(Some(item)),
             Err(epoch) => epoch,
         };
-        match self.store.get_versioned(self.ns, key).map_err(err)? {
+        match self.engine_get(key).await? {
             Some((raw, cas)) => {
                 let item = decode(raw, cas)?;
                 self.hot.fill(key, &item, epoch);
@@ -255,7 +314,7 @@ impl Storage for EngineStorage {
         }
     }
 
-    fn store(
+    async fn store(
         &self,
         key: &[u8],
         value: &[u8],
@@ -263,8 +322,8 @@ impl Storage for EngineStorage {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        let epoch = self.hot.begin_write(key);
-        let outcome = self.store_flash(key, value, flags, exptime, mode);
+        let write = HotWrite::begin(&self.hot, key);
+        let outcome = self.store_flash(key, value, flags, exptime, mode).await;
         // Write-through: the item just stored is the hottest there is.
         let written = match &outcome {
             Ok(StoreOutcome::Stored { cas }) => Some(Item {
@@ -275,14 +334,14 @@ impl Storage for EngineStorage {
             }),
             _ => None,
         };
-        self.hot.end_write(key, written.as_ref(), epoch);
+        write.end(written.as_ref());
         outcome
     }
 
-    fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
-        let epoch = self.hot.begin_write(key);
-        let outcome = self.delete_flash(key, cas);
-        self.hot.end_write(key, None, epoch);
+    async fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+        let write = HotWrite::begin(&self.hot, key);
+        let outcome = self.delete_flash(key, cas).await;
+        write.end(None);
         outcome
     }
 

@@ -14,7 +14,8 @@ mod shutdown;
 
 pub use engine_storage::EngineStorage;
 pub use memcache::{
-    serve_memcache, MemcacheConfig, MemcacheServer, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
+    default_threads, serve_memcache, MemcacheConfig, MemcacheServer, REQUEST_TOO_LARGE,
+    TOO_MANY_CONNECTIONS,
 };
 pub use metrics::{render_memcache_metrics, spawn_metrics};
 pub use shutdown::Shutdown;

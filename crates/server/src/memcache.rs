@@ -1,34 +1,52 @@
-//! The memcache server: TCP listeners, an accept loop and one thread per
-//! connection driving a [`nvdepot_memcache::Connection`].
+//! The memcache server: TCP listeners, an accept thread, and worker
+//! threads (`-t`, default one per core), each running its own io_uring
+//! runtime with one task per connection.
 //!
 //! ```text
 //!            poll(wake, listeners...)
 //!  accept ──────────────┬──────────────────────────────┐
 //!  thread               │ accept, over -c: "ERROR Too many open connections"
-//!                       ▼
-//!              conn thread 1 … N: read ─► Connection::feed ─► write_all
-//!                                          │
-//!                                          ▼
-//!                                    Arc<S: Storage>
+//!                       │ else hand to the least loaded worker's inbox
+//!          ┌────────────┴─────────────┐
+//!          ▼                          ▼
+//!   mc-worker-0 (ring 0)       mc-worker-1 (ring 1)      one per core
+//!   task per connection:       ...
+//!   recv ─► Connection::feed ─► send     (all through the worker's ring)
+//!                 │
+//!                 ▼ await
+//!        Arc<S: Storage>: DRAM hit answers at once; a miss or a write
+//!        awaits device IO on the same ring, other connections run meanwhile
 //! ```
 //!
-//! Each connection thread blocks in `read` into a buffer that starts at
-//! 16 KiB and grows, for large values, up to the largest request the limits
-//! allow (`item_bytes_max`, or the 4 MiB the protocol allows a multiget
-//! line if that is more, + 4 KiB for the command line or binary header); a
-//! request that does not fit by then is answered with
+//! Why one acceptor handing connections out rather than every worker
+//! accepting on the shared socket: the acceptor gives each connection to
+//! the worker with the fewest open ones, so load stays even however the
+//! kernel would have woken competing accepts, the `-c` limit and the
+//! rejection reply stay in one place, and the cost is one cross-thread
+//! wake per connection, never per request (memcached's own design).
+//!
+//! Each connection task receives into a buffer that starts at 16 KiB and
+//! grows, for large values, up to the largest request the limits allow
+//! (`item_bytes_max`, or the 4 MiB the protocol allows a multiget line if
+//! that is more, + 4 KiB for the command line or binary header); a request
+//! that does not fit by then is answered with
 //! `SERVER_ERROR out of memory reading request` and the connection closed,
-//! so one client cannot grow the server's memory without bound.
+//! so one client cannot grow the server's memory without bound. Requests
+//! are fed to the protocol in windows (1 KiB at first), replies sent in
+//! request order once 256 KiB are pending or the input is used up.
 //!
 //! Shutdown: [`Shutdown::trigger`] wakes the accept loop, which stops
 //! accepting and shuts down the read side of every connection; a
-//! connection finishes the requests it already read, writes their replies
-//! and exits. After a grace period the remaining sockets are shut down
+//! connection finishes the requests it already read, sends their replies
+//! and ends. After a grace period the remaining sockets are shut down
 //! completely (a client that does not read its replies cannot hold the
-//! server), every thread is joined and [`MemcacheServer::serve`] returns.
+//! server), the workers are told to finish, every thread is joined and
+//! [`MemcacheServer::serve`] returns.
+
+mod worker;
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,27 +54,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nvdepot_memcache::{Connection, Limits, ServerStats, Storage};
+use nvdepot_memcache::{Limits, ServerStats, Storage};
 use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use crate::Shutdown;
+use worker::{Inbox, NewConn};
 
-/// Start size of a connection's read buffer.
-const READ_BUFFER_BYTES: usize = 16 << 10;
-/// Room beyond `item_bytes_max` for the command line or binary header (and
-/// key) of the largest allowed request.
-const REQUEST_SLACK_BYTES: usize = 4 << 10;
-/// Longest multiget line (`get k1 k2 ...`) the protocol crate accepts;
-/// memcached lets those grow without bound, so the buffer allows it even
-/// when `item_bytes_max` is smaller.
-const MULTIGET_LINE_BYTES_MAX: usize = 4 << 20;
-/// Input handed to one `feed` call, at first: small, so that a burst of
-/// tiny pipelined requests for large values (`get big\r\n` × 2000) cannot
-/// build a huge reply in one go. Doubles while no request fits.
-const FEED_WINDOW_BYTES: usize = 1 << 10;
-/// Replies are written out once this many bytes are pending.
-const WRITE_BATCH_BYTES: usize = 256 << 10;
 /// How long connections get to finish the requests they read, at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -81,9 +85,9 @@ pub struct MemcacheConfig {
     /// Most client connections open at once (`-c`); further ones get
     /// `ERROR Too many open connections` and are closed. Default: 1024.
     pub connections_max: usize,
-    /// Worker threads (`-t`). The current model runs one thread per
-    /// connection and does not use it; kept for the event-loop model.
-    /// Default: 4.
+    /// Worker threads (`-t`), each with its own io_uring runtime serving
+    /// its share of the connections. Default: the number of cores
+    /// (`available_parallelism`).
     pub threads: usize,
     /// Protocol limits (`-I` sets `item_bytes_max`). Default: memcached's.
     pub limits: Limits,
@@ -95,10 +99,15 @@ impl Default for MemcacheConfig {
             listen: vec!["127.0.0.1".to_owned()],
             port: 11211,
             connections_max: 1024,
-            threads: 4,
+            threads: default_threads(),
             limits: Limits::default(),
         }
     }
+}
+
+/// One worker per core (1 if the count is unknown).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Binds `config`'s addresses and serves the memcache protocol on them
@@ -130,6 +139,9 @@ impl MemcacheServer {
         }
         if config.connections_max == 0 {
             return Err(invalid("connections_max must be at least 1"));
+        }
+        if config.threads == 0 {
+            return Err(invalid("threads must be at least 1"));
         }
         let mut listeners = Vec::new();
         let mut addrs = Vec::new();
@@ -179,19 +191,54 @@ impl MemcacheServer {
             registry: Mutex::new(HashMap::new()),
             active: AtomicUsize::new(0),
         });
+        let mut workers = Vec::with_capacity(self.config.threads);
+        for index in 0..self.config.threads {
+            let inbox = Arc::new(Inbox::new());
+            match worker::spawn_worker(index, Arc::clone(&inbox), Arc::clone(&shared)) {
+                Ok(thread) => workers.push(Worker { inbox, thread }),
+                Err(e) => {
+                    stop_workers(workers);
+                    return Err(e);
+                }
+            }
+        }
+        info!(
+            "memcache: {} worker threads, one io_uring each",
+            workers.len()
+        );
         let mut acceptor = Acceptor {
             shared: &shared,
+            workers: &workers,
             connections_max: self.config.connections_max,
             next_id: 0,
-            workers: Vec::new(),
+            next_worker: 0,
             last_accept_warning: None,
         };
         let result = acceptor.run(&self.listeners, shutdown);
-        let workers = std::mem::take(&mut acceptor.workers);
         drop(self.listeners);
         info!("memcache: stopped accepting; closing connections");
-        shared.close_all(workers);
+        shared.close_all();
+        stop_workers(workers);
         result
+    }
+}
+
+/// A worker thread and the inbox the acceptor fills.
+struct Worker<S: Storage + 'static> {
+    inbox: Arc<Inbox<S>>,
+    thread: JoinHandle<()>,
+}
+
+/// Tells every worker to finish once its connections have ended, and joins
+/// them.
+fn stop_workers<S: Storage + 'static>(workers: Vec<Worker<S>>) {
+    for w in &workers {
+        w.inbox.close();
+    }
+    for w in workers {
+        if w.thread.join().is_err() {
+            warn!("memcache: a worker thread panicked");
+        }
     }
 }
 
@@ -237,7 +284,7 @@ fn resolve(entry: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     Ok(found)
 }
 
-/// What the accept loop and the connection threads share.
+/// What the accept loop and the workers share.
 struct Shared<S> {
     storage: Arc<S>,
     stats: Arc<ServerStats>,
@@ -249,9 +296,9 @@ struct Shared<S> {
 }
 
 impl<S: Storage + 'static> Shared<S> {
-    /// Shuts down every connection (first the read side, then after the
-    /// grace period both) and joins every connection thread.
-    fn close_all(&self, workers: Vec<JoinHandle<()>>) {
+    /// Shuts down every connection: first the read side, then, once they
+    /// have ended or after the grace period, both.
+    fn close_all(&self) {
         for stream in self.registry.lock().values() {
             let _ = stream.shutdown(std::net::Shutdown::Read);
         }
@@ -262,23 +309,23 @@ impl<S: Storage + 'static> Shared<S> {
         for stream in self.registry.lock().values() {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
-        for worker in workers {
-            let _ = worker.join();
-        }
     }
 }
 
 /// The accept loop's state.
-struct Acceptor<'a, S> {
+struct Acceptor<'a, S: Storage + 'static> {
     shared: &'a Arc<Shared<S>>,
+    workers: &'a [Worker<S>],
     connections_max: usize,
     next_id: u64,
-    workers: Vec<JoinHandle<()>>,
+    /// Where the search for the least loaded worker starts (round robin
+    /// among equals).
+    next_worker: usize,
     /// When the last "cannot accept" warning was logged (rate limit).
     last_accept_warning: Option<Instant>,
 }
 
-impl<S: Storage + 'static> Acceptor<'_, S> {
+impl<'a, S: Storage + 'static> Acceptor<'a, S> {
     /// Polls the wake socket and the listeners until shutdown.
     fn run(&mut self, listeners: &[TcpListener], shutdown: &Shutdown) -> io::Result<()> {
         let mut fds: Vec<libc::pollfd> = std::iter::once(shutdown.wake_fd().as_raw_fd())
@@ -316,7 +363,6 @@ impl<S: Storage + 'static> Acceptor<'_, S> {
                     self.accept_ready(listener);
                 }
             }
-            self.workers.retain(|w| !w.is_finished());
         }
     }
 
@@ -349,7 +395,8 @@ impl<S: Storage + 'static> Acceptor<'_, S> {
         }
     }
 
-    /// Starts a thread for `stream`, or turns it away over the limit.
+    /// Hands `stream` to the least loaded worker, or turns it away over
+    /// the limit.
     fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
         let shared = self.shared;
         if shared.active.load(Ordering::SeqCst) >= self.connections_max {
@@ -366,6 +413,7 @@ impl<S: Storage + 'static> Acceptor<'_, S> {
             let _ = (&stream).write(TOO_MANY_CONNECTIONS);
             return;
         }
+        // Blocking mode: the ring does the waiting (it arms its own poll).
         let registered = stream.set_nonblocking(false).and_then(|()| {
             stream.set_nodelay(true)?;
             stream.try_clone()
@@ -377,6 +425,7 @@ impl<S: Storage + 'static> Acceptor<'_, S> {
                 return;
             }
         };
+        let worker = self.least_loaded();
         let id = self.next_id;
         self.next_id += 1;
         shared.active.fetch_add(1, Ordering::SeqCst);
@@ -389,32 +438,37 @@ impl<S: Storage + 'static> Acceptor<'_, S> {
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
         shared.registry.lock().insert(id, clone);
+        let load = Arc::clone(&worker.inbox.load);
+        load.fetch_add(1, Ordering::SeqCst);
         let guard = Registered {
             shared: Arc::clone(shared),
+            load,
             id,
         };
-        let spawned = std::thread::Builder::new()
-            .name(format!("mc-conn-{id}"))
-            .spawn(move || {
-                debug!("memcache: connection {id} from {peer}");
-                let mut conn = ConnectionIo::new(stream, &guard.shared);
-                match conn.run() {
-                    Ok(()) => debug!("memcache: connection {id} closed"),
-                    Err(e) => debug!("memcache: connection {id} closed: {e}"),
-                }
-                drop(guard);
-            });
-        match spawned {
-            Ok(handle) => self.workers.push(handle),
-            // The closure, guard included, was dropped: counters are undone.
-            Err(e) => warn!("memcache: no thread for the connection from {peer}: {e}"),
-        }
+        worker.inbox.push(NewConn {
+            stream,
+            peer,
+            guard,
+        });
+    }
+
+    /// The worker with the fewest connections; ties go round robin.
+    fn least_loaded(&mut self) -> &'a Worker<S> {
+        let n = self.workers.len();
+        let start = self.next_worker;
+        self.next_worker = (start + 1) % n;
+        (0..n)
+            .map(|i| &self.workers[(start + i) % n])
+            .min_by_key(|w| w.inbox.load.load(Ordering::SeqCst))
+            .expect("at least one worker")
     }
 }
 
-/// Undoes a connection's registration when its thread ends, even by panic.
+/// Undoes a connection's registration when its task ends, even by panic.
 struct Registered<S: Storage + 'static> {
     shared: Arc<Shared<S>>,
+    /// The serving worker's load count.
+    load: Arc<AtomicUsize>,
     id: u64,
 }
 
@@ -422,125 +476,11 @@ impl<S: Storage + 'static> Drop for Registered<S> {
     fn drop(&mut self) {
         self.shared.registry.lock().remove(&self.id);
         self.shared.active.fetch_sub(1, Ordering::SeqCst);
+        self.load.fetch_sub(1, Ordering::SeqCst);
         self.shared
             .stats
             .curr_connections
             .fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// One connection's socket, buffers and protocol state.
-struct ConnectionIo<S: Storage> {
-    stream: TcpStream,
-    conn: Connection<S>,
-    /// Input; `buf[..filled]` is received and not yet consumed.
-    buf: Vec<u8>,
-    filled: usize,
-    /// Largest `buf` may grow to.
-    buf_bytes_max: usize,
-    /// Replies not yet written.
-    out: Vec<u8>,
-    /// Input handed to the next `feed` (see [`FEED_WINDOW_BYTES`]).
-    window: usize,
-}
-
-impl<S: Storage + 'static> ConnectionIo<S> {
-    fn new(stream: TcpStream, shared: &Shared<S>) -> Self {
-        let buf_bytes_max = shared
-            .limits
-            .item_bytes_max
-            .max(MULTIGET_LINE_BYTES_MAX)
-            .saturating_add(REQUEST_SLACK_BYTES);
-        ConnectionIo {
-            stream,
-            conn: Connection::new(
-                Arc::clone(&shared.storage),
-                Arc::clone(&shared.stats),
-                shared.limits,
-            ),
-            buf: vec![0; READ_BUFFER_BYTES.min(buf_bytes_max)],
-            filled: 0,
-            buf_bytes_max,
-            out: Vec::new(),
-            window: FEED_WINDOW_BYTES,
-        }
-    }
-
-    /// Reads, executes and answers requests until the client closes, the
-    /// protocol closes, or an IO error.
-    fn run(&mut self) -> io::Result<()> {
-        loop {
-            if self.filled == self.buf.len() && !self.grow() {
-                self.stream.write_all(REQUEST_TOO_LARGE)?;
-                return Ok(());
-            }
-            let n = match self.stream.read(&mut self.buf[self.filled..]) {
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.filled += n;
-            let (consumed, close) = self.execute()?;
-            self.buf.copy_within(consumed..self.filled, 0);
-            self.filled -= consumed;
-            if close {
-                return Ok(());
-            }
-            if self.filled == 0 && self.buf.len() > 4 * READ_BUFFER_BYTES {
-                // A large value went through; give the memory back.
-                self.buf = vec![0; READ_BUFFER_BYTES];
-                self.out = Vec::new();
-            }
-        }
-    }
-
-    /// Doubles the full buffer; false when it is already at its limit.
-    fn grow(&mut self) -> bool {
-        if self.buf.len() >= self.buf_bytes_max {
-            return false;
-        }
-        let len = (self.buf.len() * 2).min(self.buf_bytes_max);
-        self.buf.resize(len, 0);
-        true
-    }
-
-    /// Feeds `buf[..filled]` to the protocol window by window, writing the
-    /// replies; returns the bytes consumed and whether to close.
-    fn execute(&mut self) -> io::Result<(usize, bool)> {
-        let mut pos = 0;
-        while pos < self.filled {
-            let end = self.filled.min(pos + self.window);
-            let fed = self.conn.feed(&self.buf[pos..end], &mut self.out);
-            debug_assert!(fed.consumed <= end - pos, "feed consumed more than it got");
-            pos += fed.consumed;
-            if fed.close {
-                self.flush()?;
-                return Ok((pos, true));
-            }
-            if fed.consumed > 0 {
-                self.window = FEED_WINDOW_BYTES;
-            } else if end == self.filled {
-                // The next request is incomplete: wait for more input, and
-                // offer it whole next time.
-                break;
-            } else {
-                self.window *= 2;
-            }
-            if self.out.len() >= WRITE_BATCH_BYTES {
-                self.flush()?;
-            }
-        }
-        self.flush()?;
-        Ok((pos, false))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if !self.out.is_empty() {
-            self.stream.write_all(&self.out)?;
-            self.out.clear();
-        }
-        Ok(())
     }
 }
 

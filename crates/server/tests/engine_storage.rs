@@ -1,7 +1,20 @@
 //! EngineStorage: the memcache Storage semantics over the real engine.
 
+use std::future::Future;
+
+use nvdepot_io::uring::Runtime;
 use nvdepot_memcache::{Storage, StoreMode, StoreOutcome};
 use nvdepot_server::EngineStorage;
+
+thread_local! {
+    static RUNTIME: Runtime = Runtime::new().expect("io_uring runtime");
+}
+
+/// Runs a storage call on this thread's io_uring runtime, as a server
+/// worker does.
+fn run<F: Future>(f: F) -> F::Output {
+    RUNTIME.with(|rt| rt.block_on(f))
+}
 
 fn storage() -> (tempfile::TempDir, EngineStorage) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -15,51 +28,50 @@ fn storage() -> (tempfile::TempDir, EngineStorage) {
 #[test]
 fn set_get_flags_exptime_cas() {
     let (_d, s) = storage();
-    let StoreOutcome::Stored { cas } = s.store(b"k", b"hello", 42, 0, StoreMode::Set).unwrap()
+    let StoreOutcome::Stored { cas } = run(s.store(b"k", b"hello", 42, 0, StoreMode::Set)).unwrap()
     else {
         panic!()
     };
-    let item = s.get(b"k").unwrap().unwrap();
+    let item = run(s.get(b"k")).unwrap().unwrap();
     assert_eq!(
         (item.value.as_slice(), item.flags, item.exptime, item.cas),
         (&b"hello"[..], 42, 0, cas)
     );
     assert_eq!(
-        s.store(b"k", b"x", 0, 0, StoreMode::Add).unwrap(),
+        run(s.store(b"k", b"x", 0, 0, StoreMode::Add)).unwrap(),
         StoreOutcome::NotStored
     );
     assert_eq!(
-        s.store(b"nope", b"x", 0, 0, StoreMode::Replace).unwrap(),
+        run(s.store(b"nope", b"x", 0, 0, StoreMode::Replace)).unwrap(),
         StoreOutcome::NotStored
     );
     assert_eq!(
-        s.store(b"k", b"x", 0, 0, StoreMode::Cas(cas + 1000))
-            .unwrap(),
+        run(s.store(b"k", b"x", 0, 0, StoreMode::Cas(cas + 1000))).unwrap(),
         StoreOutcome::Exists
     );
     assert_eq!(
-        s.store(b"nope", b"x", 0, 0, StoreMode::Cas(cas)).unwrap(),
+        run(s.store(b"nope", b"x", 0, 0, StoreMode::Cas(cas))).unwrap(),
         StoreOutcome::NotFound
     );
     assert!(matches!(
-        s.store(b"k", b"y", 1, 0, StoreMode::Cas(cas)).unwrap(),
+        run(s.store(b"k", b"y", 1, 0, StoreMode::Cas(cas))).unwrap(),
         StoreOutcome::Stored { .. }
     ));
     // Expired items count as absent for add.
-    s.store(b"old", b"v", 0, 1, StoreMode::Set).unwrap();
+    run(s.store(b"old", b"v", 0, 1, StoreMode::Set)).unwrap();
     assert!(matches!(
-        s.store(b"old", b"w", 0, 0, StoreMode::Add).unwrap(),
+        run(s.store(b"old", b"w", 0, 0, StoreMode::Add)).unwrap(),
         StoreOutcome::Stored { .. }
     ));
-    assert_eq!(s.get(b"old").unwrap().unwrap().value, b"w");
-    assert_eq!(s.delete(b"k", Some(1)).unwrap(), StoreOutcome::Exists);
+    assert_eq!(run(s.get(b"old")).unwrap().unwrap().value, b"w");
+    assert_eq!(run(s.delete(b"k", Some(1))).unwrap(), StoreOutcome::Exists);
     assert!(matches!(
-        s.delete(b"k", None).unwrap(),
+        run(s.delete(b"k", None)).unwrap(),
         StoreOutcome::Stored { .. }
     ));
-    assert_eq!(s.delete(b"k", None).unwrap(), StoreOutcome::NotFound);
+    assert_eq!(run(s.delete(b"k", None)).unwrap(), StoreOutcome::NotFound);
     s.flush_all().unwrap();
-    assert_eq!(s.get(b"old").unwrap(), None);
+    assert_eq!(run(s.get(b"old")).unwrap(), None);
     let stats = s.stats();
     assert!(
         stats.iter().any(|(k, v)| k == "curr_items" && v == "0"),
@@ -74,17 +86,17 @@ fn dram_tier_never_serves_a_stale_item() {
         .create_bytes(64 << 20)
         .segment_bytes(4 << 20);
     let s = EngineStorage::open_with_options(&dir.path().join("d"), opts, 8).unwrap();
-    s.store(b"k", b"v1", 0, 0, StoreMode::Set).unwrap();
-    assert_eq!(s.get(b"k").unwrap().unwrap().value, b"v1"); // fills the DRAM tier
-    assert_eq!(s.get(b"k").unwrap().unwrap().value, b"v1"); // served from it
-    s.store(b"k", b"v2", 0, 0, StoreMode::Set).unwrap();
-    assert_eq!(s.get(b"k").unwrap().unwrap().value, b"v2");
-    s.delete(b"k", None).unwrap();
-    assert_eq!(s.get(b"k").unwrap(), None);
-    s.store(b"k", b"v3", 0, 0, StoreMode::Set).unwrap();
-    assert_eq!(s.get(b"k").unwrap().unwrap().value, b"v3");
+    run(s.store(b"k", b"v1", 0, 0, StoreMode::Set)).unwrap();
+    assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v1"); // fills the DRAM tier
+    assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v1"); // served from it
+    run(s.store(b"k", b"v2", 0, 0, StoreMode::Set)).unwrap();
+    assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v2");
+    run(s.delete(b"k", None)).unwrap();
+    assert_eq!(run(s.get(b"k")).unwrap(), None);
+    run(s.store(b"k", b"v3", 0, 0, StoreMode::Set)).unwrap();
+    assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v3");
     s.flush_all().unwrap();
-    assert_eq!(s.get(b"k").unwrap(), None);
+    assert_eq!(run(s.get(b"k")).unwrap(), None);
     let stats = s.stats();
     let hits = stats
         .iter()
@@ -100,9 +112,11 @@ fn dram_tier_never_serves_a_stale_item() {
             scope.spawn(move || {
                 for i in 0..300u32 {
                     let v = [t, (i >> 8) as u8, i as u8];
-                    s.store(format!("w{t}").as_bytes(), &v, 0, 0, StoreMode::Set)
-                        .unwrap();
-                    let got = s.get(format!("w{t}").as_bytes()).unwrap().unwrap().value;
+                    run(s.store(format!("w{t}").as_bytes(), &v, 0, 0, StoreMode::Set)).unwrap();
+                    let got = run(s.get(format!("w{t}").as_bytes()))
+                        .unwrap()
+                        .unwrap()
+                        .value;
                     assert_eq!(got, v, "read-your-write through the DRAM tier");
                 }
             });

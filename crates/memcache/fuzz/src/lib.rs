@@ -41,7 +41,7 @@ pub fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, bool, Arc<MemStorage>) {
     for end in ends {
         buf.extend_from_slice(&input[start..end]);
         start = end;
-        let fed = conn.feed(&buf, &mut out);
+        let fed = conn.feed_ready(&buf, &mut out);
         assert!(
             fed.consumed <= buf.len(),
             "consumed {} of {}",

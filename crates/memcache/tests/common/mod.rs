@@ -47,7 +47,7 @@ impl<S: Storage> Harness<S> {
     /// Feeds `input` whole; returns the output and what feed said.
     pub fn feed(&mut self, input: &[u8]) -> (Vec<u8>, Fed) {
         let mut out = Vec::new();
-        let fed = self.conn.feed(input, &mut out);
+        let fed = self.conn.feed_ready(input, &mut out);
         assert!(fed.consumed <= input.len());
         (out, fed)
     }
@@ -81,7 +81,7 @@ impl<S: Storage> Harness<S> {
             }
             buf.extend_from_slice(&input[start..end]);
             start = end;
-            let fed = self.conn.feed(&buf, &mut out);
+            let fed = self.conn.feed_ready(&buf, &mut out);
             assert!(fed.consumed <= buf.len());
             buf.drain(..fed.consumed);
             if fed.close {

@@ -1,0 +1,344 @@
+//! The memcache server's workers: one thread per core, each running its
+//! own `nvdepot_io::uring` runtime, with one task per connection.
+//!
+//! The acceptor thread hands a worker its connections through the worker's
+//! [`Inbox`] (a short lock and a waker, once per connection, never per
+//! request). From then on the connection lives on that worker's thread:
+//! its receives, sends and storage IO all go through the worker's ring, and
+//! a task that waits for any of them lets the worker run the others.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use nvdepot_io::uring;
+use nvdepot_memcache::{Connection, Storage};
+use parking_lot::Mutex;
+use tracing::{debug, error};
+
+use super::{Registered, Shared, REQUEST_TOO_LARGE};
+
+/// Start size of a connection's read buffer.
+const READ_BUFFER_BYTES: usize = 16 << 10;
+/// Room beyond `item_bytes_max` for the command line or binary header (and
+/// key) of the largest allowed request.
+const REQUEST_SLACK_BYTES: usize = 4 << 10;
+/// Longest multiget line (`get k1 k2 ...`) the protocol crate accepts;
+/// memcached lets those grow without bound, so the buffer allows it even
+/// when `item_bytes_max` is smaller.
+const MULTIGET_LINE_BYTES_MAX: usize = 4 << 20;
+/// Input handed to one `feed` call, at first: small, so that a burst of
+/// tiny pipelined requests for large values (`get big\r\n` × 2000) cannot
+/// build a huge reply in one go. Doubles while no request fits.
+const FEED_WINDOW_BYTES: usize = 1 << 10;
+/// Replies are sent once this many bytes are pending.
+const WRITE_BATCH_BYTES: usize = 256 << 10;
+/// Submission queue entries of a worker's ring: room for a receive or a
+/// send of many connections per `io_uring_enter`.
+const RING_ENTRIES: u32 = 1024;
+/// How often a closing worker checks whether its connections have ended.
+const CLOSE_POLL: Duration = Duration::from_millis(5);
+
+/// A connection the acceptor admitted, on its way to a worker.
+pub(super) struct NewConn<S: Storage + 'static> {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    /// Undoes the admission (counters, registry, worker load) when the
+    /// connection ends.
+    pub guard: Registered<S>,
+}
+
+/// Where the acceptor leaves a worker's new connections.
+pub(super) struct Inbox<S: Storage + 'static> {
+    state: Mutex<InboxState<S>>,
+    /// Connections handed to this worker and not yet ended; the acceptor
+    /// gives a new one to the least loaded worker.
+    pub load: Arc<AtomicUsize>,
+}
+
+struct InboxState<S: Storage + 'static> {
+    queue: Vec<NewConn<S>>,
+    /// The worker's task waiting for connections, if it waits.
+    waker: Option<Waker>,
+    /// No more connections will come: the worker ends once its
+    /// connections have.
+    closed: bool,
+}
+
+impl<S: Storage + 'static> Inbox<S> {
+    pub fn new() -> Inbox<S> {
+        Inbox {
+            state: Mutex::new(InboxState {
+                queue: Vec::new(),
+                waker: None,
+                closed: false,
+            }),
+            load: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Hands `conn` to the worker (from the acceptor thread).
+    pub fn push(&self, conn: NewConn<S>) {
+        let waker = {
+            let mut state = self.state.lock();
+            state.queue.push(conn);
+            state.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Tells the worker to finish once its connections have ended.
+    pub fn close(&self) {
+        let waker = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            state.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The connections queued so far; waits while there are none. `None`
+    /// once closed and empty.
+    async fn next(&self) -> Option<Vec<NewConn<S>>> {
+        poll_fn(|cx| {
+            let mut state = self.state.lock();
+            if !state.queue.is_empty() {
+                return Poll::Ready(Some(std::mem::take(&mut state.queue)));
+            }
+            if state.closed {
+                return Poll::Ready(None);
+            }
+            state.waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// Starts worker `index`'s thread with its runtime. The ring is created on
+/// the new thread, but before this returns, so a refused ring (io_uring
+/// disabled, out of locked memory) fails the server's start.
+pub(super) fn spawn_worker<S: Storage + 'static>(
+    index: usize,
+    inbox: Arc<Inbox<S>>,
+    shared: Arc<Shared<S>>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(format!("mc-worker-{index}"))
+        .spawn(move || {
+            let rt = match uring::Builder::default().entries(RING_ENTRIES).build() {
+                Ok(rt) => {
+                    let _ = ready_tx.send(Ok(()));
+                    rt
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(run_worker(inbox, shared));
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(thread),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(io::Error::new(
+                e.kind(),
+                format!("memcache worker {index}: cannot create its io_uring: {e}"),
+            ))
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(io::Error::other(format!(
+                "memcache worker {index} died while starting"
+            )))
+        }
+    }
+}
+
+/// A worker's main task: spawns a task per connection it is given, and
+/// once its inbox is closed, waits for them to end.
+async fn run_worker<S: Storage + 'static>(inbox: Arc<Inbox<S>>, shared: Arc<Shared<S>>) {
+    while let Some(batch) = inbox.next().await {
+        for conn in batch {
+            uring::spawn(serve_connection(conn, Arc::clone(&shared)));
+        }
+    }
+    // Every connection was shut down before the inbox was closed; their
+    // tasks see it at their next receive or send.
+    while inbox.load.load(Ordering::SeqCst) > 0 {
+        uring::sleep(CLOSE_POLL).await;
+    }
+}
+
+/// One connection's task. A panic while serving it (a bug) ends this
+/// connection only: the worker and its other connections go on.
+async fn serve_connection<S: Storage + 'static>(conn: NewConn<S>, shared: Arc<Shared<S>>) {
+    let NewConn {
+        stream,
+        peer,
+        guard,
+    } = conn;
+    let id = guard.id;
+    debug!("memcache: connection {id} from {peer}");
+    let served = async {
+        let mut io = ConnectionIo::new(stream, &shared);
+        match io.run().await {
+            Ok(()) => debug!("memcache: connection {id} closed"),
+            Err(e) => debug!("memcache: connection {id} closed: {e}"),
+        }
+    };
+    let mut served = pin!(served);
+    let finished = poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| served.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(())) => Poll::Ready(true),
+            Err(_) => Poll::Ready(false),
+        }
+    })
+    .await;
+    if !finished {
+        error!("memcache: connection {id} from {peer} panicked; closed it");
+    }
+    drop(guard);
+}
+
+/// One connection's socket, buffers and protocol state.
+struct ConnectionIo<S: Storage> {
+    stream: TcpStream,
+    conn: Connection<S>,
+    /// Input received and not yet consumed.
+    buf: Vec<u8>,
+    /// What `buf` may hold now; doubles, up to `buf_bytes_max`, while a
+    /// request does not fit.
+    buf_bytes: usize,
+    /// Largest `buf_bytes` may grow to.
+    buf_bytes_max: usize,
+    /// Replies not yet sent.
+    out: Vec<u8>,
+    /// Input handed to the next `feed` (see [`FEED_WINDOW_BYTES`]).
+    window: usize,
+}
+
+impl<S: Storage + 'static> ConnectionIo<S> {
+    fn new(stream: TcpStream, shared: &Shared<S>) -> Self {
+        let buf_bytes_max = shared
+            .limits
+            .item_bytes_max
+            .max(MULTIGET_LINE_BYTES_MAX)
+            .saturating_add(REQUEST_SLACK_BYTES);
+        let buf_bytes = READ_BUFFER_BYTES.min(buf_bytes_max);
+        ConnectionIo {
+            stream,
+            conn: Connection::new(
+                Arc::clone(&shared.storage),
+                Arc::clone(&shared.stats),
+                shared.limits,
+            ),
+            buf: Vec::with_capacity(buf_bytes),
+            buf_bytes,
+            buf_bytes_max,
+            out: Vec::new(),
+            window: FEED_WINDOW_BYTES,
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    /// Receives, executes and answers requests until the client closes,
+    /// the protocol closes, or an IO error.
+    async fn run(&mut self) -> io::Result<()> {
+        loop {
+            if self.buf.len() == self.buf_bytes && !self.grow() {
+                self.out.extend_from_slice(REQUEST_TOO_LARGE);
+                return self.flush().await;
+            }
+            let room = self.buf_bytes - self.buf.len();
+            let (r, buf) = uring::recv(self.fd(), std::mem::take(&mut self.buf), room).await;
+            self.buf = buf;
+            match r {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let (consumed, close) = self.execute().await?;
+            self.buf.drain(..consumed);
+            if close {
+                return Ok(());
+            }
+            if self.buf.is_empty() && self.buf_bytes > 4 * READ_BUFFER_BYTES {
+                // A large value went through; give the memory back.
+                self.buf_bytes = READ_BUFFER_BYTES;
+                self.buf = Vec::with_capacity(READ_BUFFER_BYTES);
+                self.out = Vec::new();
+            }
+        }
+    }
+
+    /// Doubles the full buffer; false when it is already at its limit.
+    fn grow(&mut self) -> bool {
+        if self.buf_bytes >= self.buf_bytes_max {
+            return false;
+        }
+        self.buf_bytes = (self.buf_bytes * 2).min(self.buf_bytes_max);
+        self.buf.reserve_exact(self.buf_bytes - self.buf.len());
+        true
+    }
+
+    /// Feeds `buf` to the protocol window by window, sending the replies;
+    /// returns the bytes consumed and whether to close.
+    async fn execute(&mut self) -> io::Result<(usize, bool)> {
+        let filled = self.buf.len();
+        let mut pos = 0;
+        while pos < filled {
+            let end = filled.min(pos + self.window);
+            let fed = self.conn.feed(&self.buf[pos..end], &mut self.out).await;
+            debug_assert!(fed.consumed <= end - pos, "feed consumed more than it got");
+            pos += fed.consumed;
+            if fed.close {
+                self.flush().await?;
+                return Ok((pos, true));
+            }
+            if fed.consumed > 0 {
+                self.window = FEED_WINDOW_BYTES;
+            } else if end == filled {
+                // The next request is incomplete: wait for more input, and
+                // offer it whole next time.
+                break;
+            } else {
+                self.window *= 2;
+            }
+            if self.out.len() >= WRITE_BATCH_BYTES {
+                self.flush().await?;
+            }
+        }
+        self.flush().await?;
+        Ok((pos, false))
+    }
+
+    /// Sends the pending replies.
+    async fn flush(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let (r, mut out) = uring::send_all(self.fd(), std::mem::take(&mut self.out), 0).await;
+        out.clear();
+        self.out = out;
+        r
+    }
+}
