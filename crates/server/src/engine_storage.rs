@@ -151,11 +151,16 @@ impl EngineStorage {
     }
 }
 
-/// The engine calls, as futures: inside a worker's io_uring runtime they
-/// wait for device IO on its ring instead of blocking the thread.
+/// The engine calls. Inside a worker's io_uring runtime the engine's async
+/// twins wait for device reads, writes and group commit on the worker's
+/// ring, parking the connection's task instead of the thread; outside one
+/// (tests, tools) they block.
 impl EngineStorage {
     async fn engine_get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, StorageError> {
-        self.store.get_versioned(self.ns, key).map_err(err)
+        self.store
+            .get_versioned_async(self.ns, key)
+            .await
+            .map_err(err)
     }
 
     async fn engine_put(
@@ -165,7 +170,8 @@ impl EngineStorage {
         mode: PutMode,
     ) -> Result<Option<u64>, StorageError> {
         self.store
-            .put_versioned(self.ns, key, raw, mode)
+            .put_versioned_async(self.ns, key, raw, mode)
+            .await
             .map_err(err)
     }
 
@@ -175,7 +181,8 @@ impl EngineStorage {
         version: Option<u64>,
     ) -> Result<DeleteOutcome, StorageError> {
         self.store
-            .delete_versioned(self.ns, key, version)
+            .delete_versioned_async(self.ns, key, version)
+            .await
             .map_err(err)
     }
 }
