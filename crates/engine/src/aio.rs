@@ -13,7 +13,6 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use nvdepot_io::{uring, AlignedBuf, Device};
-use parking_lot::{Mutex, MutexGuard};
 
 use crate::error::Result;
 
@@ -76,22 +75,4 @@ pub(crate) async fn flush(mode: Mode, dev: &dyn Device) -> Result<()> {
         Mode::Ring => uring::flush_device(dev).await?,
     }
     Ok(())
-}
-
-/// Takes `m`. A task does not block its thread for it: the holder may be
-/// another task of the same thread, waiting for IO.
-pub(crate) async fn lock(mode: Mode, m: &Mutex<()>) -> MutexGuard<'_, ()> {
-    match mode {
-        Mode::Blocking => m.lock(),
-        Mode::Ring => loop {
-            if let Some(g) = m.try_lock() {
-                return g;
-            }
-            if uring::in_runtime() {
-                uring::yield_now().await;
-            } else {
-                return m.lock();
-            }
-        },
-    }
 }

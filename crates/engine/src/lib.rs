@@ -53,6 +53,7 @@ mod recovery;
 mod segments;
 mod stats;
 mod store;
+mod stripes;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use nvdepot_index::{Expect, Index, InsertError, Location, GRAINS_MAX};
 use nvdepot_io::Device;
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{Mutex, RwLock};
 
-use crate::aio::{self, now, Mode};
+use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
 use crate::format::{RecordHeader, RecordKind, RECORD_HEADER_BYTES};
 use crate::layout::Layout;
@@ -27,6 +27,7 @@ use crate::options::Options;
 use crate::read::{read_record_in, Fetched, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
+use crate::stripes::{StripeGuard, Stripes};
 use crate::writer::{Appender, RecordParts, Writer};
 
 const STRIPES: usize = 4096;
@@ -99,7 +100,7 @@ pub(crate) struct Inner {
     pub writer: Writer,
     pub seq: Arc<AtomicU64>,
     pub namespaces: Namespaces,
-    stripes: Box<[Mutex<()>]>,
+    stripes: Stripes,
     pub opts: Options,
     pub uuid: u128,
     /// Held shared by iterators and namespace purges, exclusively by GC
@@ -153,7 +154,7 @@ impl Inner {
             writer,
             seq,
             namespaces,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: Stripes::new(STRIPES),
             opts,
             uuid,
             gc_pause: RwLock::new(()),
@@ -178,16 +179,16 @@ impl Inner {
         (hash >> 35) as usize % STRIPES
     }
 
-    pub fn lock_stripe(&self, hash: u64) -> MutexGuard<'_, ()> {
-        self.stripes[self.stripe_of(hash)].lock()
+    pub fn lock_stripe(&self, hash: u64) -> StripeGuard<'_> {
+        self.stripes.lock(self.stripe_of(hash))
     }
 
     /// Locks the stripes of several hashes in order (no deadlock).
-    pub fn lock_stripes(&self, hashes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+    pub fn lock_stripes(&self, hashes: impl Iterator<Item = u64>) -> Vec<StripeGuard<'_>> {
         let mut ids: Vec<usize> = hashes.map(|h| self.stripe_of(h)).collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter().map(|i| self.stripes[i].lock()).collect()
+        ids.into_iter().map(|i| self.stripes.lock(i)).collect()
     }
 
     pub fn grains_of(&self, header: &RecordHeader) -> u64 {
@@ -362,9 +363,8 @@ impl Inner {
     /// Writes one record durably and points the index at it. Returns the
     /// new version, or `None` if the condition failed (nothing written).
     // The stripe guard is held across awaits on purpose (until the index
-    // points to the durable record); async callers take it with
-    // `aio::lock`, which never blocks the thread.
-    #[allow(clippy::await_holding_lock)]
+    // points to the durable record); async callers wait for it without
+    // blocking the thread (`Stripes::lock_in`).
     pub async fn put(
         &self,
         mode: Mode,
@@ -378,7 +378,7 @@ impl Inner {
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
         loop {
-            let stripe = aio::lock(mode, &self.stripes[self.stripe_of(h)]).await;
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(h)).await;
             let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
             let existing = self
@@ -483,9 +483,8 @@ impl Inner {
     }
 
     // The stripe guard is held across awaits on purpose (until the index
-    // points to the durable record); async callers take it with
-    // `aio::lock`, which never blocks the thread.
-    #[allow(clippy::await_holding_lock)]
+    // points to the durable record); async callers wait for it without
+    // blocking the thread (`Stripes::lock_in`).
     pub async fn delete(
         &self,
         mode: Mode,
@@ -498,7 +497,7 @@ impl Inner {
         let h = key_hash(physical, key);
         let fp = Index::fingerprint(h);
         loop {
-            let stripe = aio::lock(mode, &self.stripes[self.stripe_of(h)]).await;
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(h)).await;
             let h2 = key_hash2(physical, key);
             let mut cands = Vec::new();
             let Some(existing) = self

@@ -440,18 +440,20 @@ impl Writer {
         }
     }
 
-    /// Resolves once the flush in progress (if any) has finished.
+    /// Resolves once the flush in progress (if any) has finished (or on a
+    /// spurious wake: the caller re-checks).
     fn flush_finished(&self) -> impl std::future::Future<Output = ()> + '_ {
         let mut registered = false;
         std::future::poll_fn(move |cx| {
-            let mut st = self.state.lock();
-            if !st.leader || (registered && !st.wakers.iter().any(|w| w.will_wake(cx.waker()))) {
+            if registered {
                 return Poll::Ready(());
             }
-            if !registered {
-                st.wakers.push(cx.waker().clone());
-                registered = true;
+            let mut st = self.state.lock();
+            if !st.leader {
+                return Poll::Ready(());
             }
+            st.wakers.push(cx.waker().clone());
+            registered = true;
             Poll::Pending
         })
     }

@@ -195,3 +195,76 @@ fn runtimes_on_two_threads_and_blocking_writers_share_the_log() {
     let store = Store::open_devices(devices, &Options::default()).unwrap();
     verify(&store, &model);
 }
+
+#[test]
+fn tasks_and_threads_contending_for_one_key_serialise_without_blocking_a_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("store"), &opts()).unwrap());
+    let writer = |id: u64, tasks: u64| {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            let rt = Runtime::new().unwrap();
+            rt.block_on(async {
+                let handles: Vec<_> = (0..tasks)
+                    .map(|t| {
+                        let store = store.clone();
+                        uring::spawn(async move {
+                            let ns = store.default_namespace();
+                            let mut best = (0, Vec::new());
+                            for i in 0..20u64 {
+                                let v = format!("{id}-{t}-{i}").into_bytes();
+                                let ver = store
+                                    .put_versioned_async(ns, b"hot", &v, PutMode::Upsert)
+                                    .await
+                                    .unwrap()
+                                    .unwrap();
+                                if ver > best.0 {
+                                    best = (ver, v);
+                                }
+                            }
+                            best
+                        })
+                    })
+                    .collect();
+                let mut best = (0, Vec::new());
+                for h in handles {
+                    best = best.max(h.await);
+                }
+                best
+            })
+        })
+    };
+    let a = writer(1, 24);
+    let b = writer(2, 24);
+    let blocking = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            let ns = store.default_namespace();
+            let mut best = (0, Vec::new());
+            for i in 0..100u64 {
+                let v = format!("blocking-{i}").into_bytes();
+                let ver = store
+                    .put_versioned(ns, b"hot", &v, PutMode::Upsert)
+                    .unwrap()
+                    .unwrap();
+                best = best.max((ver, v));
+            }
+            best
+        })
+    };
+    let best = [
+        a.join().unwrap(),
+        b.join().unwrap(),
+        blocking.join().unwrap(),
+    ]
+    .into_iter()
+    .max()
+    .unwrap();
+    let ns = store.default_namespace();
+    // The write with the highest version is the one the key holds.
+    assert_eq!(
+        store.get_versioned(ns, b"hot").unwrap(),
+        Some((best.1, best.0))
+    );
+    assert_eq!(store.count(ns), 1);
+}
