@@ -109,7 +109,7 @@ impl Layout {
         let start = offset / a * a;
         let end = (offset + len as u64).div_ceil(a) * a;
         let end = end.min(self.segment_bytes);
-        let buf = self.buffer((end - start) as usize);
+        let buf = AlignedBuf::take((end - start) as usize, self.align);
         debug_assert_eq!(buf.len() as u64, end - start);
         let (dev, seg_start) = self.segment_start(segment);
         let buf = aio::read(mode, &*self.devices[dev], buf, seg_start + start).await?;

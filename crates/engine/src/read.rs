@@ -10,22 +10,37 @@ use crate::layout::Layout;
 
 /// A record read from the device and verified.
 pub(crate) struct Record {
-    buf: AlignedBuf,
+    buf: Option<AlignedBuf>,
     start: usize,
     pub header: RecordHeader,
 }
 
+impl Drop for Record {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            b.recycle();
+        }
+    }
+}
+
 impl Record {
+    fn bytes(&self) -> &[u8] {
+        self.buf
+            .as_deref()
+            .expect("record buffer present until drop")
+    }
+
     pub fn key(&self) -> &[u8] {
         let k = self.start + RECORD_HEADER_BYTES;
-        &self.buf[k..k + self.header.key_len as usize]
+        &self.bytes()[k..k + self.header.key_len as usize]
     }
 
     /// The value, or as much of it as was read (a head read has none).
     pub fn value(&self) -> &[u8] {
         let v = self.start + RECORD_HEADER_BYTES + self.header.key_len as usize;
-        let end = (v + self.header.value_len as usize).min(self.buf.len());
-        &self.buf[v.min(end)..end]
+        let buf = self.bytes();
+        let end = (v + self.header.value_len as usize).min(buf.len());
+        &buf[v.min(end)..end]
     }
 }
 
@@ -90,7 +105,9 @@ pub(crate) async fn read_record_in(
                 "record length {body} runs past its segment"
             )));
         }
-        (buf, start) = layout.read_range_in(mode, segment, offset, body).await?;
+        let (bigger, at) = layout.read_range_in(mode, segment, offset, body).await?;
+        std::mem::replace(&mut buf, bigger).recycle();
+        start = at;
     }
     let check = match span {
         Span::Whole => format::check_record(&buf[start..]),
@@ -111,7 +128,11 @@ pub(crate) async fn read_record_in(
                     loc.grains
                 )));
             }
-            Ok(Fetched::Record(Record { buf, start, header }))
+            Ok(Fetched::Record(Record {
+                buf: Some(buf),
+                start,
+                header,
+            }))
         }
         RecordCheck::Truncated { need } => Ok(invalid(format!(
             "record needs {need} bytes, {} stored",

@@ -73,6 +73,45 @@ impl AlignedBuf {
     pub fn align(&self) -> usize {
         self.layout.align()
     }
+
+    /// A buffer like [`AlignedBuf::new`]'s, taken from this thread's
+    /// recycled buffers when one of the same size and alignment is there
+    /// (its bytes are then whatever it held: use it for reads that fill it).
+    /// Saves an allocation and a zeroing per device read on hot paths.
+    pub fn take(len: usize, align: usize) -> AlignedBuf {
+        let want = len.div_ceil(align).max(1) * align;
+        let reused = RECYCLED.with(|r| {
+            let mut r = r.borrow_mut();
+            let i = r
+                .iter()
+                .rposition(|b| b.len() == want && b.align() == align)?;
+            Some(r.swap_remove(i))
+        });
+        reused.unwrap_or_else(|| AlignedBuf::new(len, align))
+    }
+
+    /// Gives the buffer back for [`AlignedBuf::take`] on this thread (small
+    /// buffers only, and a bounded number of them).
+    pub fn recycle(self) {
+        if self.len() > RECYCLE_BYTES_MAX {
+            return;
+        }
+        RECYCLED.with(|r| {
+            let mut r = r.borrow_mut();
+            if r.len() < RECYCLE_COUNT_MAX {
+                r.push(self);
+            }
+        });
+    }
+}
+
+/// Largest buffer [`AlignedBuf::recycle`] keeps.
+const RECYCLE_BYTES_MAX: usize = 64 << 10;
+/// Buffers kept per thread.
+const RECYCLE_COUNT_MAX: usize = 64;
+
+thread_local! {
+    static RECYCLED: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Deref for AlignedBuf {
@@ -119,6 +158,29 @@ pub(crate) fn is_aligned(offset: u64, len: usize, addr: *const u8, align: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recycled_buffers_are_reused_by_size_and_alignment() {
+        let b = AlignedBuf::take(4608, 512);
+        let addr = b.as_ptr() as usize;
+        b.recycle();
+        // Another size or alignment does not get it...
+        let other = AlignedBuf::take(4096, 512);
+        assert_ne!(other.as_ptr() as usize, addr);
+        let other_align = AlignedBuf::take(4608, 4096);
+        assert_eq!(other_align.as_ptr() as usize % 4096, 0);
+        assert_eq!(other_align.len(), 8192);
+        // ...the same does.
+        let again = AlignedBuf::take(4608, 512);
+        assert_eq!(again.as_ptr() as usize, addr);
+        assert_eq!(again.len(), 4608);
+        // Large buffers are not kept.
+        let big = AlignedBuf::take(1 << 20, 512);
+        let big_addr = big.as_ptr() as usize;
+        big.recycle();
+        let big2 = AlignedBuf::take(1 << 20, 512);
+        assert!(big2.iter().all(|&x| x == 0) || big2.as_ptr() as usize != big_addr);
+    }
 
     #[test]
     fn aligned_and_zeroed() {
