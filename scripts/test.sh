@@ -6,6 +6,15 @@
 # machine it is faster end to end than --release (3.5 min against 6.5 min
 # from a clean target), and it keeps debug assertions on.
 # --no-fail-fast: one run reports every failing test binary.
+#
+# Then the engine's tests once more with NVDEPOT_BACKEND=uring: the blocking
+# API runs every operation on a per-thread io_uring runtime, so the same
+# tests cover the async paths (ring IO on files; parked waits on stripes
+# and group commit everywhere). Skipped where io_uring is unavailable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo test --workspace --no-fail-fast "$@"
+cargo test --workspace --no-fail-fast "$@"
+if [ $# -eq 0 ]; then
+  echo "== engine tests again on the io_uring backend (NVDEPOT_BACKEND=uring)"
+  NVDEPOT_BACKEND=uring cargo test -p nvdepot-engine --no-fail-fast
+fi

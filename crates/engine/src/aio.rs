@@ -35,6 +35,34 @@ pub(crate) fn now<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// Runs an operation of the blocking API: with [`Mode::Blocking`], unless
+/// `NVDEPOT_BACKEND=uring` is set in the environment, which runs it on a
+/// per-thread io_uring runtime instead (so the whole test suite can be
+/// rerun over the async paths: `NVDEPOT_BACKEND=uring cargo test`).
+pub(crate) fn drive<F: Future>(op: impl FnOnce(Mode) -> F) -> F::Output {
+    if ring_backend() && !uring::in_runtime() {
+        if let Some(out) = RING.with(|rt| rt.as_ref().map(|rt| rt.block_on(op(Mode::Ring)))) {
+            return out;
+        }
+        unreachable!("NVDEPOT_BACKEND=uring but io_uring is unavailable");
+    }
+    now(op(Mode::Blocking))
+}
+
+fn ring_backend() -> bool {
+    static RING_BACKEND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RING_BACKEND.get_or_init(|| {
+        let on = std::env::var("NVDEPOT_BACKEND").is_ok_and(|v| v == "uring");
+        // Refuse the setting where rings cannot be made, instead of failing
+        // later in the middle of an operation.
+        on && uring::Runtime::new().is_ok()
+    })
+}
+
+thread_local! {
+    static RING: Option<uring::Runtime> = uring::Runtime::new().ok();
+}
+
 pub(crate) async fn read(
     mode: Mode,
     dev: &dyn Device,

@@ -17,7 +17,7 @@ use nvdepot_index::{Expect, Index, InsertError, Location, GRAINS_MAX};
 use nvdepot_io::Device;
 use parking_lot::{Mutex, RwLock};
 
-use crate::aio::{now, Mode};
+use crate::aio::{drive, now, Mode};
 use crate::error::{Error, Result};
 use crate::format::{RecordHeader, RecordKind, RECORD_HEADER_BYTES};
 use crate::layout::Layout;
@@ -675,7 +675,7 @@ impl Inner {
             upto,
         };
         Ok(
-            now(self.find_record(Mode::Blocking, physical, key, span))?.map(|(r, _)| {
+            drive(|m| self.find_record(m, physical, key, span))?.map(|(r, _)| {
                 let vlen = r.header.value_len as u64;
                 let (start, end) = (offset.min(vlen) as usize, upto.min(vlen) as usize);
                 r.value()[start..end].to_vec()
@@ -851,7 +851,7 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        now(self.inner.get(Mode::Blocking, physical, key)).map(|r| r.map(|(v, _)| v))
+        drive(|m| self.inner.get(m, physical, key)).map(|r| r.map(|(v, _)| v))
     }
 
     /// The value and version of `key`. The version is the record's sequence
@@ -861,7 +861,7 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        now(self.inner.get(Mode::Blocking, physical, key))
+        drive(|m| self.inner.get(m, physical, key))
     }
 
     /// Bytes `[offset, offset + len)` of the value (clipped to its end), or
@@ -888,15 +888,12 @@ impl Store {
 
     /// Inserts or overwrites. Returns once the record is durable.
     pub fn put(&self, ns: Namespace, key: &[u8], value: &[u8]) -> Result<()> {
-        now(self
-            .inner
-            .put(Mode::Blocking, ns, key, value, PutMode::Upsert))
-        .map(|_| ())
+        drive(|m| self.inner.put(m, ns, key, value, PutMode::Upsert)).map(|_| ())
     }
 
     /// Conditional put; `Ok(false)` if the condition failed (nothing written).
     pub fn put_with(&self, ns: Namespace, key: &[u8], value: &[u8], mode: PutMode) -> Result<bool> {
-        now(self.inner.put(Mode::Blocking, ns, key, value, mode)).map(|v| v.is_some())
+        drive(|m| self.inner.put(m, ns, key, value, mode)).map(|v| v.is_some())
     }
 
     /// Conditional put returning the new version, or `None` if the
@@ -908,12 +905,12 @@ impl Store {
         value: &[u8],
         mode: PutMode,
     ) -> Result<Option<u64>> {
-        now(self.inner.put(Mode::Blocking, ns, key, value, mode))
+        drive(|m| self.inner.put(m, ns, key, value, mode))
     }
 
     /// Deletes `key` (a durable tombstone); `Ok(false)` if it was absent.
     pub fn delete(&self, ns: Namespace, key: &[u8]) -> Result<bool> {
-        now(self.inner.delete(Mode::Blocking, ns, key, None)).map(|o| o == DeleteOutcome::Deleted)
+        drive(|m| self.inner.delete(m, ns, key, None)).map(|o| o == DeleteOutcome::Deleted)
     }
 
     /// Deletes `key` only if its version is `version` (when given).
@@ -923,7 +920,7 @@ impl Store {
         key: &[u8],
         version: Option<u64>,
     ) -> Result<DeleteOutcome> {
-        now(self.inner.delete(Mode::Blocking, ns, key, version))
+        drive(|m| self.inner.delete(m, ns, key, version))
     }
 
     // ---- async twins (see "Async API" in the crate docs) ----
