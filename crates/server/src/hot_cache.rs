@@ -4,7 +4,11 @@
 //!
 //! Sharded CLOCK: each shard is a map plus a ring of keys; a hit sets the
 //! entry's reference bit, eviction sweeps the ring clearing bits and drops
-//! the first unreferenced entry (second chance).
+//! the first unreferenced entry (second chance). A key dropped by a write
+//! leaves a stale ring slot (its generation no longer matches the entry's);
+//! the sweep skips those, and once they outnumber the live entries the
+//! ring is compacted, so rewriting cached keys cannot grow it without
+//! bound.
 //!
 //! Consistency: every write bumps its shard's epoch. A read records the
 //! epoch before going to flash and fills only if it is unchanged; a write
@@ -26,12 +30,20 @@ const ENTRY_OVERHEAD: usize = 96;
 struct Entry {
     item: Item,
     referenced: bool,
+    /// Which ring slot is this entry's (see [`Shard::ring`]).
+    generation: u64,
 }
 
 #[derive(Default)]
 struct Shard {
     map: HashMap<Vec<u8>, Entry>,
-    ring: VecDeque<Vec<u8>>,
+    /// Keys in insertion order, each with the generation of the entry it
+    /// was pushed for; a slot whose generation differs from its key's
+    /// entry (or whose key is gone) is stale.
+    ring: VecDeque<(Vec<u8>, u64)>,
+    /// Stale slots in `ring`.
+    stale: usize,
+    next_generation: u64,
     bytes: usize,
     /// Bumped by every invalidation (see the module comment).
     epoch: u64,
@@ -120,6 +132,8 @@ impl HotCache {
         shard.epoch += 1;
         if let Some(e) = shard.map.remove(key) {
             shard.bytes -= entry_bytes(key, &e.item);
+            shard.stale += 1;
+            Self::compact(&mut shard);
         }
         if let (true, Some(item)) = (unchanged, written) {
             self.insert(&mut shard, key, item);
@@ -137,24 +151,41 @@ impl HotCache {
             }
         }
         shard.bytes += size;
-        shard.ring.push_back(key.to_vec());
-        shard.map.insert(
-            key.to_vec(),
-            Entry {
-                item: item.clone(),
-                referenced: false,
-            },
-        );
+        let generation = shard.next_generation;
+        shard.next_generation += 1;
+        shard.ring.push_back((key.to_vec(), generation));
+        let entry = Entry {
+            item: item.clone(),
+            referenced: false,
+            generation,
+        };
+        if let Some(old) = shard.map.insert(key.to_vec(), entry) {
+            shard.bytes -= entry_bytes(key, &old.item);
+            shard.stale += 1;
+            Self::compact(shard);
+        }
+    }
+
+    /// Drops the stale ring slots once they outnumber the live entries
+    /// (amortised O(1) per write).
+    fn compact(shard: &mut Shard) {
+        if shard.stale <= shard.map.len().max(64) {
+            return;
+        }
+        let Shard { ring, map, .. } = shard;
+        ring.retain(|(k, g)| map.get(k).is_some_and(|e| e.generation == *g));
+        shard.stale = 0;
     }
 
     fn evict_one(&self, shard: &mut Shard) -> bool {
-        while let Some(k) = shard.ring.pop_front() {
-            let Some(e) = shard.map.get_mut(&k) else {
+        while let Some((k, generation)) = shard.ring.pop_front() {
+            let Some(e) = shard.map.get_mut(&k).filter(|e| e.generation == generation) else {
+                shard.stale = shard.stale.saturating_sub(1);
                 continue;
             };
             if e.referenced {
                 e.referenced = false;
-                shard.ring.push_back(k);
+                shard.ring.push_back((k, generation));
                 continue;
             }
             let e = shard.map.remove(&k).expect("present");
@@ -172,6 +203,7 @@ impl HotCache {
             s.epoch += 1;
             s.map.clear();
             s.ring.clear();
+            s.stale = 0;
             s.bytes = 0;
         }
     }
@@ -190,6 +222,20 @@ impl HotCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rewriting_cached_keys_keeps_the_ring_bounded() {
+        let c = HotCache::new(64 << 20);
+        for i in 0..100_000u64 {
+            let key = format!("k{}", i % 10);
+            let w = c.begin_write(key.as_bytes());
+            c.end_write(key.as_bytes(), Some(&item(b"v", i + 1)), w);
+        }
+        let slots: usize = c.shards.iter().map(|s| s.lock().ring.len()).sum();
+        assert!(slots <= SHARDS * 130, "{slots} ring slots for 10 keys");
+        assert_eq!(c.items(), 10);
+        assert_eq!(c.get(b"k3").unwrap().cas, 100_000 - 6);
+    }
 
     fn item(v: &[u8], cas: u64) -> Item {
         Item {
