@@ -101,6 +101,8 @@ pub struct EngineReport {
     pub errors: u64,
     /// Device bytes written per PUT in the phase (write amplification × record).
     pub device_bytes_per_op: f64,
+    /// Operations per device flush in the phase (group commit batch size).
+    pub ops_per_flush: f64,
 }
 
 /// Results of the load phase.
@@ -312,7 +314,7 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
     assert!(cfg.qd >= 1 && cfg.threads >= 1);
     let cfg = Arc::new(cfg.clone());
     let stop = Arc::new(AtomicBool::new(false));
-    let written_before = store.stats().device_bytes_written;
+    let before = store.stats();
     let start = Instant::now();
     let handles: Vec<std::thread::JoinHandle<Result<Tally, String>>> = match cfg.backend {
         Backend::Sync => (0..cfg.qd)
@@ -373,7 +375,9 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
         return Err(e);
     }
     let us = |q: f64| all.hist.value_at_quantile(q) as f64 / 1000.0;
-    let written = store.stats().device_bytes_written - written_before;
+    let after = store.stats();
+    let written = after.device_bytes_written - before.device_bytes_written;
+    let flushes = after.flushes - before.flushes;
     Ok(EngineReport {
         backend: cfg.backend,
         op: cfg.op,
@@ -396,6 +400,11 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
         ],
         errors: all.errors,
         device_bytes_per_op: written as f64 / all.ops.max(1) as f64,
+        ops_per_flush: if flushes == 0 {
+            0.0
+        } else {
+            all.ops as f64 / flushes as f64
+        },
     })
 }
 
@@ -462,7 +471,7 @@ pub fn json(load: &LoadReport, reports: &[EngineReport]) -> String {
             "    {{\"backend\": \"{}\", \"op\": \"{}\", \"qd\": {}, \"threads\": {}, \"value_bytes\": {}, \
              \"keys\": {}, \"seconds\": {:.3}, \"ops\": {}, \"ops_per_sec\": {:.1}, \
              \"p50_us\": {:.2}, \"p99_us\": {:.2}, \"p999_us\": {:.2}, \"p9999_us\": {:.2}, \"max_us\": {:.2}, \
-             \"errors\": {}, \"device_bytes_per_op\": {:.1}}}",
+             \"errors\": {}, \"device_bytes_per_op\": {:.1}, \"ops_per_flush\": {:.1}}}",
             r.backend.name(),
             r.op.name(),
             r.qd,
@@ -478,7 +487,8 @@ pub fn json(load: &LoadReport, reports: &[EngineReport]) -> String {
             r.latency_us[3],
             r.latency_us[4],
             r.errors,
-            r.device_bytes_per_op
+            r.device_bytes_per_op,
+            r.ops_per_flush
         );
         out.push_str(if i + 1 < reports.len() { ",\n" } else { "\n" });
     }
