@@ -98,10 +98,13 @@ FIO_FILE=$WORK/fio.dat
 log "fio: laying out ${DATA_MB} MiB"
 fio --name=layout --filename="$FIO_FILE" --size="${DATA_MB}M" --rw=write --bs=1M --direct=1 \
     --ioengine=libaio --iodepth=32 --end_fsync=1 >/dev/null
-fio_run() {   # NAME ENGINE RW BS QD OUT
-  run_nice fio --name="$1" --filename="$FIO_FILE" --size="${DATA_MB}M" --direct=1 --bs="$4" \
-      --rw="$3" --ioengine="$2" --iodepth="$5" --numjobs=1 --time_based --runtime="$SECS" \
-      --norandommap --randrepeat=0 --lat_percentiles=1 --output-format=json --output="$6" >/dev/null
+fio_run() {   # NAME ENGINE RW BS QD OUT [FIO ARGS...]
+  local name=$1 eng=$2 rw=$3 bs=$4 qd=$5 out=$6
+  shift 6
+  run_nice fio --name="$name" --filename="$FIO_FILE" --size="${DATA_MB}M" --direct=1 --bs="$bs" \
+      --rw="$rw" --ioengine="$eng" --iodepth="$qd" --numjobs=1 --time_based --runtime="$SECS" \
+      --norandommap --randrepeat=0 --lat_percentiles=1 --output-format=json --output="$out" \
+      "$@" >/dev/null
 }
 for rep in $(seq 1 "$REPS"); do
   for qd in "${QDS[@]}"; do
@@ -110,8 +113,16 @@ for rep in $(seq 1 "$REPS"); do
       fio_run randread "$eng" randread 4k "$qd" "$out" && echo -e "fio\t$eng\tget\t$qd\t$rep\t$out" >>"$RUNS"
     done
   done
+  # The PUT reference: sequential write bandwidth (1 MiB blocks).
   out=$WORK/logs/fio-seqwrite-$rep.json
   fio_run seqwrite io_uring write 1M 32 "$out" && echo -e "fio\tio_uring\tseqwrite\t32\t$rep\t$out" >>"$RUNS"
+  # Closer to what a PUT is: 4 KiB sequential writes at QD 128, unflushed
+  # and with an fdatasync every 64 writes (a group commit's worth).
+  out=$WORK/logs/fio-write4k-$rep.json
+  fio_run write4k io_uring write 4k 128 "$out" && echo -e "fio\tio_uring\twrite4k\t128\t$rep\t$out" >>"$RUNS"
+  out=$WORK/logs/fio-write4k-sync-$rep.json
+  fio_run write4ksync io_uring write 4k 128 "$out" --fdatasync=64 \
+      && echo -e "fio\tio_uring\twrite4k-fdatasync64\t128\t$rep\t$out" >>"$RUNS"
   log "fio rep $rep done"
 done
 rm -f "$FIO_FILE"

@@ -40,10 +40,13 @@ def series_points(work):
             kind, engine, op, qd, _rep, path = line.rstrip("\n").split("\t")
             if kind == "fio":
                 j = json.load(open(path))["jobs"][0]
-                side = j["write"] if op == "seqwrite" else j["read"]
+                side = j["read"] if op == "get" else j["write"]
                 pct = side["lat_ns"].get("percentile", {})
                 if op == "seqwrite":
                     add("fio-seqwrite", "put", qd, side["bw_bytes"] / 4096)
+                elif op.startswith("write4k"):
+                    add("fio-" + op, "put", qd, side["iops"],
+                        pct.get("50.000000", 0) / 1000, pct.get("99.000000", 0) / 1000)
                 else:
                     add("fio-" + engine, op, qd, side["iops"],
                         pct.get("50.000000", 0) / 1000, pct.get("99.000000", 0) / 1000)
@@ -132,6 +135,16 @@ def main():
         ratios["put_nosync_vs_seqwrite"] = round(put_ns / seq, 3)
         cmp_lines.append("put qd128 unflushed nvdepot-uring %.0f ops/s vs fio seq write: %.3f"
                          % (put_ns, put_ns / seq))
+    w4 = med("fio-write4k", "put", 128)
+    w4s = med("fio-write4k-fdatasync64", "put", 128)
+    if w4s and put:
+        ratios["put_vs_write4k_fdatasync64"] = round(put / w4s, 3)
+        cmp_lines.append("put qd128 durable nvdepot-uring %.0f ops/s vs fio 4k writes qd128 fdatasync/64 %.0f: %.3f"
+                         % (put, w4s, put / w4s))
+    if w4 and put_ns:
+        ratios["put_nosync_vs_write4k"] = round(put_ns / w4, 3)
+        cmp_lines.append("put qd128 unflushed nvdepot-uring %.0f ops/s vs fio 4k writes qd128 %.0f: %.3f"
+                         % (put_ns, w4, put_ns / w4))
     s128 = med("nvdepot-2files", "get", 128)
     if s128 and n128:
         ratios["stripe2_vs_1_qd128"] = round(s128 / n128, 3)
