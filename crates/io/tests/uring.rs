@@ -209,6 +209,37 @@ fn registered_files_and_buffers() {
 }
 
 #[test]
+fn a_dropped_fixed_read_returns_its_buffer_to_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = device(&dir, 4 << 20);
+    let a = dev.alignment();
+    let rt = Runtime::new().unwrap();
+    let pool = FixedPool::register(&rt, 4, 16 * a, a).unwrap();
+    let fd = dev.raw_fd().unwrap();
+    rt.block_on(async {
+        for i in 0..4u64 {
+            let p = pool.clone();
+            let f = async move {
+                p.read(fd, 16 * a, i * 16 * a as u64)
+                    .await
+                    .map(|r| r.is_ok())
+            };
+            assert!(
+                !PollOnce(Some(Box::pin(f))).await,
+                "read in flight when dropped"
+            );
+        }
+        uring::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            pool.available(),
+            4,
+            "orphaned reads gave their buffers back"
+        );
+        assert!(pool.read(fd, a, 0).await.unwrap().is_ok());
+    });
+}
+
+#[test]
 fn sockets_accept_receive_and_send() {
     use std::os::fd::AsRawFd;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -107,13 +107,17 @@ impl FixedPool {
                 .offset(offset)
                 .build(),
         };
-        let c = Op::submit(buf, entry).await;
-        let fixed = FixedBuf {
+        // The op owns the buffer as a FixedBuf, so that if this future is
+        // dropped mid-read the buffer still goes back to the pool once the
+        // kernel is done with it.
+        let lent = FixedBuf {
             index,
-            buf: Some(c.data),
+            buf: Some(buf),
             len,
             pool: self.inner.clone(),
         };
+        let c = Op::submit(lent, entry).await;
+        let fixed = c.data;
         Some(match errno(c.result) {
             Ok(n) if n == len => Ok(fixed),
             Ok(n) => Err(io::Error::new(
