@@ -224,8 +224,9 @@ pub struct Run {
     /// Resident set growth from before the table was built to after the
     /// inserts (with freed memory handed back first), per key.
     pub rss_bytes_per_key: f64,
-    /// nvdepot inserts that met an entry with the same 35-bit fingerprint
-    /// and had to look it up and retry, as the engine would after reading
+    /// nvdepot inserts that met an entry with the same fingerprint (as far
+    /// as the index keeps it: 8 + table_entries_log2 bits) and had to look
+    /// it up and retry, as the engine would after reading
     /// that record.
     pub fingerprint_conflicts: u64,
 }
@@ -441,7 +442,7 @@ impl Table for NvdepotTable {
         let fp = Index::fingerprint(key);
         // A new key is inserted unseen (`seen: []`), which the index checks
         // against its neighborhood anyway, like a map's insert. A key whose
-        // 35-bit fingerprint is taken conflicts: the engine would read the
+        // stored fingerprint bits are taken conflicts: the engine would read the
         // other record, see a different key, and insert with it as `seen`.
         match self
             .index
