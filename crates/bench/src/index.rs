@@ -760,6 +760,9 @@ mod tests {
         };
         let report = run(&config, |_| {}).unwrap();
         assert_eq!(report.runs.len(), 2 * 2 * 3);
+        let json = report::json(&report);
+        assert_eq!(json.matches("\"repetition\":").count(), 12);
+        assert!(json.contains("{\"scenario\": \"grows-3\", \"threads\": 2, \"insert\": "));
         for r in &report.runs {
             assert_eq!(r.insert.ops, 20_000);
             assert_eq!(r.insert.latency.count, 20_000);

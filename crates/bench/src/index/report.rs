@@ -294,7 +294,8 @@ pub fn json(report: &IndexReport) -> String {
         .into_iter()
         .map(|(s, t, ins, look)| {
             format!(
-                "{{\"scenario\": {}, \"threads\": {t}, \"insert\": {ins:.4}, \"lookup\": {look:.4}}}",
+                "{{\"scenario\": {}, \"threads\": {t}, \
+                 \"insert\": {ins:.4}, \"lookup\": {look:.4}}}",
                 quote(&s.name())
             )
         })
