@@ -69,6 +69,8 @@ pub struct EngineConfig {
     pub device_bytes: u64,
     /// Segment size of a store this creates.
     pub segment_bytes: u64,
+    /// Grain size of a store this creates (512..=4096).
+    pub grain_bytes: u32,
     pub backend: Backend,
     pub op: EngineOp,
     /// Operations in flight.
@@ -153,6 +155,7 @@ pub fn open_store(cfg: &EngineConfig) -> Result<Store, String> {
     let opts = Options {
         sync: cfg.sync_puts,
         segment_bytes: cfg.segment_bytes,
+        grain_bytes: cfg.grain_bytes,
         ..Options::default()
     };
     if cfg.paths.len() == 1 {
@@ -518,6 +521,7 @@ mod tests {
             paths: vec![dir.path().join("store")],
             device_bytes: 64 << 20,
             segment_bytes: 1 << 20,
+            grain_bytes: 512,
             backend: Backend::Sync,
             op: EngineOp::Get,
             qd: 4,

@@ -36,6 +36,11 @@ pub struct EngineBenchArgs {
     /// Segment size of a store this creates.
     #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size)]
     segment_size: u64,
+    /// Grain size of a store this creates: 512 packs records tightly; 4096
+    /// starts every record on a 4 KiB page, so a record of at most 4 KiB is
+    /// read with one page-aligned 4 KiB read.
+    #[arg(long, value_name = "BYTES", default_value = "512", value_parser = parse_grain)]
+    grain_size: u32,
     /// Backends to run: sync (a thread per outstanding operation, blocking
     /// pread/pwrite) and/or uring (io_uring thread per core).
     #[arg(long, value_name = "B", default_value = "uring", value_delimiter = ',', value_parser = parse_backend)]
@@ -69,6 +74,14 @@ pub struct EngineBenchArgs {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+fn parse_grain(text: &str) -> Result<u32, String> {
+    let bytes = parse_size(text)?;
+    if !(512..=4096).contains(&bytes) || !bytes.is_power_of_two() {
+        return Err(format!("grain size {text} must be a power of two from 512 to 4096"));
+    }
+    Ok(bytes as u32)
 }
 
 fn parse_backend(text: &str) -> Result<Backend, String> {
@@ -122,6 +135,7 @@ fn bench(args: EngineBenchArgs) -> Result<bool, String> {
         paths: args.data.clone(),
         device_bytes: args.size,
         segment_bytes: args.segment_size,
+        grain_bytes: args.grain_size,
         backend: Backend::Uring,
         op: EngineOp::Get,
         qd: 1,

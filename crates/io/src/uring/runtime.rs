@@ -39,6 +39,7 @@ pub struct Builder {
     entries: u32,
     sqpoll_idle_ms: Option<u32>,
     iopoll: bool,
+    submit_batch: usize,
 }
 
 impl Default for Builder {
@@ -47,6 +48,7 @@ impl Default for Builder {
             entries: 256,
             sqpoll_idle_ms: None,
             iopoll: false,
+            submit_batch: 4,
         }
     }
 }
@@ -55,6 +57,16 @@ impl Builder {
     /// Submission queue entries (completion queue gets twice as many).
     pub fn entries(mut self, n: u32) -> Builder {
         self.entries = n.next_power_of_two().max(8);
+        self
+    }
+
+    /// Hand queued submissions to the kernel as soon as `n` are queued
+    /// while tasks run, instead of once per loop turn. Default 4: after a
+    /// burst of completions the device gets new IO while the rest of the
+    /// burst is processed (4 KiB reads at QD 32 here: 71 k -> 88-91 k/s),
+    /// for a quarter of a syscall per operation.
+    pub fn submit_batch(mut self, n: usize) -> Builder {
+        self.submit_batch = n.max(1);
         self
     }
 
@@ -105,6 +117,7 @@ impl Builder {
             efd_buf: RefCell::new(Box::new(0u64)),
             efd_armed: Cell::new(false),
             iopoll: self.iopoll,
+            submit_batch: self.submit_batch,
             files: RefCell::new(Vec::new()),
             stats: RefCell::new(RuntimeStats::default()),
         });
@@ -164,6 +177,7 @@ pub(crate) struct Core {
     efd_buf: RefCell<Box<u64>>,
     efd_armed: Cell<bool>,
     pub iopoll: bool,
+    submit_batch: usize,
     /// Registered files: `files[i]` is the fd at fixed slot `i`.
     pub files: RefCell<Vec<RawFd>>,
     pub stats: RefCell<RuntimeStats>,
@@ -374,6 +388,11 @@ impl Core {
         }
     }
 
+    /// Submission entries queued and not yet handed to the kernel.
+    fn queued(&self) -> usize {
+        self.ring.borrow_mut().submission().len()
+    }
+
     fn arm_eventfd(&self) {
         if self.efd_armed.get() || self.iopoll {
             return;
@@ -533,6 +552,9 @@ impl Runtime {
                     break;
                 };
                 core.run_task(id);
+                if core.queued() >= core.submit_batch {
+                    core.enter(false);
+                }
             }
             core.drain_remote();
             let busy = core.main_woken.get() || !core.ready.borrow().is_empty();
