@@ -55,6 +55,8 @@ def series_points(work):
                     name = kind if kind != "nvdepot" else "nvdepot-" + r["backend"]
                     if kind != "nvdepot" and r["backend"] != "uring":
                         name += "-" + r["backend"]
+                    elif kind == "nvdepot-page":
+                        name += "-uring"
                     add(name, r["op"], r["qd"], r["ops_per_sec"], r["p50_us"], r["p99_us"])
             elif kind == "rocksdb":
                 text = open(path).read()
@@ -118,7 +120,31 @@ def main():
         if fl and nl:
             cmp_lines.append("get qd%-3d p50 nvdepot-uring %.1f us vs fio io_uring %.1f us: %+.1f us"
                              % (qd, nl, fl, nl - fl))
+    for qd in (1, 32, 128):
+        f = med("fio-io_uring-4608", "get", qd)
+        n = med("nvdepot-uring", "get", qd)
+        if f and n:
+            cmp_lines.append("get qd%-3d nvdepot-uring %8.0f ops/s vs fio 4608 B reads %8.0f: %.3f (like for like)"
+                             % (qd, n, f, n / f))
+        f = med("fio-io_uring", "get", qd)
+        n = med("nvdepot-page-uring", "get", qd)
+        if f and n:
+            cmp_lines.append("get qd%-3d nvdepot-page-uring %8.0f ops/s vs fio io_uring 4k %8.0f: %.3f (page-sized records)"
+                             % (qd, n, f, n / f))
+        fl = med("fio-io_uring", "get", qd, "p50")
+        nl = med("nvdepot-page-uring", "get", qd, "p50")
+        if fl and nl:
+            cmp_lines.append("get qd%-3d p50 nvdepot-page-uring %.1f us vs fio io_uring %.1f us: %+.1f us"
+                             % (qd, nl, fl, nl - fl))
     f128, n128 = med("fio-io_uring", "get", 128), med("nvdepot-uring", "get", 128)
+    r128, p128 = med("fio-io_uring-4608", "get", 128), med("nvdepot-page-uring", "get", 128)
+    if r128 and n128:
+        ratios["get_qd128_vs_record_reads"] = round(n128 / r128, 3)
+    if f128 and p128:
+        ratios["get_qd128_page_records"] = round(p128 / f128, 3)
+    fp1, np1 = med("fio-io_uring", "get", 1, "p50"), med("nvdepot-page-uring", "get", 1, "p50")
+    if fp1 and np1:
+        ratios["get_qd1_latency_delta_us_page_records"] = round(np1 - fp1, 1)
     if f128 and n128:
         ratios["get_qd128"] = round(n128 / f128, 3)
     f1, n1 = med("fio-io_uring", "get", 1, "p50"), med("nvdepot-uring", "get", 1, "p50")
@@ -173,7 +199,8 @@ def main():
 
 
 def plot(pts, prefix, work):
-    series = ["fio-io_uring", "fio-libaio", "nvdepot-uring", "nvdepot-sync"]
+    series = ["fio-io_uring", "fio-libaio", "fio-io_uring-4608", "nvdepot-uring", "nvdepot-sync",
+              "nvdepot-page-uring", "nvdepot-page-sync"]
     dat = {}
     for s in series:
         path = os.path.join(work, "plot-%s.dat" % s)
