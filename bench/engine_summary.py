@@ -218,7 +218,7 @@ def plot(pts, prefix, work):
         return
     for what, col, ylabel in (("throughput", 2, "kops/s"), ("latency", 3, "p50 latency (us)")):
         plots = ", ".join("'%s' using 1:%d with linespoints title '%s'" % (p, col, s) for s, p in dat.items())
-        script = ("set terminal png size 800,500; set output '%s-%s.png'; set logscale x 2;"
+        script = ("set terminal png size 800,500 noenhanced; set output '%s-%s.png'; set logscale x 2;"
                   "set xlabel 'queue depth'; set ylabel '%s'; set key left top; set grid;"
                   "set title '4 KiB random GET: nvdepot vs fio (%s)'; plot %s\n"
                   % (prefix, what, ylabel, what, plots))
