@@ -79,7 +79,9 @@ pub struct EngineBenchArgs {
 fn parse_grain(text: &str) -> Result<u32, String> {
     let bytes = parse_size(text)?;
     if !(512..=4096).contains(&bytes) || !bytes.is_power_of_two() {
-        return Err(format!("grain size {text} must be a power of two from 512 to 4096"));
+        return Err(format!(
+            "grain size {text} must be a power of two from 512 to 4096"
+        ));
     }
     Ok(bytes as u32)
 }
