@@ -10,7 +10,8 @@
 # Then the engine's tests once more with NVDEPOT_BACKEND=uring: the blocking
 # API runs every operation on a per-thread io_uring runtime, so the same
 # tests cover the async paths (ring IO on files; parked waits on stripes
-# and group commit everywhere). Skipped where io_uring is unavailable.
+# and group commit everywhere). Where io_uring is unavailable the setting
+# is ignored and the rerun repeats the blocking paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --no-fail-fast "$@"
