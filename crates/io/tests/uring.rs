@@ -144,6 +144,32 @@ fn a_dropped_read_keeps_its_buffer_until_the_kernel_is_done() {
 }
 
 #[test]
+fn a_runtime_dropped_with_operations_in_flight_does_not_free_their_buffers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = std::net::TcpStream::connect(addr).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    {
+        use std::os::fd::AsRawFd;
+        let fd = server.as_raw_fd();
+        let rt = Runtime::new().unwrap();
+        rt.block_on(async {
+            // A receive left waiting in a task, and one orphaned mid-flight.
+            let _pending =
+                uring::spawn(async move { uring::recv(fd, Vec::new(), 4096).await.0.is_ok() });
+            uring::yield_now().await;
+            assert!(!PollOnce(Some(Box::pin(uring::recv(fd, Vec::new(), 4096)))).await);
+        });
+        drop(rt);
+    }
+    // Data arriving after the ring is gone lands nowhere it could hurt.
+    (&client).write_all(b"late bytes").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let rt = Runtime::new().unwrap();
+    assert_eq!(rt.block_on(async { 7 }), 7);
+}
+
+#[test]
 fn a_wake_from_another_thread_reaches_a_sleeping_runtime() {
     let rt = Runtime::new().unwrap();
     let slot: Arc<Mutex<(bool, Option<Waker>)>> = Arc::default();

@@ -60,6 +60,17 @@ impl OpSlots {
         self.free.push(i);
     }
 
+    /// Leaks the buffers of operations still in flight: the ring is going
+    /// away, and the kernel may finish such an operation (write into its
+    /// buffer) after the ring's descriptor is closed.
+    pub fn leak_in_flight(&mut self) {
+        for slot in self.slots.drain(..) {
+            if let Slot::Orphaned(data) = slot {
+                std::mem::forget(data);
+            }
+        }
+    }
+
     pub fn complete(&mut self, user_data: u64, result: i32, flags: u32) -> Reaped {
         let i = user_data as usize;
         let Some(slot) = self.slots.get_mut(i) else {

@@ -183,6 +183,20 @@ pub(crate) struct Core {
     pub stats: RefCell<RuntimeStats>,
 }
 
+impl Drop for Core {
+    fn drop(&mut self) {
+        // Futures of unfinished tasks leak their op data themselves when
+        // dropped outside `block_on` (see `Op`'s drop); orphaned ops' data
+        // sits in the slots.
+        self.tasks.borrow_mut().clear();
+        self.ops.borrow_mut().leak_in_flight();
+        if self.efd_armed.get() {
+            // The eventfd read may still complete into this buffer.
+            std::mem::forget(std::mem::take(&mut *self.efd_buf.borrow_mut()));
+        }
+    }
+}
+
 /// The part of a runtime other threads may touch: its wake queue.
 struct Remote {
     queue: Mutex<Vec<usize>>,
