@@ -2,30 +2,32 @@
 //! storage: requests and replies, pipelining, the connection limit, the
 //! read-buffer bound and shutdown.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nvdepot_memcache::testing::MemStorage;
 use nvdepot_memcache::{Item, Limits, ServerStats, Storage, StorageError, StoreMode, StoreOutcome};
 use nvdepot_server::{
     MemcacheConfig, MemcacheServer, Shutdown, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
 };
 
-/// The smallest storage that behaves: a map under a lock.
+/// The protocol crate's in-memory storage, whose every call yields to the
+/// worker's other tasks once before answering (as a device read would), so
+/// every request makes its connection's task wait and the server must keep
+/// replies in order.
 #[derive(Default)]
 struct MapStorage {
-    items: Mutex<HashMap<Vec<u8>, Item>>,
-    cas: AtomicU64,
+    inner: MemStorage,
 }
 
 impl Storage for MapStorage {
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
-        later(Ok(self.items.lock().unwrap().get(key).cloned()))
+        later(self.inner.get_now(key))
     }
 
     fn store(
@@ -36,7 +38,7 @@ impl Storage for MapStorage {
         exptime: u32,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        later(self.store_now(key, value, flags, exptime, mode))
+        later(self.inner.store_now(key, value, flags, exptime, mode))
     }
 
     fn delete(
@@ -44,73 +46,19 @@ impl Storage for MapStorage {
         key: &[u8],
         cas: Option<u64>,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        later(self.delete_now(key, cas))
+        later(self.inner.delete_now(key, cas))
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {
-        self.items.lock().unwrap().clear();
-        Ok(())
+        self.inner.flush_all()
     }
 
     fn now(&self) -> u32 {
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        since.as_secs() as u32
+        self.inner.now()
     }
 
     fn stats(&self) -> Vec<(String, String)> {
-        let items = self.items.lock().unwrap().len();
-        vec![("curr_items".to_owned(), items.to_string())]
-    }
-}
-
-/// The storage's operations; the `Storage` futures return their results
-/// after yielding once, so every request makes its connection's task wait
-/// (as a device read would) and the server must keep replies in order.
-impl MapStorage {
-    fn store_now(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: u32,
-        mode: StoreMode,
-    ) -> Result<StoreOutcome, StorageError> {
-        let mut items = self.items.lock().unwrap();
-        let old = items.get(key).map(|item| item.cas);
-        let refused = match (mode, old) {
-            (StoreMode::Set, _) | (StoreMode::Add, None) => None,
-            (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => Some(StoreOutcome::NotStored),
-            (StoreMode::Replace, Some(_)) => None,
-            (StoreMode::Cas(_), None) => Some(StoreOutcome::NotFound),
-            (StoreMode::Cas(want), Some(have)) if want != have => Some(StoreOutcome::Exists),
-            (StoreMode::Cas(_), Some(_)) => None,
-        };
-        if let Some(outcome) = refused {
-            return Ok(outcome);
-        }
-        let cas = self.cas.fetch_add(1, Ordering::SeqCst) + 1;
-        let item = Item {
-            value: value.to_vec(),
-            flags,
-            exptime,
-            cas,
-        };
-        items.insert(key.to_vec(), item);
-        Ok(StoreOutcome::Stored { cas })
-    }
-
-    fn delete_now(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
-        let mut items = self.items.lock().unwrap();
-        match (items.get(key).map(|item| item.cas), cas) {
-            (None, _) => Ok(StoreOutcome::NotFound),
-            (Some(have), Some(want)) if have != want => Ok(StoreOutcome::Exists),
-            (Some(have), _) => {
-                items.remove(key);
-                Ok(StoreOutcome::Stored { cas: have })
-            }
-        }
+        self.inner.stats()
     }
 }
 
