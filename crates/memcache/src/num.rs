@@ -10,62 +10,50 @@ pub(crate) fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
+/// What `strtoull` and `strtol` share: leading C white space, an optional
+/// sign, then decimal digits. Returns whether a `-` was read, the digits'
+/// value (`None` past `u64::MAX`) and the end index, or `None` if there
+/// were no digits.
+fn scan_decimal(s: &[u8]) -> Option<(bool, Option<u64>, usize)> {
+    let mut i = 0;
+    while i < s.len() && is_c_space(s[i]) {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        neg = s[i] == b'-';
+        i += 1;
+    }
+    let digits = i;
+    let mut v = Some(0u64);
+    while i < s.len() && s[i].is_ascii_digit() {
+        let d = u64::from(s[i] - b'0');
+        v = v
+            .and_then(|x| x.checked_mul(10))
+            .and_then(|x| x.checked_add(d));
+        i += 1;
+    }
+    (i > digits).then_some((neg, v, i))
+}
+
 /// C `strtoull(s, &end, 10)` over `s` as if NUL-terminated at its end.
 /// Returns the value (negated modulo 2^64 after a `-`) and the end index,
 /// or `None` for "no digits" or `ERANGE`.
 fn strtoull(s: &[u8]) -> Option<(u64, usize)> {
-    let mut i = 0;
-    while i < s.len() && is_c_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let digits = i;
-    let mut v: u64 = 0;
-    let mut overflow = false;
-    while i < s.len() && s[i].is_ascii_digit() {
-        let d = u64::from(s[i] - b'0');
-        match v.checked_mul(10).and_then(|x| x.checked_add(d)) {
-            Some(x) => v = x,
-            None => overflow = true,
-        }
-        i += 1;
-    }
-    if i == digits || overflow {
-        return None;
-    }
-    Some((if neg { v.wrapping_neg() } else { v }, i))
+    let (neg, v, end) = scan_decimal(s)?;
+    let v = v?;
+    Some((if neg { v.wrapping_neg() } else { v }, end))
 }
 
 /// C `strtol(s, &end, 10)` with a 64-bit `long`.
 fn strtol(s: &[u8]) -> Option<(i64, usize)> {
-    let mut i = 0;
-    while i < s.len() && is_c_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let digits = i;
-    let mut v: i128 = 0;
-    let mut overflow = false;
-    while i < s.len() && s[i].is_ascii_digit() {
-        if !overflow {
-            v = v * 10 + i128::from(s[i] - b'0');
-            let signed = if neg { -v } else { v };
-            overflow = signed > i128::from(i64::MAX) || signed < i128::from(i64::MIN);
-        }
-        i += 1;
-    }
-    if i == digits || overflow {
+    let (neg, v, end) = scan_decimal(s)?;
+    let v = i128::from(v?);
+    let signed = if neg { -v } else { v };
+    if signed > i128::from(i64::MAX) || signed < i128::from(i64::MIN) {
         return None;
     }
-    Some((if neg { -v } else { v } as i64, i))
+    Some((signed as i64, end))
 }
 
 /// memcached's acceptance rule after a conversion: the number must end at
