@@ -848,20 +848,27 @@ impl Store {
     /// The value of `key`, or `None`. One device read if no other key shares
     /// its fingerprint.
     pub fn get(&self, ns: Namespace, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.check_sizes(key, None)?;
-        let (physical, _) = self.inner.resolve(ns)?;
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        drive(|m| self.inner.get(m, physical, key)).map(|r| r.map(|(v, _)| v))
+        drive(|m| self.get_in(m, ns, key)).map(|r| r.map(|(v, _)| v))
     }
 
     /// The value and version of `key`. The version is the record's sequence
     /// number: it changes on every write, never repeats, and survives
     /// restarts (a memcached CAS unique).
     pub fn get_versioned(&self, ns: Namespace, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        drive(|m| self.get_in(m, ns, key))
+    }
+
+    /// The value and version of `key`, waiting as `mode` says.
+    async fn get_in(
+        &self,
+        mode: Mode,
+        ns: Namespace,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, u64)>> {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        drive(|m| self.inner.get(m, physical, key))
+        self.inner.get(mode, physical, key).await
     }
 
     /// Bytes `[offset, offset + len)` of the value (clipped to its end), or
@@ -937,10 +944,7 @@ impl Store {
         ns: Namespace,
         key: &[u8],
     ) -> Result<Option<(Vec<u8>, u64)>> {
-        self.inner.check_sizes(key, None)?;
-        let (physical, _) = self.inner.resolve(ns)?;
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.inner.get(Mode::Ring, physical, key).await
+        self.get_in(Mode::Ring, ns, key).await
     }
 
     /// [`Store::put`] through the thread's ring: resolves once the record
