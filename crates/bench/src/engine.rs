@@ -325,7 +325,7 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
                 let (store, cfg, stop) = (store.clone(), cfg.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let seed = cfg.seed * 7919 + w as u64;
-                    nvdepot_engine_now(worker(store, cfg, seed, stop, true))
+                    uring::run_ready(worker(store, cfg, seed, stop, true))
                 })
             })
             .collect(),
@@ -409,18 +409,6 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
             all.ops as f64 / flushes as f64
         },
     })
-}
-
-/// Drives a future whose IO is all blocking (ready on its first poll).
-fn nvdepot_engine_now<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    match f
-        .as_mut()
-        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
-    {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => unreachable!("blocking operations do not pend"),
-    }
 }
 
 /// Header of [`table_row`].

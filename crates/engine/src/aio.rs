@@ -9,8 +9,6 @@
 //! for locks and group commit park the task instead of the thread.
 
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 
 use nvdepot_io::{uring, AlignedBuf, Device};
 
@@ -27,13 +25,7 @@ pub(crate) enum Mode {
 
 /// Runs a future that cannot be pending (one built with
 /// [`Mode::Blocking`]) to completion.
-pub(crate) fn now<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(out) => out,
-        Poll::Pending => unreachable!("a blocking-mode operation returned Pending"),
-    }
-}
+pub(crate) use nvdepot_io::uring::run_ready as now;
 
 /// Runs an operation of the blocking API: with [`Mode::Blocking`], unless
 /// `NVDEPOT_BACKEND=uring` is set in the environment, which runs it on a

@@ -28,7 +28,9 @@ use io_uring::{opcode, types};
 
 pub use fixed::{FixedBuf, FixedPool};
 pub use net::{accept, recv, send_all, TcpListenerExt};
-pub use runtime::{in_runtime, spawn, yield_now, Builder, JoinHandle, Runtime, RuntimeStats};
+pub use runtime::{
+    in_runtime, run_ready, spawn, yield_now, Builder, JoinHandle, Runtime, RuntimeStats,
+};
 
 use crate::{AlignedBuf, Device, IoError, IoResult};
 use op::Op;

@@ -308,6 +308,22 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
+/// Drives a future that completes without waiting (async code whose IO is
+/// all blocking calls) by polling it once, outside any runtime.
+///
+/// Panics if the future is pending: it was waiting for something, and
+/// nothing here would ever wake it (a programmer error).
+pub fn run_ready<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("run_ready: the future is waiting for something"),
+    }
+}
+
 /// Yields to other ready tasks once.
 pub fn yield_now() -> impl Future<Output = ()> {
     let mut yielded = false;
