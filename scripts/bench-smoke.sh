@@ -26,7 +26,8 @@ echo "bench smoke: bench index ran ($runs runs)"
 # GET and PUT at QD 1 and 16) on a data file on the repository's disk
 # (O_DIRECT needs a real filesystem, not a tmpfs). Exit 1 = a GET returned
 # a wrong value.
-work=$(mktemp -d "$repo/bench/work/smoke-XXXXXX" 2>/dev/null || { mkdir -p "$repo/bench/work" && mktemp -d "$repo/bench/work/smoke-XXXXXX"; })
+mkdir -p "$repo/bench/work"
+work=$(mktemp -d "$repo/bench/work/smoke-XXXXXX")
 trap 'rm -f "$json"; rm -rf "$work"' EXIT
 cargo run --release --quiet -p nvdepot --manifest-path "$repo/Cargo.toml" -- \
     bench engine --data "$work/store" --size 256M --segment-size 4M --keys 2000 \
