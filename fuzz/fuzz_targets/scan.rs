@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     for r in &scan.records {
         assert!(matches!(
             r.header.kind,
-            RecordKind::Put | RecordKind::Tombstone
+            RecordKind::Put | RecordKind::Tombstone | RecordKind::Evictions
         ));
         assert_eq!(check_record(&r.bytes), RecordCheck::Valid(r.header));
         assert_eq!(r.bytes.len(), r.header.body_bytes());

@@ -4,7 +4,7 @@
 //! Every integer is little-endian. Every structure carries a CRC32C.
 
 /// Bumped on any incompatible change of anything in this file.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Bytes reserved at the start of every device for the superblock.
 pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
@@ -219,6 +219,44 @@ pub enum RecordKind {
     /// Filler up to an alignment boundary; `value_len` counts the filler
     /// bytes after the header.
     Pad = 3,
+    /// Keys a cache-mode eviction dropped out of write order (no key; the
+    /// value is a list of [`EvictedKey`]s). At recovery each entry hides
+    /// older puts of its key exactly like a tombstone of this record's
+    /// sequence number.
+    Evictions = 4,
+}
+
+/// One entry of an [`RecordKind::Evictions`] record: a key named by the
+/// two hashes recovery tells keys apart by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvictedKey {
+    pub namespace: u32,
+    pub hash: u64,
+    pub hash2: u64,
+}
+
+/// Bytes of one encoded [`EvictedKey`].
+pub const EVICTED_KEY_BYTES: usize = 20;
+
+/// Encodes eviction entries as an Evictions record's value.
+pub fn encode_evictions(keys: &[EvictedKey]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(keys.len() * EVICTED_KEY_BYTES);
+    for k in keys {
+        out.extend_from_slice(&k.namespace.to_le_bytes());
+        out.extend_from_slice(&k.hash.to_le_bytes());
+        out.extend_from_slice(&k.hash2.to_le_bytes());
+    }
+    out
+}
+
+/// Decodes an Evictions record's value (a trailing partial entry, which a
+/// checksummed record never has, is ignored).
+pub fn decode_evictions(value: &[u8]) -> impl Iterator<Item = EvictedKey> + '_ {
+    value.chunks_exact(EVICTED_KEY_BYTES).map(|c| EvictedKey {
+        namespace: get_u32(c, 0),
+        hash: get_u64(c, 4),
+        hash2: get_u64(c, 12),
+    })
 }
 
 /// The header in front of every record.
@@ -226,7 +264,7 @@ pub enum RecordKind {
 /// ```text
 ///  0  u32  crc32c of bytes 4..end of value (for Pad: bytes 4..40 only)
 ///  4  u32  crc32c of bytes 8..40 followed by the key (checks a partial read)
-///  8  u8   kind (1 put, 2 tombstone, 3 pad)
+///  8  u8   kind (1 put, 2 tombstone, 3 pad, 4 evictions)
 ///  9  u8   flags (0)
 /// 10  u16  key length
 /// 12  u32  value length
@@ -276,6 +314,7 @@ impl RecordHeader {
             1 => RecordKind::Put,
             2 => RecordKind::Tombstone,
             3 => RecordKind::Pad,
+            4 => RecordKind::Evictions,
             _ => return None,
         };
         if buf[9] != 0 || get_u32(buf, 20) != 0 {

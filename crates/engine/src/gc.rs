@@ -22,9 +22,12 @@ use std::time::Duration;
 use nvdepot_index::{Expect, Index, Location, GRAINS_MAX};
 
 use crate::error::Result;
-use crate::format::{RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    encode_evictions, EvictedKey, RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
+};
 use crate::iter::scan_segment;
-use crate::segments::SegState;
+use crate::options::Eviction;
+use crate::segments::{SegState, SegmentInfo};
 use crate::store::{key_hash, Inner};
 use crate::writer::{Appender, RecordParts, GC_RESERVE_SEGMENTS};
 
@@ -147,7 +150,10 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
         // Nearly out of space: take the emptiest segment, ignoring age.
         let greedy = free <= GC_RESERVE_SEGMENTS + 1;
         let victim = if inner.opts.cache_mode {
-            oldest_sealed(inner)
+            match inner.opts.eviction {
+                Eviction::Fifo => oldest_sealed(inner),
+                Eviction::SegmentLru => lru_victim(inner),
+            }
         } else {
             pick_victim(inner, greedy)
         };
@@ -161,19 +167,52 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
     Ok(Pass { freed, exhausted })
 }
 
-/// Cache mode evicts in write order (FIFO by segment): then every older
-/// version of an evicted key has already been evicted, so a crash restart
-/// can never bring back a stale value. (Evicting the least recently *hit*
-/// segment first would break that; see docs/ARCHITECTURE.md.)
-fn oldest_sealed(inner: &Inner) -> Option<u32> {
+/// Sealed segments with no appends in flight: what cache mode may evict.
+fn evictable(inner: &Inner) -> impl Iterator<Item = (u32, &SegmentInfo)> {
     inner
         .segments
         .infos
         .iter()
         .enumerate()
         .filter(|(_, s)| s.state() == SegState::Sealed && s.in_flight.load(Ordering::Acquire) == 0)
+        .map(|(i, s)| (i as u32, s))
+}
+
+/// [`Eviction::Fifo`]: the oldest segment, in write order.
+fn oldest_sealed(inner: &Inner) -> Option<u32> {
+    evictable(inner)
         .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed))
-        .map(|(i, _)| i as u32)
+        .map(|(i, _)| i)
+}
+
+/// [`Eviction::SegmentLru`]: the segment least recently hit or written
+/// (oldest first among equals). A segment passed over by twice as many
+/// evictions as there are segments (two turns of the log) goes first: the
+/// keys evicted out of order are logged until no older segment could hold
+/// a stale copy of them, and a segment kept forever would keep those logs
+/// (and relocate them) forever.
+fn lru_victim(inner: &Inner) -> Option<u32> {
+    let turn = 2 * inner.segments.len() as u32;
+    let overdue = evictable(inner)
+        .filter(|(_, s)| s.passed_over.load(Ordering::Relaxed) >= turn)
+        .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed));
+    let victim = overdue.or_else(|| {
+        evictable(inner).min_by_key(|(_, s)| {
+            let used = s
+                .last_hit
+                .load(Ordering::Relaxed)
+                .max(s.sealed_at.load(Ordering::Relaxed));
+            (used, s.seq.load(Ordering::Relaxed))
+        })
+    });
+    let (victim, info) = victim?;
+    let seq = info.seq.load(Ordering::Relaxed);
+    for (_, s) in evictable(inner) {
+        if s.seq.load(Ordering::Relaxed) < seq {
+            s.passed_over.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Some(victim)
 }
 
 fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
@@ -224,6 +263,9 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     // a key find nothing, write no tombstone, and a crash before the free
     // header then bring the evicted value back.
     let mut evicted: Vec<(u64, Location, crate::format::RecordHeader)> = Vec::new();
+    // Evicted keys an older segment may still hold a stale put of: their
+    // eviction is logged before the victim is freed (see `log_evictions`).
+    let mut to_log: Vec<(Location, EvictedKey)> = Vec::new();
     let mut batch_bytes = 0;
     let result = scan_segment(&inner.layout, victim, seg_seq, |rec| {
         let h = &rec.header;
@@ -245,6 +287,17 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                 }
                 // The namespace registry is never evicted, only moved.
                 if inner.opts.cache_mode && h.namespace != crate::namespace::SYSTEM_NS {
+                    if h.seq > oldest_elsewhere {
+                        let hash2 = crate::loc_cache::key_hash2(h.namespace, rec.key());
+                        to_log.push((
+                            old,
+                            EvictedKey {
+                                namespace: h.namespace,
+                                hash,
+                                hash2,
+                            },
+                        ));
+                    }
                     evicted.push((hash, old, *h));
                     return Ok(());
                 }
@@ -258,7 +311,7 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                     value: rec.value().to_vec(),
                 });
             }
-            RecordKind::Tombstone => {
+            RecordKind::Tombstone | RecordKind::Evictions => {
                 if h.seq < oldest_elsewhere {
                     inner
                         .counters
@@ -269,7 +322,7 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                 let parts = RecordParts {
                     header: *h,
                     key: rec.key(),
-                    value: &[],
+                    value: rec.value(),
                 };
                 let app = inner.writer.append(&parts, Appender::Gc)?;
                 let seg = inner.layout.segment_of(app.pba);
@@ -293,7 +346,13 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     });
     let outcome = result
         .and_then(|_| relocate(inner, victim, &mut batch))
-        .and_then(|_| inner.writer.sync_all());
+        .and_then(|_| log_evictions(inner, &to_log))
+        .and_then(|_| inner.writer.sync_all())
+        // The eviction log must be on the device before the free header.
+        .and_then(|_| match to_log.is_empty() || inner.opts.sync {
+            true => Ok(()),
+            false => inner.layout.flush(u64::MAX),
+        });
     if let Err(e) = outcome {
         info.set_state(SegState::Sealed);
         return Err(e);
@@ -324,6 +383,64 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     );
     inner.segments.release(victim);
     inner.counters.gc_segments.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Keys per Evictions record (20 bytes each: about 20 KiB).
+const EVICTIONS_PER_RECORD: usize = 1024;
+
+/// Writes Evictions records naming the keys about to be evicted whose
+/// older puts may survive in other segments, so that recovery hides those
+/// puts. Each record's sequence number is taken *before* its keys are
+/// checked (under their stripe locks) to still be indexed where the victim
+/// holds them: a put racing with the eviction either finished before the
+/// check (the key is skipped) or takes a higher sequence number and wins.
+fn log_evictions(inner: &Inner, to_log: &[(Location, EvictedKey)]) -> Result<()> {
+    for chunk in to_log.chunks(EVICTIONS_PER_RECORD) {
+        let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
+        let keys: Vec<EvictedKey> = chunk
+            .iter()
+            .filter(|(old, k)| {
+                let _stripe = inner.lock_stripe(k.hash);
+                inner.still_indexed(Index::fingerprint(k.hash), *old)
+            })
+            .map(|(_, k)| *k)
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        let value = encode_evictions(&keys);
+        let header = crate::format::RecordHeader {
+            kind: RecordKind::Evictions,
+            key_len: 0,
+            value_len: value.len() as u32,
+            namespace: crate::namespace::SYSTEM_NS,
+            seq,
+            segment_seq: 0,
+        };
+        let app = inner.writer.append(
+            &RecordParts {
+                header,
+                key: &[],
+                value: &value,
+            },
+            Appender::Gc,
+        )?;
+        let seg = inner.layout.segment_of(app.pba);
+        inner
+            .segments
+            .get(seg)
+            .tombstone_grains
+            .fetch_add(app.grains, Ordering::Relaxed);
+        inner
+            .counters
+            .gc_bytes
+            .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
+        inner
+            .counters
+            .evictions_logged
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+    }
     Ok(())
 }
 

@@ -60,6 +60,6 @@ pub use check::{check, check_devices, CheckReport};
 pub use error::{Error, Result};
 pub use iter::NamespaceIter;
 pub use namespace::Namespace;
-pub use options::Options;
+pub use options::{Eviction, Options};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};

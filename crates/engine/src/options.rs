@@ -27,10 +27,14 @@ pub struct Options {
     /// overwrite or delete of a recently written key skip reading its old
     /// record. 0 disables it. Default: 262144 (8 MiB).
     pub location_cache_entries: usize,
-    /// Cache mode (the memcache face): when space runs low the oldest
-    /// segment is reclaimed whole and its keys are evicted, with no
-    /// relocation writes; puts never fail with `StoreFull`. Default: false.
+    /// Cache mode (the memcache face): when space runs low a segment is
+    /// reclaimed whole (chosen by [`Options::eviction`]) and its keys are
+    /// evicted, with no relocation writes; puts never fail with
+    /// `StoreFull`. Default: false.
     pub cache_mode: bool,
+    /// Which segment cache mode reclaims first. Default:
+    /// [`Eviction::SegmentLru`].
+    pub eviction: Eviction,
     /// Run garbage collection in a background thread. Default: true.
     pub background_gc: bool,
     /// Show a progress bar on stderr while rebuilding the index. Default: false.
@@ -51,12 +55,27 @@ impl Default for Options {
             sync: true,
             flush_interval_ms: 100,
             cache_mode: false,
+            eviction: Eviction::SegmentLru,
             location_cache_entries: 1 << 18,
             background_gc: true,
             progress: false,
             buffered_io: false,
         }
     }
+}
+
+/// Cache mode's choice of the segment to reclaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// The segment least recently read (a GET hit on any of its records)
+    /// or written, so hot items outlive cold ones; a segment is reclaimed
+    /// anyway once it has been passed over for a whole turn of the log.
+    /// Evicting out of write order logs the evicted keys (a few bytes
+    /// each, see docs/FORMAT.md) so a crash restart cannot bring back an
+    /// older value of theirs.
+    SegmentLru,
+    /// The oldest segment (write order), ignoring reads.
+    Fifo,
 }
 
 impl Options {

@@ -483,6 +483,7 @@ fn try_checkpoint(
 }
 
 /// The newest record of a key found while scanning.
+#[derive(Clone, Copy)]
 struct Found {
     seq: u64,
     pba: u64,
@@ -547,16 +548,7 @@ pub(crate) fn scan_log(
     };
     found.reserve(other.len());
     for (id, f) in other {
-        match found.entry(id) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
-                if o.get().seq < f.seq {
-                    o.insert(f);
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(f);
-            }
-        }
+        keep_newest(&mut found, id, f);
     }
     let mut damaged = a.damaged;
     damaged.extend(b.damaged);
@@ -571,6 +563,20 @@ pub(crate) fn scan_log(
         records: a.records + b.records,
         damaged,
     })
+}
+
+/// Records `f` for key `id` unless a newer record of it was seen.
+fn keep_newest(found: &mut FoldMap<(u32, u64, u64), Found>, id: (u32, u64, u64), f: Found) {
+    match found.entry(id) {
+        std::collections::hash_map::Entry::Occupied(mut o) => {
+            if o.get().seq < f.seq {
+                o.insert(f);
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(f);
+        }
+    }
 }
 
 /// What one recovery thread found in its share of the segments.
@@ -606,31 +612,29 @@ fn scan_part(
             max_ns = max_ns.max(h.namespace);
             info.min_seq.fetch_min(h.seq, Ordering::Relaxed);
             let grains = (h.body_bytes() as u64).div_ceil(layout.grain_bytes);
-            let tombstone = h.kind == RecordKind::Tombstone;
+            let tombstone = h.kind != RecordKind::Put;
             if tombstone {
                 info.tombstone_grains.fetch_add(grains, Ordering::Relaxed);
             }
-            let id = (
-                h.namespace,
-                key_hash(h.namespace, rec.key()),
-                xxhash_rust::xxh3::xxh3_64_with_seed(rec.key(), !(h.namespace as u64)),
-            );
             let f = Found {
                 seq: h.seq,
                 pba: rec.pba,
                 grains,
                 tombstone,
             };
-            match found.entry(id) {
-                std::collections::hash_map::Entry::Occupied(mut o) => {
-                    if o.get().seq < h.seq {
-                        o.insert(f);
-                    }
+            if h.kind == RecordKind::Evictions {
+                // Each evicted key: a tombstone at this record's seq.
+                for k in format::decode_evictions(rec.value()) {
+                    keep_newest(&mut found, (k.namespace, k.hash, k.hash2), f);
                 }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(f);
-                }
+                return Ok(());
             }
+            let id = (
+                h.namespace,
+                key_hash(h.namespace, rec.key()),
+                xxhash_rust::xxh3::xxh3_64_with_seed(rec.key(), !(h.namespace as u64)),
+            );
+            keep_newest(&mut found, id, f);
             Ok(())
         })?;
         if let ScanEnd::Invalid { offset, reason } = end {

@@ -2,7 +2,7 @@
 //! every segment, and the pool of free segments.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -58,6 +58,9 @@ pub(crate) struct SegmentInfo {
     pub last_hit: AtomicU64,
     /// Appended records not yet indexed (see `writer::Appended`).
     pub in_flight: AtomicU64,
+    /// Cache-mode evictions that chose a younger segment over this one
+    /// (segment LRU bounds it; in DRAM only).
+    pub passed_over: AtomicU32,
 }
 
 impl SegmentInfo {
@@ -71,6 +74,7 @@ impl SegmentInfo {
             tombstone_grains: AtomicU64::new(0),
             last_hit: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            passed_over: AtomicU32::new(0),
         }
     }
 
@@ -128,6 +132,7 @@ impl Segments {
         info.valid_grains.store(0, Ordering::Relaxed);
         info.tombstone_grains.store(0, Ordering::Relaxed);
         info.min_seq.store(u64::MAX, Ordering::Relaxed);
+        info.passed_over.store(0, Ordering::Relaxed);
         let mut free = self.free.lock();
         debug_assert!(!free.contains(&s));
         free.push_back(s);

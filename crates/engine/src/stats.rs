@@ -19,6 +19,8 @@ pub(crate) struct Counters {
     pub gc_tombstones_dropped: AtomicU64,
     /// Keys evicted in cache mode.
     pub evictions: AtomicU64,
+    /// Of those, keys named in Evictions records (evicted out of order).
+    pub evictions_logged: AtomicU64,
 }
 
 /// A snapshot of the store's counters and gauges.
@@ -45,6 +47,9 @@ pub struct Stats {
     pub gc_tombstones_dropped: u64,
     /// Keys evicted in cache mode.
     pub evictions: u64,
+    /// Of those, keys evicted out of write order and so logged in
+    /// Evictions records (20 bytes each).
+    pub evictions_logged: u64,
     pub flushes: u64,
     /// device_bytes_written / user_bytes_written.
     pub write_amplification: f64,
@@ -88,6 +93,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         gc_segments_collected: c.gc_segments.load(Ordering::Relaxed),
         gc_tombstones_dropped: c.gc_tombstones_dropped.load(Ordering::Relaxed),
         evictions: c.evictions.load(Ordering::Relaxed),
+        evictions_logged: c.evictions_logged.load(Ordering::Relaxed),
         flushes: inner.writer.stats.flushes.load(Ordering::Relaxed),
         write_amplification: if user == 0 {
             0.0
@@ -105,7 +111,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, String); 22] = [
+        let rows: [(&str, String); 23] = [
             ("keys", self.keys.to_string()),
             ("namespaces", self.namespaces.to_string()),
             ("capacity_bytes", self.capacity_bytes.to_string()),
@@ -132,6 +138,7 @@ impl fmt::Display for Stats {
                 self.gc_tombstones_dropped.to_string(),
             ),
             ("evictions", self.evictions.to_string()),
+            ("evictions_logged", self.evictions_logged.to_string()),
             ("flushes", self.flushes.to_string()),
             (
                 "write_amplification",

@@ -356,8 +356,12 @@ impl Inner {
     /// Notes a hit on the segment holding `loc` (segment-level recency).
     fn touch(&self, loc: Location) {
         let seg = self.segments.get(self.layout.segment_of(loc.pba));
-        seg.last_hit
-            .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+        let now = self.seq.load(Ordering::Relaxed);
+        // Skip the store while the mark is nearly current: a hot segment's
+        // line then stays shared between the cores reading it.
+        if seg.last_hit.load(Ordering::Relaxed) + 64 < now {
+            seg.last_hit.store(now, Ordering::Relaxed);
+        }
     }
 
     /// Writes one record durably and points the index at it. Returns the

@@ -229,6 +229,8 @@ struct Coverage {
     in_flight_at_crash: usize,
     acked_keys: usize,
     gc_segments: usize,
+    /// Cache-mode keys evicted out of write order (segment LRU).
+    evictions_logged: usize,
 }
 
 fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
@@ -268,7 +270,8 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
                 scope.spawn(move || worker(store, model_cell, stop, t, wseed, cache_mode));
             }
             std::thread::sleep(Duration::from_millis(run_ms));
-            let gc_before_crash = store.stats().gc_segments_collected;
+            let before = store.stats();
+            let gc_before_crash = (before.gc_segments_collected, before.evictions_logged);
             let next = if reordered {
                 dev.crash_reordered(crash_seed).0
             } else {
@@ -277,8 +280,9 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
             stop.store(true, Ordering::Relaxed);
             (next, gc_before_crash)
         });
-        let (next, gc) = next;
+        let (next, (gc, logged)) = next;
         cov.gc_segments += gc as usize;
+        cov.evictions_logged += logged as usize;
         drop(store);
         model = model_cell.into_inner().unwrap();
         cov.in_flight_at_crash += model.values().filter(|m| m.pending.is_some()).count();
@@ -321,4 +325,8 @@ fn random_crashes_lose_no_acknowledged_write() {
         "too few acknowledged keys: {cov:?}"
     );
     assert!(cov.gc_segments > 0, "garbage collection never ran: {cov:?}");
+    assert!(
+        cov.evictions_logged > 0,
+        "no cache-mode eviction out of write order: {cov:?}"
+    );
 }

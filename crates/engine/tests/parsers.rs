@@ -8,9 +8,10 @@
 use std::path::Path;
 
 use nvdepot_engine::format::{
-    check_record_head, encode_pad, encode_record, record_bytes, RecordCheck, RecordHeader,
-    RecordKind, SegmentHeader, SegmentKind, Superblock, FORMAT_VERSION, RECORD_HEADER_BYTES,
-    SEGMENT_HEADER_BYTES, SEGMENT_HEADER_ENCODED, SUPERBLOCK_BYTES,
+    check_record_head, decode_evictions, encode_evictions, encode_pad, encode_record, record_bytes,
+    EvictedKey, RecordCheck, RecordHeader, RecordKind, SegmentHeader, SegmentKind, Superblock,
+    FORMAT_VERSION, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_HEADER_ENCODED,
+    SUPERBLOCK_BYTES,
 };
 use nvdepot_engine::fuzzing::{
     check_record, decode_checkpoint, decode_segment_header, decode_superblock, scan_image,
@@ -222,6 +223,30 @@ proptest! {
         buf[i] ^= 1 << bit;
         let check = check_record(&buf);
         prop_assert!(check != RecordCheck::Valid(h), "flip of bit {} at byte {}: {:?}", bit, i, check);
+    }
+
+    #[test]
+    fn evictions_round_trip(
+        keys in prop::collection::vec((any::<u32>(), any::<u64>(), any::<u64>()), 0..300)
+    ) {
+        let keys: Vec<EvictedKey> = keys
+            .into_iter()
+            .map(|(namespace, hash, hash2)| EvictedKey { namespace, hash, hash2 })
+            .collect();
+        let value = encode_evictions(&keys);
+        let h = RecordHeader {
+            kind: RecordKind::Evictions,
+            key_len: 0,
+            value_len: value.len() as u32,
+            namespace: 0,
+            seq: 7,
+            segment_seq: 3,
+        };
+        let mut buf = vec![0u8; record_bytes(0, value.len(), GRAIN)];
+        encode_record(&mut buf, &h, &[], &value);
+        prop_assert_eq!(check_record(&buf), RecordCheck::Valid(h));
+        let body = &buf[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + value.len()];
+        prop_assert_eq!(decode_evictions(body).collect::<Vec<_>>(), keys);
     }
 
     #[test]

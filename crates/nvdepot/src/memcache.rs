@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use nvdepot_engine::Eviction;
 use nvdepot_memcache::Storage;
 use nvdepot_memcache::{Limits, ServerStats};
 use nvdepot_server::{
@@ -97,10 +98,22 @@ pub struct MemcacheArgs {
     /// quarter of a segment). Default: the engine's (64M).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     segment_size: Option<u64>,
+    /// Which segment to evict when the store is full: `lru` (least
+    /// recently read or written) or `fifo` (write order).
+    #[arg(long, value_name = "POLICY", default_value = "lru", value_parser = parse_eviction)]
+    eviction: Eviction,
     /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
     /// 127.0.0.1:9150). Default: off.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+}
+
+fn parse_eviction(text: &str) -> Result<Eviction, String> {
+    match text {
+        "lru" => Ok(Eviction::SegmentLru),
+        "fifo" => Ok(Eviction::Fifo),
+        _ => Err(format!("unknown eviction policy {text:?}: use lru or fifo")),
+    }
 }
 
 /// `-I`: a size within [`ITEM_BYTES_MIN`]..=[`ITEM_BYTES_MAX`].
@@ -208,6 +221,7 @@ fn open_storage(args: &MemcacheArgs) -> Result<EngineStorage, BoxError> {
     if let Some(bytes) = args.segment_size {
         opts = opts.segment_bytes(bytes);
     }
+    opts.eviction = args.eviction;
     let storage = EngineStorage::open_with_options(&args.data, opts, args.memory_limit)?;
     let holds = storage.item_bytes_max() as u64;
     if args.max_item_size > holds {

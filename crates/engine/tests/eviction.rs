@@ -1,0 +1,136 @@
+//! Cache mode's eviction policies: segment LRU keeps what is read, and
+//! evicting out of write order never lets a crash restart bring back an
+//! older value.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nvdepot_engine::{Eviction, Options, Store};
+use nvdepot_io::{Device, MemDevice};
+
+const MIB: u64 = 1 << 20;
+
+fn cache_opts(eviction: Eviction, sync: bool) -> Options {
+    Options {
+        segment_bytes: MIB,
+        cache_mode: true,
+        eviction,
+        sync,
+        ..Options::default()
+    }
+    .create_bytes(0)
+}
+
+fn value(tag: u32, version: u8) -> Vec<u8> {
+    let mut v = vec![version; 4000];
+    v[..4].copy_from_slice(&tag.to_le_bytes());
+    v
+}
+
+/// Waits until background GC has freed room (evictions are asynchronous).
+fn settle(s: &Store) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = s.stats().evictions;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = s.stats().evictions;
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Writes 100 hot keys, then 14 MiB of other keys into a 12 MiB store,
+/// reading the hot keys all along; returns how many hot keys survive.
+fn hot_keys_kept(eviction: Eviction) -> usize {
+    let dev = Arc::new(MemDevice::new(12 * MIB, 512));
+    let s =
+        Store::open_devices(vec![dev as Arc<dyn Device>], &cache_opts(eviction, false)).unwrap();
+    let ns = s.default_namespace();
+    for i in 0..100u32 {
+        s.put(ns, format!("hot{i}").as_bytes(), &value(i, 1))
+            .unwrap();
+    }
+    for i in 0..3500u32 {
+        s.put(ns, format!("fill{i}").as_bytes(), &value(i, 2))
+            .unwrap();
+        if i.is_multiple_of(20) {
+            for h in 0..100u32 {
+                if let Some(v) = s.get(ns, format!("hot{h}").as_bytes()).unwrap() {
+                    assert_eq!(v, value(h, 1));
+                }
+            }
+        }
+    }
+    settle(&s);
+    assert!(s.stats().evictions > 1000, "{}", s.stats());
+    (0..100u32)
+        .filter(|h| s.get(ns, format!("hot{h}").as_bytes()).unwrap().is_some())
+        .count()
+}
+
+#[test]
+fn segment_lru_keeps_hot_keys_that_fifo_evicts() {
+    let lru = hot_keys_kept(Eviction::SegmentLru);
+    let fifo = hot_keys_kept(Eviction::Fifo);
+    assert_eq!(lru, 100, "segment LRU evicted keys read all along");
+    assert_eq!(fifo, 0, "FIFO kept keys of the oldest segment");
+}
+
+/// Old versions of keys sit in a segment kept alive by reads; their new
+/// versions sit in an unread one, which LRU evicts first. Without the
+/// eviction log a crash would resurrect the old versions.
+#[test]
+fn out_of_order_eviction_never_resurrects_older_values_after_a_crash() {
+    for seed in 0..4u64 {
+        let dev = Arc::new(MemDevice::new(12 * MIB, 512));
+        let o = cache_opts(Eviction::SegmentLru, true);
+        let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &o).unwrap();
+        let ns = s.default_namespace();
+        // One segment: old versions of o-keys between hot keys.
+        for i in 0..120u32 {
+            s.put(ns, format!("o{i}").as_bytes(), &value(i, 1)).unwrap();
+            s.put(ns, format!("hot{i}").as_bytes(), &value(i, 9))
+                .unwrap();
+        }
+        // New versions, never read.
+        for i in 0..120u32 {
+            s.put(ns, format!("o{i}").as_bytes(), &value(i, 2)).unwrap();
+        }
+        let read_hot = |s: &Store| {
+            for h in 0..120u32 {
+                s.get(ns, format!("hot{h}").as_bytes()).unwrap();
+            }
+        };
+        // Fill until the new versions' segment went while the old
+        // versions' segment stayed.
+        let mut i = 0u32;
+        while s.stats().evictions_logged < 100 {
+            s.put(ns, format!("fill{i}").as_bytes(), &value(i, 3))
+                .unwrap();
+            if i.is_multiple_of(20) {
+                read_hot(&s);
+            }
+            i += 1;
+            assert!(i < 20_000, "no out-of-order eviction: {}", s.stats());
+        }
+        settle(&s);
+        let present_before = (0..120u32)
+            .filter(|k| s.get(ns, format!("o{k}").as_bytes()).unwrap().is_some())
+            .count();
+        assert!(present_before < 120, "the new versions were not evicted");
+        drop(s);
+        let (crashed, _) = dev.crash(seed);
+        let s = Store::open_devices(vec![Arc::new(crashed) as Arc<dyn Device>], &o).unwrap();
+        for k in 0..120u32 {
+            if let Some(v) = s.get(ns, format!("o{k}").as_bytes()).unwrap() {
+                assert_eq!(v, value(k, 2), "o{k} came back with its older value");
+            }
+        }
+        let hot = (0..120u32)
+            .filter(|h| s.get(ns, format!("hot{h}").as_bytes()).unwrap().is_some())
+            .count();
+        assert_eq!(hot, 120, "hot keys lost across the restart");
+    }
+}
