@@ -216,8 +216,8 @@ impl<S: Storage> Connection<S> {
         Err(ExecError::Contention)
     }
 
-    /// Sets a new expiry on the live item; returns it as stored (the
-    /// storage assigns a new CAS on every write) and its old exptime.
+    /// Sets a new expiry on the live item, keeping its CAS unique; returns
+    /// it as stored and its old exptime.
     pub(crate) async fn touch(
         &mut self,
         key: &[u8],
@@ -227,7 +227,7 @@ impl<S: Storage> Connection<S> {
             let Some(old) = self.live(key).await? else {
                 return Ok(None);
             };
-            let mode = StoreMode::Cas(old.cas);
+            let mode = StoreMode::Touch(old.cas);
             if let StoreOutcome::Stored { cas } = self
                 .storage
                 .store(key, &old.value, old.flags, exptime, mode)

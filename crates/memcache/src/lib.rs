@@ -67,12 +67,15 @@ pub enum StoreMode {
     Replace,
     /// Only if present with this CAS unique (expired counts as absent).
     Cas(u64),
+    /// As `Cas`, but the item keeps this CAS unique: touch and gat change
+    /// only the expiry, and memcached leaves the CAS alone.
+    Touch(u64),
 }
 
 /// Outcome of a conditional write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreOutcome {
-    /// Written; the item's new CAS unique.
+    /// Written; the item's CAS unique (new, except for `Touch`).
     Stored { cas: u64 },
     /// Add on a present key, or Replace/Cas on an absent one.
     NotStored,

@@ -118,12 +118,19 @@ impl MemStorage {
             (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => {
                 return Ok(StoreOutcome::NotStored)
             }
-            (StoreMode::Cas(_), None) => return Ok(StoreOutcome::NotFound),
-            (StoreMode::Cas(want), Some(have)) if want != have => return Ok(StoreOutcome::Exists),
+            (StoreMode::Cas(_) | StoreMode::Touch(_), None) => return Ok(StoreOutcome::NotFound),
+            (StoreMode::Cas(want) | StoreMode::Touch(want), Some(have)) if want != have => {
+                return Ok(StoreOutcome::Exists)
+            }
             _ => {}
         }
-        inner.cas += 1;
-        let cas = inner.cas;
+        let cas = match mode {
+            StoreMode::Touch(kept) => kept,
+            _ => {
+                inner.cas += 1;
+                inner.cas
+            }
+        };
         let item = Item {
             value: value.to_vec(),
             flags,

@@ -12,7 +12,8 @@ use nvdepot_memcache::testing::MemStorage;
 use nvdepot_memcache::{Item, Limits, Storage, StorageError, StoreMode, StoreOutcome};
 
 /// A storage where another writer rewrites the key right before each of
-/// the next `races` CAS-conditional stores, so they fail with Exists.
+/// the next `races` CAS-conditional stores (and touches), so they fail
+/// with Exists.
 struct Racy {
     inner: MemStorage,
     races: AtomicUsize,
@@ -32,7 +33,7 @@ impl Storage for Racy {
         exptime: u32,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        if let StoreMode::Cas(_) = mode {
+        if let StoreMode::Cas(_) | StoreMode::Touch(_) = mode {
             let left = self.races.load(Ordering::Relaxed);
             if left > 0 {
                 self.races.store(left - 1, Ordering::Relaxed);

@@ -320,8 +320,9 @@ fn gat_gats() {
     check(&mut h, "set a 3 0 1\r\nx\r\n", "STORED\r\n");
     check(&mut h, "gat 100 a b\r\n", "VALUE a 3 1\r\nx\r\nEND\r\n");
     assert_eq!(h.storage.peek(b"a").unwrap().exptime, START_TIME + 100);
-    // A touch writes the item, so its CAS changes (see README).
-    check(&mut h, "gats 0 a\r\n", "VALUE a 3 1 3\r\nx\r\nEND\r\n");
+    // A touch keeps the CAS unique, as memcached's does.
+    check(&mut h, "gats 0 a\r\n", "VALUE a 3 1 1\r\nx\r\nEND\r\n");
+    check(&mut h, "cas a 0 0 1 1\r\ny\r\n", "STORED\r\n");
     assert_eq!(h.storage.peek(b"a").unwrap().exptime, 0);
     check(
         &mut h,

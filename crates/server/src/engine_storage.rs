@@ -7,12 +7,18 @@
 //! ```text
 //!  0  u32  client flags (LE)
 //!  4  u32  absolute expiry, Unix seconds (0 = never)
-//!  8  ...  the item's data
+//!  8  u64  CAS unique kept by a touch (LE), or 0
+//! 16  ...  the item's data
 //! ```
 //!
 //! The CAS unique is the record's version (its sequence number): it changes
-//! on every write, never repeats, and survives restarts. The store runs in
-//! cache mode: when space runs out the oldest segment is evicted whole. By
+//! on every write, never repeats, and survives restarts. A touch (or gat)
+//! rewrites the item with a new expiry but, as memcached, the same CAS: the
+//! record then carries the CAS it keeps (a version of an earlier record of
+//! the key, so still unique), and conditional writes compare the client's
+//! CAS with it while conditioning the engine write on the record version. The store runs in
+//! cache mode: when space runs out the least recently used segment is
+//! evicted whole (segment LRU; see docs/ARCHITECTURE.md). By
 //! default writes are acknowledged when the `O_DIRECT` write completes and
 //! the device cache is flushed every 100 ms (`sync = false`); with `sync`
 //! every `set` is flushed before `STORED`.
@@ -25,7 +31,7 @@ use nvdepot_memcache::{Item, Storage, StorageError, StoreMode, StoreOutcome};
 
 use crate::hot_cache::HotCache;
 
-const META_BYTES: usize = 8;
+const META_BYTES: usize = 16;
 /// Retries of a read-check-write before giving up under contention.
 const RETRIES: usize = 16;
 
@@ -43,29 +49,33 @@ fn err(e: nvdepot_engine::Error) -> StorageError {
     StorageError(e.to_string())
 }
 
-fn encode(value: &[u8], flags: u32, exptime: u32) -> Vec<u8> {
+/// The record value of an item; `kept_cas` 0 = the record's version.
+fn encode(value: &[u8], flags: u32, exptime: u32, kept_cas: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(META_BYTES + value.len());
     v.extend_from_slice(&flags.to_le_bytes());
     v.extend_from_slice(&exptime.to_le_bytes());
+    v.extend_from_slice(&kept_cas.to_le_bytes());
     v.extend_from_slice(value);
     v
 }
 
-fn decode(mut raw: Vec<u8>, cas: u64) -> Result<Item, StorageError> {
+/// The item in a record value of version `version`.
+fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, StorageError> {
     if raw.len() < META_BYTES {
         return Err(StorageError(format!(
-            "item of {} bytes lacks its 8-byte header",
+            "item of {} bytes lacks its {META_BYTES}-byte header",
             raw.len()
         )));
     }
     let flags = u32::from_le_bytes(raw[0..4].try_into().expect("4 bytes"));
     let exptime = u32::from_le_bytes(raw[4..8].try_into().expect("4 bytes"));
+    let kept = u64::from_le_bytes(raw[8..16].try_into().expect("8 bytes"));
     raw.drain(..META_BYTES);
     Ok(Item {
         value: raw,
         flags,
         exptime,
-        cas,
+        cas: if kept != 0 { kept } else { version },
     })
 }
 
@@ -236,7 +246,11 @@ impl EngineStorage {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        let raw = encode(value, flags, exptime);
+        let kept = match mode {
+            StoreMode::Touch(cas) => cas,
+            _ => 0,
+        };
+        let raw = encode(value, flags, exptime, kept);
         if mode == StoreMode::Set {
             let cas = self
                 .engine_put(key, &raw, PutMode::Upsert)
@@ -248,13 +262,13 @@ impl EngineStorage {
         // a read can tell; the version check makes read-then-write atomic.
         for _ in 0..RETRIES {
             let current = self.engine_get(key).await?;
-            let (present, version) = match &current {
-                Some((v, cas)) => {
-                    let item = decode(v.clone(), *cas)?;
+            let (present, item_cas, version) = match current {
+                Some((v, version)) => {
+                    let item = decode(v, version)?;
                     let expired = item.exptime != 0 && item.exptime <= unix_now();
-                    (!expired, Some(*cas))
+                    (!expired, item.cas, Some(version))
                 }
-                None => (false, None),
+                None => (false, 0, None),
             };
             let attempt = match mode {
                 StoreMode::Set => unreachable!("handled above"),
@@ -264,15 +278,24 @@ impl EngineStorage {
                     None => PutMode::IfAbsent,
                 },
                 StoreMode::Replace if !present => return Ok(StoreOutcome::NotStored),
-                StoreMode::Replace => PutMode::IfVersion(version.expect("present")),
-                StoreMode::Cas(_) if !present => return Ok(StoreOutcome::NotFound),
-                StoreMode::Cas(want) if Some(want) != version => return Ok(StoreOutcome::Exists),
-                StoreMode::Cas(want) => PutMode::IfVersion(want),
+                StoreMode::Cas(_) | StoreMode::Touch(_) if !present => {
+                    return Ok(StoreOutcome::NotFound)
+                }
+                StoreMode::Cas(want) | StoreMode::Touch(want) if want != item_cas => {
+                    return Ok(StoreOutcome::Exists)
+                }
+                StoreMode::Replace | StoreMode::Cas(_) | StoreMode::Touch(_) => {
+                    PutMode::IfVersion(version.expect("present"))
+                }
             };
             match self.engine_put(key, &raw, attempt).await? {
-                Some(cas) => return Ok(StoreOutcome::Stored { cas }),
-                None if matches!(mode, StoreMode::Cas(_)) => return Ok(StoreOutcome::Exists),
-                None => continue, // changed under us: look again
+                Some(version) => {
+                    let cas = if kept != 0 { kept } else { version };
+                    return Ok(StoreOutcome::Stored { cas });
+                }
+                // Changed under us (perhaps only touched, keeping its CAS):
+                // look again.
+                None => continue,
             }
         }
         Err(StorageError(format!(
@@ -285,21 +308,31 @@ impl EngineStorage {
         key: &[u8],
         cas: Option<u64>,
     ) -> Result<StoreOutcome, StorageError> {
-        // An expired item is already gone for the client: NOT_FOUND, but
-        // reclaim its space.
-        if let Some((raw, version)) = self.engine_get(key).await? {
+        for _ in 0..RETRIES {
+            let Some((raw, version)) = self.engine_get(key).await? else {
+                return Ok(StoreOutcome::NotFound);
+            };
             let item = decode(raw, version)?;
+            // An expired item is already gone for the client: NOT_FOUND,
+            // but reclaim its space.
             if item.exptime != 0 && item.exptime <= unix_now() {
                 let _ = self.engine_delete(key, Some(version)).await?;
                 self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
                 return Ok(StoreOutcome::NotFound);
             }
+            if cas.is_some_and(|c| c != item.cas) {
+                return Ok(StoreOutcome::Exists);
+            }
+            match self.engine_delete(key, Some(version)).await? {
+                DeleteOutcome::Deleted => return Ok(StoreOutcome::Stored { cas: 0 }),
+                DeleteOutcome::NotFound => return Ok(StoreOutcome::NotFound),
+                // Rewritten meanwhile (perhaps only touched): look again.
+                DeleteOutcome::VersionMismatch => continue,
+            }
         }
-        Ok(match self.engine_delete(key, cas).await? {
-            DeleteOutcome::Deleted => StoreOutcome::Stored { cas: 0 },
-            DeleteOutcome::NotFound => StoreOutcome::NotFound,
-            DeleteOutcome::VersionMismatch => StoreOutcome::Exists,
-        })
+        Err(StorageError(format!(
+            "key changed {RETRIES} times during a delete"
+        )))
     }
 }
 

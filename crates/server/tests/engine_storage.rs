@@ -79,6 +79,58 @@ fn set_get_flags_exptime_cas() {
     );
 }
 
+/// touch/gat keep the CAS unique (as memcached); later writes change it;
+/// CAS and delete-with-CAS compare against the kept unique, also after a
+/// restart.
+#[test]
+fn touch_keeps_the_cas_unique() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("d");
+    let opts = || {
+        EngineStorage::default_options()
+            .create_bytes(64 << 20)
+            .segment_bytes(4 << 20)
+    };
+    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let StoreOutcome::Stored { cas } = run(s.store(b"k", b"v", 7, 0, StoreMode::Set)).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        run(s.store(b"k", b"v", 7, 100, StoreMode::Touch(cas + 1))).unwrap(),
+        StoreOutcome::Exists
+    );
+    assert_eq!(
+        run(s.store(b"k", b"v", 7, 4_000_000_000, StoreMode::Touch(cas))).unwrap(),
+        StoreOutcome::Stored { cas }
+    );
+    s.close().unwrap();
+    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let item = run(s.get(b"k")).unwrap().unwrap();
+    assert_eq!((item.exptime, item.cas), (4_000_000_000, cas));
+    assert_eq!(
+        run(s.store(b"k", b"v", 7, 0, StoreMode::Touch(cas))).unwrap(),
+        StoreOutcome::Stored { cas }
+    );
+    let StoreOutcome::Stored { cas: new } =
+        run(s.store(b"k", b"w", 7, 0, StoreMode::Cas(cas))).unwrap()
+    else {
+        panic!()
+    };
+    assert_ne!(new, cas);
+    assert_eq!(run(s.get(b"k")).unwrap().unwrap().cas, new);
+    run(s.store(b"k", b"w", 7, 0, StoreMode::Touch(new))).unwrap();
+    assert_eq!(
+        run(s.delete(b"k", Some(cas))).unwrap(),
+        StoreOutcome::Exists
+    );
+    assert!(matches!(
+        run(s.delete(b"k", Some(new))).unwrap(),
+        StoreOutcome::Stored { .. }
+    ));
+    assert_eq!(run(s.get(b"k")).unwrap(), None);
+}
+
 #[test]
 fn dram_tier_never_serves_a_stale_item() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
