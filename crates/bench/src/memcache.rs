@@ -52,6 +52,10 @@ pub struct Config {
     pub keys: u64,
     /// How gets and sets pick their keys. Default uniform.
     pub distribution: Distribution,
+    /// Look-aside cache: a get that misses is followed by a set of its key
+    /// (on the same connection, before the next drawn request), so a
+    /// cache's hit ratio shows what its eviction policy keeps. Default off.
+    pub set_on_miss: bool,
     pub stop: Stop,
     /// Share of gets whose value bytes are checked against the key
     /// (every hit's length and key are checked). Default 0.01.
@@ -75,6 +79,7 @@ impl Config {
             value_bytes: 1024,
             keys: 100_000,
             distribution: Distribution::Uniform,
+            set_on_miss: false,
             stop: Stop::Duration(Duration::from_secs(10)),
             verify_fraction: 0.01,
             seed: 1,
@@ -343,6 +348,8 @@ struct Conn {
     filled: usize,
     parsed: usize,
     pending: VecDeque<Pending>,
+    /// Keys whose get missed, to be set next (`Config::set_on_miss`).
+    refill: VecDeque<u64>,
     work: Work,
     rng: Rng,
 }
@@ -361,6 +368,7 @@ impl Conn {
             filled: 0,
             parsed: 0,
             pending: VecDeque::new(),
+            refill: VecDeque::new(),
             work: Work::Idle,
             rng: Rng::new(index as u64),
         }
@@ -404,6 +412,9 @@ impl Conn {
                         return None;
                     }
                     *left -= 1;
+                }
+                if let Some(key) = self.refill.pop_front() {
+                    return Some((Op::Set, key));
                 }
                 let (gets, sets) = shared.config.ratio;
                 let op = if self.rng.below(u64::from(gets + sets)) < u64::from(gets) {
@@ -480,6 +491,9 @@ impl Conn {
                 .map_err(|m| BenchError::Protocol(m.detail))?;
             let Some((reply, n)) = parsed else { break };
             tally.account(shared.values, &p, &reply, now);
+            if shared.config.set_on_miss && matches!(reply, Reply::Miss) {
+                self.refill.push_back(p.key);
+            }
             self.parsed += n;
             self.pending.pop_front();
             replies += 1;

@@ -12,7 +12,7 @@ pub fn describe(config: &Config) -> String {
     };
     format!(
         "memcache bench: {server}, {conns} connections on {threads} threads, pipeline {depth}, \
-         get:set {g}:{s}, {bytes}-byte values, {keys} keys ({dist}), {stop}",
+         get:set {g}:{s}{miss}, {bytes}-byte values, {keys} keys ({dist}), {stop}",
         server = config.server,
         conns = config.connections,
         threads = config.threads.min(config.connections),
@@ -22,6 +22,11 @@ pub fn describe(config: &Config) -> String {
         bytes = config.value_bytes,
         keys = config.keys,
         dist = config.distribution,
+        miss = if config.set_on_miss {
+            " + set on miss"
+        } else {
+            ""
+        },
     )
 }
 
@@ -106,8 +111,8 @@ pub fn json(config: &Config, preload: Option<&PhaseReport>, run: Option<&PhaseRe
         out,
         "  \"config\": {{\"server\": {}, \"connections\": {}, \"threads\": {}, \"pipeline\": {}, \
          \"ratio_get\": {}, \"ratio_set\": {}, \"value_bytes\": {}, \"keys\": {}, \
-         \"distribution\": {}, \"duration_seconds\": {}, \"requests\": {}, \
-         \"verify_fraction\": {}, \"seed\": {}}},",
+         \"distribution\": {}, \"set_on_miss\": {}, \"duration_seconds\": {}, \
+         \"requests\": {}, \"verify_fraction\": {}, \"seed\": {}}},",
         quote(&config.server.to_string()),
         config.connections,
         config.threads.min(config.connections),
@@ -117,6 +122,7 @@ pub fn json(config: &Config, preload: Option<&PhaseReport>, run: Option<&PhaseRe
         config.value_bytes,
         config.keys,
         quote(&config.distribution.to_string()),
+        config.set_on_miss,
         duration,
         requests,
         config.verify_fraction,

@@ -150,10 +150,7 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
         // Nearly out of space: take the emptiest segment, ignoring age.
         let greedy = free <= GC_RESERVE_SEGMENTS + 1;
         let victim = if inner.opts.cache_mode {
-            match inner.opts.eviction {
-                Eviction::Fifo => oldest_sealed(inner),
-                Eviction::SegmentLru => lru_victim(inner),
-            }
+            choose_victim(inner, inner.opts.eviction)
         } else {
             pick_victim(inner, greedy)
         };
@@ -178,38 +175,33 @@ fn evictable(inner: &Inner) -> impl Iterator<Item = (u32, &SegmentInfo)> {
         .map(|(i, s)| (i as u32, s))
 }
 
-/// [`Eviction::Fifo`]: the oldest segment, in write order.
-fn oldest_sealed(inner: &Inner) -> Option<u32> {
-    evictable(inner)
-        .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed))
-        .map(|(i, _)| i)
-}
-
-/// [`Eviction::SegmentLru`]: the segment least recently hit or written
-/// (oldest first among equals). A segment passed over by twice as many
-/// evictions as there are segments (two turns of the log) goes first: the
-/// keys evicted out of order are logged until no older segment could hold
-/// a stale copy of them, and a segment kept forever would keep those logs
-/// (and relocate them) forever.
-fn lru_victim(inner: &Inner) -> Option<u32> {
-    let turn = 2 * inner.segments.len() as u32;
+/// Cache mode's victim under `policy` (see [`Eviction`]). A segment that
+/// survived two turns of the log (twice as many evictions as there are
+/// segments) goes first whatever the policy: keys evicted out of write
+/// order are logged until no older segment could hold a stale copy of
+/// them, and a segment kept forever would keep those logs (and relocate
+/// them) forever. Every other candidate then ages by one eviction.
+fn choose_victim(inner: &Inner, policy: Eviction) -> Option<u32> {
+    let n = inner.segments.len() as u32;
+    let seq = |s: &SegmentInfo| s.seq.load(Ordering::Relaxed);
     let overdue = evictable(inner)
-        .filter(|(_, s)| s.passed_over.load(Ordering::Relaxed) >= turn)
-        .min_by_key(|(_, s)| s.seq.load(Ordering::Relaxed));
-    let victim = overdue.or_else(|| {
-        evictable(inner).min_by_key(|(_, s)| {
+        .filter(|(_, s)| s.survived.load(Ordering::Relaxed) >= 2 * n)
+        .min_by_key(|(_, s)| seq(s));
+    let victim = match (overdue, policy) {
+        (Some(v), _) => Some(v),
+        (None, Eviction::Fifo) => evictable(inner).min_by_key(|(_, s)| seq(s)),
+        (None, Eviction::SegmentLru) => evictable(inner).min_by_key(|(_, s)| {
             let used = s
                 .last_hit
                 .load(Ordering::Relaxed)
                 .max(s.sealed_at.load(Ordering::Relaxed));
-            (used, s.seq.load(Ordering::Relaxed))
-        })
-    });
-    let (victim, info) = victim?;
-    let seq = info.seq.load(Ordering::Relaxed);
-    for (_, s) in evictable(inner) {
-        if s.seq.load(Ordering::Relaxed) < seq {
-            s.passed_over.fetch_add(1, Ordering::Relaxed);
+            (used, seq(s))
+        }),
+    }?
+    .0;
+    for (i, s) in evictable(inner) {
+        if i != victim {
+            s.survived.fetch_add(1, Ordering::Relaxed);
         }
     }
     Some(victim)

@@ -64,15 +64,15 @@ impl Default for Options {
     }
 }
 
-/// Cache mode's choice of the segment to reclaim.
+/// Cache mode's choice of the segment to reclaim. With the policies other
+/// than `Fifo`, a segment is reclaimed anyway once it has survived two
+/// turns of the log (twice as many evictions as there are segments), and
+/// evicting out of write order logs the evicted keys (20 bytes each, see
+/// docs/FORMAT.md) so a crash restart cannot bring back an older value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Eviction {
     /// The segment least recently read (a GET hit on any of its records)
-    /// or written, so hot items outlive cold ones; a segment is reclaimed
-    /// anyway once it has been passed over for a whole turn of the log.
-    /// Evicting out of write order logs the evicted keys (a few bytes
-    /// each, see docs/FORMAT.md) so a crash restart cannot bring back an
-    /// older value of theirs.
+    /// or written.
     SegmentLru,
     /// The oldest segment (write order), ignoring reads.
     Fifo,

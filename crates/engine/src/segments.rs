@@ -58,9 +58,9 @@ pub(crate) struct SegmentInfo {
     pub last_hit: AtomicU64,
     /// Appended records not yet indexed (see `writer::Appended`).
     pub in_flight: AtomicU64,
-    /// Cache-mode evictions that chose a younger segment over this one
-    /// (segment LRU bounds it; in DRAM only).
-    pub passed_over: AtomicU32,
+    /// Cache-mode evictions this segment survived while sealed (in DRAM
+    /// only; see `gc::choose_victim`).
+    pub survived: AtomicU32,
 }
 
 impl SegmentInfo {
@@ -74,7 +74,7 @@ impl SegmentInfo {
             tombstone_grains: AtomicU64::new(0),
             last_hit: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
-            passed_over: AtomicU32::new(0),
+            survived: AtomicU32::new(0),
         }
     }
 
@@ -132,7 +132,8 @@ impl Segments {
         info.valid_grains.store(0, Ordering::Relaxed);
         info.tombstone_grains.store(0, Ordering::Relaxed);
         info.min_seq.store(u64::MAX, Ordering::Relaxed);
-        info.passed_over.store(0, Ordering::Relaxed);
+        info.survived.store(0, Ordering::Relaxed);
+
         let mut free = self.free.lock();
         debug_assert!(!free.contains(&s));
         free.push_back(s);

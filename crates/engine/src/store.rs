@@ -353,8 +353,11 @@ impl Inner {
             }))
     }
 
-    /// Notes a hit on the segment holding `loc` (segment-level recency).
+    /// Notes a hit on the segment holding `loc` (segment LRU).
     fn touch(&self, loc: Location) {
+        if !self.opts.cache_mode {
+            return;
+        }
         let seg = self.segments.get(self.layout.segment_of(loc.pba));
         let now = self.seq.load(Ordering::Relaxed);
         // Skip the store while the mark is nearly current: a hot segment's

@@ -74,6 +74,11 @@ struct MemcacheBenchArgs {
     /// How gets and sets pick keys: uniform, zipf (theta 0.99) or zipf:THETA.
     #[arg(long, value_name = "DIST", default_value = "uniform", value_parser = Distribution::parse)]
     distribution: Distribution,
+    /// Look-aside cache: after a get misses, set that key (as an
+    /// application filling its cache would), so the hit ratio shows what
+    /// the server's eviction keeps.
+    #[arg(long)]
+    set_on_miss: bool,
     /// Length of the measured phase in seconds (default 10).
     #[arg(long, value_name = "SECS", conflicts_with = "requests",
           value_parser = clap::value_parser!(u32).range(1..=86400))]
@@ -184,6 +189,7 @@ fn bench_memcache(args: MemcacheBenchArgs) -> Result<bool, BoxError> {
         value_bytes: args.value_size as usize,
         keys: args.keys,
         distribution: args.distribution,
+        set_on_miss: args.set_on_miss,
         stop: match (args.requests, args.duration) {
             (Some(n), _) => Stop::Requests(n),
             (None, secs) => Stop::Duration(Duration::from_secs(u64::from(secs.unwrap_or(10)))),

@@ -151,6 +151,34 @@ fn bench_memcache_against_nvdepot_memcache() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("hit ratio 1.0000"), "{stdout}");
 
+    // Look-aside: gets only over 3000 keys, 1000 of them never set; each
+    // miss is followed by a set, so each key misses at most once.
+    let json2 = dir.path().join("miss.json");
+    let out = bench(&[
+        "--server",
+        &server.addr,
+        "--connections",
+        "1",
+        "--keys",
+        "3000",
+        "--value-size",
+        "700",
+        "--ratio",
+        "1:0",
+        "--set-on-miss",
+        "--requests",
+        "20000",
+        "--json",
+        json2.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("+ set on miss"), "{stdout}");
+    let json2 = std::fs::read_to_string(&json2).unwrap();
+    let misses = field(&json2, "run", "misses");
+    assert!(misses > 500.0 && misses <= 1000.0, "{json2}");
+    assert_eq!(field(&json2, "run", "sets"), misses, "{json2}");
+
     // A value that is not the key's: every checked get is a mismatch, exit 1.
     let mut raw = TcpStream::connect(server.addr.as_str()).unwrap();
     raw.write_all(b"set key:0000000000 0 0 700\r\n").unwrap();

@@ -424,6 +424,7 @@ impl Storage for EngineStorage {
                 format!("{:.3}", s.write_amplification),
             ),
             ("nvdepot_flushes", s.flushes.to_string()),
+            ("nvdepot_evictions_logged", s.evictions_logged.to_string()),
             ("nvdepot_dram_items", self.hot.items().to_string()),
             ("nvdepot_dram_bytes", self.hot.bytes().to_string()),
             (
