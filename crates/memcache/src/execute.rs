@@ -3,7 +3,7 @@
 //! `get` + a CAS-conditional `store`, retried a bounded number of times
 //! when another writer gets in between.
 
-use crate::{Connection, Item, Storage, StorageError, StoreMode, StoreOutcome};
+use crate::{Connection, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
 
 /// How many times a read-modify-write command retries after losing a CAS
 /// race before giving up with a `SERVER_ERROR`.
@@ -230,7 +230,7 @@ impl<S: Storage> Connection<S> {
             let mode = StoreMode::Touch(old.cas);
             if let StoreOutcome::Stored { cas } = self
                 .storage
-                .store(key, &old.value, old.flags, exptime, mode)
+                .store_item(key, &old.value, old.flags, exptime, old.state, mode)
                 .await?
             {
                 let old_exptime = old.exptime;
@@ -307,5 +307,144 @@ impl<S: Storage> Connection<S> {
             self.storage.flush_all()?;
         }
         Ok(())
+    }
+}
+
+/// How a claim of an item's win token ended ([`Connection::claim_win`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// This request won (`W`).
+    Won,
+    /// Another request had won (`Z`).
+    Taken,
+    /// The item changed or went away meanwhile (no mark).
+    Changed,
+}
+
+/// The stale-while-revalidate commands of the meta protocol (memcached's
+/// `ITEM_STALE` / `ITEM_TOKEN_SENT`).
+impl<S: Storage> Connection<S> {
+    /// Hands `item`'s win token to this request unless another has it.
+    pub(crate) async fn claim_win(&mut self, key: &[u8], item: &Item) -> Result<Claim, ExecError> {
+        let state = ItemState {
+            token_sent: true,
+            ..item.state
+        };
+        let mode = StoreMode::Win(item.cas);
+        Ok(
+            match self
+                .storage
+                .store_item(key, &item.value, item.flags, item.exptime, state, mode)
+                .await?
+            {
+                StoreOutcome::Stored { .. } => Claim::Won,
+                StoreOutcome::NotStored => Claim::Taken,
+                StoreOutcome::Exists | StoreOutcome::NotFound => Claim::Changed,
+            },
+        )
+    }
+
+    /// `mg <key> N<ttl>` on a miss: an empty item whose win token this
+    /// request holds. `None` if another request created the key first.
+    pub(crate) async fn vivify(
+        &mut self,
+        key: &[u8],
+        exptime: u32,
+    ) -> Result<Option<Item>, ExecError> {
+        let state = ItemState {
+            stale: false,
+            token_sent: true,
+        };
+        Ok(
+            match self
+                .storage
+                .store_item(key, b"", 0, exptime, state, StoreMode::Add)
+                .await?
+            {
+                StoreOutcome::Stored { cas } => Some(Item {
+                    value: Vec::new(),
+                    flags: 0,
+                    exptime,
+                    cas,
+                    state,
+                }),
+                _ => None,
+            },
+        )
+    }
+
+    /// `md <key> I [T<ttl>]`: marks the live item stale, with a new CAS, its
+    /// win token back, and `exptime` if given.
+    pub(crate) async fn invalidate(
+        &mut self,
+        key: &[u8],
+        cas: Option<u64>,
+        exptime: Option<u32>,
+    ) -> Result<Deleted, ExecError> {
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key).await? else {
+                self.counters.delete_misses += 1;
+                return Ok(Deleted::NotFound);
+            };
+            if cas.is_some_and(|c| c != old.cas) {
+                self.counters.delete_misses += 1;
+                return Ok(Deleted::Exists);
+            }
+            let state = ItemState {
+                stale: true,
+                token_sent: false,
+            };
+            let exptime = exptime.unwrap_or(old.exptime);
+            let mode = StoreMode::Cas(old.cas);
+            if let StoreOutcome::Stored { .. } = self
+                .storage
+                .store_item(key, &old.value, old.flags, exptime, state, mode)
+                .await?
+            {
+                self.counters.delete_hits += 1;
+                return Ok(Deleted::Yes);
+            }
+        }
+        Err(ExecError::Contention)
+    }
+
+    /// `ms <key> I C<cas>`: a CAS older than the live item's stores the
+    /// value anyway, marked stale, keeping the item's TTL and win token (as
+    /// memcached's `CAS_STALE`); an equal one is a plain CAS store; a newer
+    /// one fails with `Exists`.
+    pub(crate) async fn store_invalidating(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+    ) -> Result<StoreOutcome, ExecError> {
+        for _ in 0..RMW_ATTEMPTS_MAX {
+            let Some(old) = self.live(key).await? else {
+                return Ok(self
+                    .store(key, value, flags, exptime, StoreMode::Cas(cas))
+                    .await?);
+            };
+            if cas >= old.cas {
+                return Ok(self
+                    .store(key, value, flags, exptime, StoreMode::Cas(cas))
+                    .await?);
+            }
+            let state = ItemState {
+                stale: true,
+                token_sent: old.state.token_sent,
+            };
+            let mode = StoreMode::Cas(old.cas);
+            let r = self
+                .storage
+                .store_item(key, value, flags, old.exptime, state, mode)
+                .await?;
+            if let StoreOutcome::Stored { .. } = r {
+                self.counters.cas_hits += 1;
+                return Ok(r);
+            }
+        }
+        Err(ExecError::Contention)
     }
 }

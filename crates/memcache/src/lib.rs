@@ -52,8 +52,22 @@ pub struct Item {
     pub flags: u32,
     /// Absolute expiry time in Unix seconds; 0 = never.
     pub exptime: u32,
-    /// CAS unique, assigned by the storage on every write; never 0.
+    /// CAS unique, assigned by the storage on every write (except
+    /// [`StoreMode::Touch`] and [`StoreMode::Win`], which keep it); never 0.
     pub cas: u64,
+    /// Meta-protocol marks, kept with the item.
+    pub state: ItemState,
+}
+
+/// Meta-protocol marks on an item: memcached's `ITEM_STALE` and
+/// `ITEM_TOKEN_SENT`, which `mg` reports as `X`, `W` and `Z`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItemState {
+    /// Invalidated (`md <key> I`, or `ms <key> I` with an older CAS): still
+    /// served, marked `X`, and the first `mg` of it wins the recache.
+    pub stale: bool,
+    /// A client was handed the win token (`W`); later `mg`s see `Z`.
+    pub token_sent: bool,
 }
 
 /// Condition of a [`Storage::store`].
@@ -70,6 +84,9 @@ pub enum StoreMode {
     /// As `Cas`, but the item keeps this CAS unique: touch and gat change
     /// only the expiry, and memcached leaves the CAS alone.
     Touch(u64),
+    /// As `Touch`, and only if the item's win token has not been handed
+    /// out (`NotStored` if it has): exactly one `mg` wins a recache.
+    Win(u64),
 }
 
 /// Outcome of a conditional write.
@@ -108,7 +125,18 @@ pub struct StorageError(pub String);
 pub trait Storage: Send + Sync {
     /// The item under `key`, if any.
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>>;
-    /// Writes an item under a condition; the storage assigns the CAS.
+    /// Writes an item with its meta-protocol marks under a condition; the
+    /// storage assigns the CAS (see [`StoreMode`]).
+    fn store_item(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+        mode: StoreMode,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
+    /// [`Storage::store_item`] of an item without marks.
     fn store(
         &self,
         key: &[u8],
@@ -116,7 +144,9 @@ pub trait Storage: Send + Sync {
         flags: u32,
         exptime: u32,
         mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        self.store_item(key, value, flags, exptime, ItemState::default(), mode)
+    }
     /// Deletes `key` if present (and, with `Some(cas)`, only if its unique
     /// matches). Ok(StoreOutcome::Stored{..}) = deleted; NotFound; Exists
     /// (cas mismatch).

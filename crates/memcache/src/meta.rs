@@ -4,13 +4,24 @@
 //! are always sent; `q` hides only the nominal reply (`EN` for mg, `HD` for
 //! ms/md, a successful ma on an existing item).
 
-use crate::execute::{Arith, Deleted, ExecError};
+use crate::execute::{Arith, Claim, Deleted, ExecError};
 use crate::meta_flags::{self, MetaFlags, META_TOKENS_MAX};
 use crate::num::{put_i64, put_u64, safe_strtol};
 use crate::text::{reply, server_error, After, Tokens};
 use crate::{Connection, Item, Storage, StoreMode, StoreOutcome};
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format";
+
+/// The recache marks of an `mg` hit.
+#[derive(Clone, Copy, Debug, Default)]
+struct Marks {
+    /// `Z`: the win token was handed out already.
+    taken: bool,
+    /// `X`: the item is stale.
+    stale: bool,
+    /// `W`: this request won the recache.
+    won: bool,
+}
 const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
 
 /// Appends ` k<key>`, base64 with a ` b` flag when the request used `b`.
@@ -128,9 +139,9 @@ impl<S: Storage> Connection<S> {
 
     async fn mg(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags are too long";
-        // h, l: hit-before and last-access are not kept; N, R: recache
-        // tokens (W/Z) need per-item state the storage does not have.
-        let Ok(f) = self.meta_prelude(tok, b"hlNR", too_long, None, key_buf, out) else {
+        // h, l: hit-before and last-access would cost a device write per
+        // hit to keep; refused rather than answered wrongly.
+        let Ok(f) = self.meta_prelude(tok, b"hl", too_long, None, key_buf, out) else {
             return;
         };
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
@@ -161,6 +172,9 @@ impl<S: Storage> Connection<S> {
             } else {
                 self.counters.get_misses += 1;
             }
+            if let Some(ttl) = f.vivify {
+                return self.mg_vivify(tok, &f, key, ttl, out).await;
+            }
             if !f.no_reply {
                 out.extend_from_slice(b"EN");
                 put_opaque_and_key(out, tok, key, f.key_binary);
@@ -173,9 +187,84 @@ impl<S: Storage> Connection<S> {
         } else {
             self.counters.get_hits += 1;
         }
-        self.mg_hit(tok, &f, key, &item, old_exptime, out);
+        let marks = match self.mg_marks(&f, key, &item).await {
+            Ok(m) => m,
+            Err(e) => return server_error(out, false, &e),
+        };
+        self.mg_hit(tok, &f, key, &item, old_exptime, marks, out);
     }
 
+    /// The `Z`, `X` and `W` marks of a hit: a stale item, or with `R` one
+    /// about to expire, hands its win token to the first request.
+    async fn mg_marks(
+        &mut self,
+        f: &MetaFlags,
+        key: &[u8],
+        item: &Item,
+    ) -> Result<Marks, ExecError> {
+        let now = i64::from(self.now());
+        let recache = f.recache.is_some_and(|secs| {
+            item.exptime != 0 && i64::from(item.exptime) - now < i64::from(secs)
+        });
+        let mut marks = Marks {
+            taken: item.state.token_sent,
+            stale: item.state.stale,
+            won: false,
+        };
+        if !marks.taken && (marks.stale || recache) {
+            match self.claim_win(key, item).await? {
+                Claim::Won => marks.won = true,
+                Claim::Taken => marks.taken = true,
+                Claim::Changed => {}
+            }
+        }
+        Ok(marks)
+    }
+
+    /// `mg <key> N<ttl>` after a miss: create an empty item and win it, or
+    /// (if another request just did) answer with that one.
+    async fn mg_vivify(
+        &mut self,
+        tok: &Tokens<'_>,
+        f: &MetaFlags,
+        key: &[u8],
+        ttl: i32,
+        out: &mut Vec<u8>,
+    ) {
+        let exptime = self.exptime_abs(i64::from(ttl));
+        let (item, marks) = match self.vivify(key, exptime).await {
+            Ok(Some(item)) => (
+                item,
+                Marks {
+                    won: true,
+                    ..Marks::default()
+                },
+            ),
+            Ok(None) => match self.live(key).await {
+                Ok(Some(item)) => {
+                    let marks = Marks {
+                        taken: item.state.token_sent,
+                        stale: item.state.stale,
+                        won: false,
+                    };
+                    (item, marks)
+                }
+                Ok(None) => {
+                    if !f.no_reply {
+                        out.extend_from_slice(b"EN");
+                        put_opaque_and_key(out, tok, key, f.key_binary);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    return;
+                }
+                Err(e) => return server_error(out, false, &ExecError::from(e)),
+            },
+            Err(e) => return server_error(out, false, &e),
+        };
+        self.mg_hit(tok, f, key, &item, None, marks, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn mg_hit(
         &self,
         tok: &Tokens,
@@ -183,6 +272,7 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
         item: &Item,
         old_exptime: Option<u32>,
+        marks: Marks,
         out: &mut Vec<u8>,
     ) {
         let now = self.now();
@@ -218,6 +308,16 @@ impl<S: Storage> Connection<S> {
                 b'k' => put_key(out, key, f.key_binary),
                 _ => {}
             }
+        }
+        // memcached's order: Z, X, W after the requested flags.
+        if marks.taken {
+            out.extend_from_slice(b" Z");
+        }
+        if marks.stale {
+            out.extend_from_slice(b" X");
+        }
+        if marks.won {
+            out.extend_from_slice(b" W");
         }
         out.extend_from_slice(b"\r\n");
         if f.value {
@@ -258,8 +358,7 @@ impl<S: Storage> Connection<S> {
             this.swallow = vlen as u64 + 2;
             After::Line
         };
-        // I: marking items stale needs per-item state the storage lacks.
-        let f = match meta_flags::parse(tok, 3, b"I", key_buf) {
+        let f = match meta_flags::parse(tok, 3, b"", key_buf) {
             Ok(f) => f,
             Err(e) => return refuse(self, out, e.as_bytes()),
         };
@@ -298,10 +397,16 @@ impl<S: Storage> Connection<S> {
                 self.concat(key, value, f.mode == b'A', f.cas.unwrap_or(0))
                     .await
             }
-            _ => self
-                .store(key, value, f.client_flags, exptime, mode)
-                .await
-                .map_err(ExecError::from),
+            _ => match (f.invalidate, mode) {
+                (true, StoreMode::Cas(cas)) => {
+                    self.store_invalidating(key, value, f.client_flags, exptime, cas)
+                        .await
+                }
+                _ => self
+                    .store(key, value, f.client_flags, exptime, mode)
+                    .await
+                    .map_err(ExecError::from),
+            },
         };
         let (code, cas): (&[u8], u64) = match r {
             Ok(StoreOutcome::Stored { cas }) => {
@@ -340,12 +445,18 @@ impl<S: Storage> Connection<S> {
     async fn md(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
-        // I: marking items stale needs per-item state the storage lacks.
-        let Ok(f) = self.meta_prelude(tok, b"I", too_long, flag_error, key_buf, out) else {
+        let Ok(f) = self.meta_prelude(tok, b"", too_long, flag_error, key_buf, out) else {
             return;
         };
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
-        let code: &[u8] = match self.delete(key, f.cas).await {
+        let deleted = if f.invalidate {
+            // T sets the TTL only together with I.
+            let exptime = f.ttl.map(|t| self.exptime_abs(i64::from(t)));
+            self.invalidate(key, f.cas, exptime).await
+        } else {
+            self.delete(key, f.cas).await
+        };
+        let code: &[u8] = match deleted {
             Ok(Deleted::Yes) if f.no_reply => return,
             Ok(Deleted::Yes) => b"HD",
             Ok(Deleted::NotFound) => b"NF",

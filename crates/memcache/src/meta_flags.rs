@@ -5,9 +5,9 @@
 //! whose message the last bad flag decides.
 //!
 //! Flags this crate cannot honour because the [`Storage`](crate::Storage)
-//! keeps no such item state (hit-before, last access, stale marks, recache
-//! tokens) are refused as invalid by the commands that would use them
-//! rather than answered wrongly; see `reject` in [`parse`].
+//! keeps no such item state (hit-before, last access) are refused as
+//! invalid by the commands that would use them rather than answered
+//! wrongly; see `reject` in [`parse`].
 
 use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
 use crate::text::Tokens;
@@ -29,6 +29,10 @@ pub(crate) struct MetaFlags {
     pub vivify: Option<i32>,
     /// `T<ttl>`: new exptime (raw seconds).
     pub ttl: Option<i32>,
+    /// `R<secs>`: win the recache if the item has less TTL left.
+    pub recache: Option<i32>,
+    /// `I`: invalidate (mark stale) instead of deleting or failing a CAS.
+    pub invalidate: bool,
     /// `v`: return the value.
     pub value: bool,
     /// `q`: suppress the nominal reply.
@@ -83,12 +87,12 @@ pub(crate) fn parse(
                 Some(v) => f.ttl = Some(v),
                 None => err = Some(bad_token),
             },
-            b'R' => {
-                if safe_strtol(arg).is_none() {
-                    err = Some(bad_token);
-                }
-            }
-            b'l' | b'h' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'u' | b'I' => {}
+            b'R' => match safe_strtol(arg) {
+                Some(v) => f.recache = Some(v),
+                None => err = Some(bad_token),
+            },
+            b'I' => f.invalidate = true,
+            b'l' | b'h' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'u' => {}
             b'v' => f.value = true,
             b'q' => f.no_reply = true,
             b'F' => match safe_strtoul(arg) {

@@ -8,7 +8,7 @@ use std::future::{ready, Future};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use crate::{Item, Storage, StorageError, StoreMode, StoreOutcome};
+use crate::{Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
 
 /// The clock's starting time: 2023-11-14, well past the 30-day boundary
 /// between relative and absolute exptimes.
@@ -111,21 +111,40 @@ impl MemStorage {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
+        self.store_item_now(key, value, flags, exptime, ItemState::default(), mode)
+    }
+
+    /// [`Storage::store_item`], answered at once.
+    pub fn store_item_now(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
         self.check()?;
         let mut inner = self.inner.lock().unwrap();
-        let current = self.live(&inner, key).map(|it| it.cas);
+        let current = self.live(&inner, key).map(|it| (it.cas, it.state));
         match (mode, current) {
             (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => {
                 return Ok(StoreOutcome::NotStored)
             }
-            (StoreMode::Cas(_) | StoreMode::Touch(_), None) => return Ok(StoreOutcome::NotFound),
-            (StoreMode::Cas(want) | StoreMode::Touch(want), Some(have)) if want != have => {
-                return Ok(StoreOutcome::Exists)
+            (StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_), None) => {
+                return Ok(StoreOutcome::NotFound)
+            }
+            (
+                StoreMode::Cas(want) | StoreMode::Touch(want) | StoreMode::Win(want),
+                Some((have, _)),
+            ) if want != have => return Ok(StoreOutcome::Exists),
+            (StoreMode::Win(_), Some((_, st))) if st.token_sent => {
+                return Ok(StoreOutcome::NotStored)
             }
             _ => {}
         }
         let cas = match mode {
-            StoreMode::Touch(kept) => kept,
+            StoreMode::Touch(kept) | StoreMode::Win(kept) => kept,
             _ => {
                 inner.cas += 1;
                 inner.cas
@@ -136,6 +155,7 @@ impl MemStorage {
             flags,
             exptime,
             cas,
+            state,
         };
         inner.map.insert(key.to_vec(), item);
         Ok(StoreOutcome::Stored { cas })
@@ -161,15 +181,16 @@ impl Storage for MemStorage {
         ready(self.get_now(key))
     }
 
-    fn store(
+    fn store_item(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        ready(self.store_now(key, value, flags, exptime, mode))
+        ready(self.store_item_now(key, value, flags, exptime, state, mode))
     }
 
     fn delete(

@@ -9,7 +9,8 @@ use std::task::{Context, Poll, Waker};
 
 use nvdepot_memcache::testing::MemStorage;
 use nvdepot_memcache::{
-    Connection, Item, Limits, ServerStats, Storage, StorageError, StoreMode, StoreOutcome,
+    Connection, Item, ItemState, Limits, ServerStats, Storage, StorageError, StoreMode,
+    StoreOutcome,
 };
 
 /// [`MemStorage`], but each call returns `Pending` once before answering.
@@ -39,15 +40,19 @@ impl Storage for Slow {
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
         after_a_wait(self.inner.get_now(key))
     }
-    fn store(
+    fn store_item(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        after_a_wait(self.inner.store_now(key, value, flags, exptime, mode))
+        after_a_wait(
+            self.inner
+                .store_item_now(key, value, flags, exptime, state, mode),
+        )
     }
     fn delete(
         &self,

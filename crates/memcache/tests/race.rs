@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::Harness;
 use nvdepot_memcache::testing::MemStorage;
-use nvdepot_memcache::{Item, Limits, Storage, StorageError, StoreMode, StoreOutcome};
+use nvdepot_memcache::{Item, ItemState, Limits, Storage, StorageError, StoreMode, StoreOutcome};
 
 /// A storage where another writer rewrites the key right before each of
 /// the next `races` CAS-conditional stores (and touches), so they fail
@@ -25,15 +25,16 @@ impl Storage for Racy {
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
         self.inner.get(key)
     }
-    fn store(
+    fn store_item(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        if let StoreMode::Cas(_) | StoreMode::Touch(_) = mode {
+        if let StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_) = mode {
             let left = self.races.load(Ordering::Relaxed);
             if left > 0 {
                 self.races.store(left - 1, Ordering::Relaxed);
@@ -42,7 +43,10 @@ impl Storage for Racy {
                 }
             }
         }
-        ready(self.inner.store_now(key, value, flags, exptime, mode))
+        ready(
+            self.inner
+                .store_item_now(key, value, flags, exptime, state, mode),
+        )
     }
     fn delete(
         &self,

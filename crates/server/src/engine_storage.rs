@@ -8,7 +8,9 @@
 //!  0  u32  client flags (LE)
 //!  4  u32  absolute expiry, Unix seconds (0 = never)
 //!  8  u64  CAS unique kept by a touch (LE), or 0
-//! 16  ...  the item's data
+//! 16  u8   meta marks: bit 0 stale, bit 1 win token sent; other bits 0
+//! 17  [u8; 3] reserved, 0
+//! 20  ...  the item's data
 //! ```
 //!
 //! The CAS unique is the record's version (its sequence number): it changes
@@ -27,11 +29,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nvdepot_engine::{DeleteOutcome, Namespace, Options, PutMode, Store};
-use nvdepot_memcache::{Item, Storage, StorageError, StoreMode, StoreOutcome};
+use nvdepot_memcache::{Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
 
 use crate::hot_cache::HotCache;
 
-const META_BYTES: usize = 16;
+const META_BYTES: usize = 20;
+const STALE: u8 = 1;
+const TOKEN_SENT: u8 = 2;
 /// Retries of a read-check-write before giving up under contention.
 const RETRIES: usize = 16;
 
@@ -50,11 +54,13 @@ fn err(e: nvdepot_engine::Error) -> StorageError {
 }
 
 /// The record value of an item; `kept_cas` 0 = the record's version.
-fn encode(value: &[u8], flags: u32, exptime: u32, kept_cas: u64) -> Vec<u8> {
+fn encode(value: &[u8], flags: u32, exptime: u32, kept_cas: u64, state: ItemState) -> Vec<u8> {
     let mut v = Vec::with_capacity(META_BYTES + value.len());
     v.extend_from_slice(&flags.to_le_bytes());
     v.extend_from_slice(&exptime.to_le_bytes());
     v.extend_from_slice(&kept_cas.to_le_bytes());
+    let marks = (u8::from(state.stale) * STALE) | (u8::from(state.token_sent) * TOKEN_SENT);
+    v.extend_from_slice(&[marks, 0, 0, 0]);
     v.extend_from_slice(value);
     v
 }
@@ -70,12 +76,24 @@ fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, StorageError> {
     let flags = u32::from_le_bytes(raw[0..4].try_into().expect("4 bytes"));
     let exptime = u32::from_le_bytes(raw[4..8].try_into().expect("4 bytes"));
     let kept = u64::from_le_bytes(raw[8..16].try_into().expect("8 bytes"));
+    let marks = raw[16];
+    if marks & !(STALE | TOKEN_SENT) != 0 || raw[17..20] != [0, 0, 0] {
+        return Err(StorageError(format!(
+            "item header has unknown marks {:#04x} {:?}",
+            marks,
+            &raw[17..20]
+        )));
+    }
     raw.drain(..META_BYTES);
     Ok(Item {
         value: raw,
         flags,
         exptime,
         cas: if kept != 0 { kept } else { version },
+        state: ItemState {
+            stale: marks & STALE != 0,
+            token_sent: marks & TOKEN_SENT != 0,
+        },
     })
 }
 
@@ -244,13 +262,14 @@ impl EngineStorage {
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
         let kept = match mode {
-            StoreMode::Touch(cas) => cas,
+            StoreMode::Touch(cas) | StoreMode::Win(cas) => cas,
             _ => 0,
         };
-        let raw = encode(value, flags, exptime, kept);
+        let raw = encode(value, flags, exptime, kept, state);
         if mode == StoreMode::Set {
             let cas = self
                 .engine_put(key, &raw, PutMode::Upsert)
@@ -262,13 +281,13 @@ impl EngineStorage {
         // a read can tell; the version check makes read-then-write atomic.
         for _ in 0..RETRIES {
             let current = self.engine_get(key).await?;
-            let (present, item_cas, version) = match current {
+            let (present, item_cas, token_sent, version) = match current {
                 Some((v, version)) => {
                     let item = decode(v, version)?;
                     let expired = item.exptime != 0 && item.exptime <= unix_now();
-                    (!expired, item.cas, Some(version))
+                    (!expired, item.cas, item.state.token_sent, Some(version))
                 }
-                None => (false, 0, None),
+                None => (false, 0, false, None),
             };
             let attempt = match mode {
                 StoreMode::Set => unreachable!("handled above"),
@@ -278,15 +297,19 @@ impl EngineStorage {
                     None => PutMode::IfAbsent,
                 },
                 StoreMode::Replace if !present => return Ok(StoreOutcome::NotStored),
-                StoreMode::Cas(_) | StoreMode::Touch(_) if !present => {
+                StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_) if !present => {
                     return Ok(StoreOutcome::NotFound)
                 }
-                StoreMode::Cas(want) | StoreMode::Touch(want) if want != item_cas => {
+                StoreMode::Cas(want) | StoreMode::Touch(want) | StoreMode::Win(want)
+                    if want != item_cas =>
+                {
                     return Ok(StoreOutcome::Exists)
                 }
-                StoreMode::Replace | StoreMode::Cas(_) | StoreMode::Touch(_) => {
-                    PutMode::IfVersion(version.expect("present"))
-                }
+                StoreMode::Win(_) if token_sent => return Ok(StoreOutcome::NotStored),
+                StoreMode::Replace
+                | StoreMode::Cas(_)
+                | StoreMode::Touch(_)
+                | StoreMode::Win(_) => PutMode::IfVersion(version.expect("present")),
             };
             match self.engine_put(key, &raw, attempt).await? {
                 Some(version) => {
@@ -354,16 +377,19 @@ impl Storage for EngineStorage {
         }
     }
 
-    async fn store(
+    async fn store_item(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
         let write = HotWrite::begin(&self.hot, key);
-        let outcome = self.store_flash(key, value, flags, exptime, mode).await;
+        let outcome = self
+            .store_flash(key, value, flags, exptime, state, mode)
+            .await;
         // Write-through: the item just stored is the hottest there is.
         let written = match &outcome {
             Ok(StoreOutcome::Stored { cas }) => Some(Item {
@@ -371,6 +397,7 @@ impl Storage for EngineStorage {
                 flags,
                 exptime,
                 cas: *cas,
+                state,
             }),
             _ => None,
         };

@@ -243,6 +243,7 @@ mod tests {
             flags: 0,
             exptime: 0,
             cas,
+            state: Default::default(),
         }
     }
 

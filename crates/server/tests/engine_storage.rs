@@ -3,7 +3,7 @@
 use std::future::Future;
 
 use nvdepot_io::uring::Runtime;
-use nvdepot_memcache::{Storage, StoreMode, StoreOutcome};
+use nvdepot_memcache::{ItemState, Storage, StoreMode, StoreOutcome};
 use nvdepot_server::EngineStorage;
 
 thread_local! {
@@ -129,6 +129,55 @@ fn touch_keeps_the_cas_unique() {
         StoreOutcome::Stored { .. }
     ));
     assert_eq!(run(s.get(b"k")).unwrap(), None);
+}
+
+/// Meta marks (stale, win token sent) live in the record: one winner per
+/// item, kept CAS, and the marks survive a restart.
+#[test]
+fn meta_marks_are_stored_with_the_item() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("d");
+    let opts = || {
+        EngineStorage::default_options()
+            .create_bytes(64 << 20)
+            .segment_bytes(4 << 20)
+    };
+    let stale = ItemState {
+        stale: true,
+        token_sent: false,
+    };
+    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let StoreOutcome::Stored { cas } =
+        run(s.store_item(b"k", b"v", 3, 0, stale, StoreMode::Set)).unwrap()
+    else {
+        panic!()
+    };
+    let won = ItemState {
+        stale: true,
+        token_sent: true,
+    };
+    assert_eq!(
+        run(s.store_item(b"k", b"v", 3, 0, won, StoreMode::Win(cas))).unwrap(),
+        StoreOutcome::Stored { cas }
+    );
+    assert_eq!(
+        run(s.store_item(b"k", b"v", 3, 0, won, StoreMode::Win(cas))).unwrap(),
+        StoreOutcome::NotStored
+    );
+    s.close().unwrap();
+    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let item = run(s.get(b"k")).unwrap().unwrap();
+    assert_eq!((item.cas, item.state, item.flags), (cas, won, 3));
+    assert_eq!(
+        run(s.store_item(b"k", b"v", 3, 0, won, StoreMode::Win(cas))).unwrap(),
+        StoreOutcome::NotStored
+    );
+    // A plain set clears the marks.
+    run(s.store(b"k", b"w", 0, 0, StoreMode::Set)).unwrap();
+    assert_eq!(
+        run(s.get(b"k")).unwrap().unwrap().state,
+        ItemState::default()
+    );
 }
 
 #[test]

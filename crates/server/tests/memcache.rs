@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nvdepot_memcache::testing::MemStorage;
-use nvdepot_memcache::{Item, Limits, ServerStats, Storage, StorageError, StoreMode, StoreOutcome};
+use nvdepot_memcache::{
+    Item, ItemState, Limits, ServerStats, Storage, StorageError, StoreMode, StoreOutcome,
+};
 use nvdepot_server::{
     MemcacheConfig, MemcacheServer, Shutdown, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
 };
@@ -30,15 +32,19 @@ impl Storage for MapStorage {
         later(self.inner.get_now(key))
     }
 
-    fn store(
+    fn store_item(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
+        state: ItemState,
         mode: StoreMode,
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        later(self.inner.store_now(key, value, flags, exptime, mode))
+        later(
+            self.inner
+                .store_item_now(key, value, flags, exptime, state, mode),
+        )
     }
 
     fn delete(
