@@ -3,6 +3,8 @@
 //! `get` + a CAS-conditional `store`, retried a bounded number of times
 //! when another writer gets in between.
 
+use std::future::Future;
+
 use crate::{Connection, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
 
 /// How many times a read-modify-write command retries after losing a CAS
@@ -87,7 +89,17 @@ impl<S: Storage> Connection<S> {
     /// The live item under `key`: an expired one counts as absent (and is
     /// reclaimed, best effort).
     pub(crate) async fn live(&mut self, key: &[u8]) -> Result<Option<Item>, StorageError> {
-        match self.storage.get(key).await? {
+        let got = self.storage.get(key).await;
+        self.live_from(key, got).await
+    }
+
+    /// [`Connection::live`] of an item already read.
+    pub(crate) async fn live_from(
+        &mut self,
+        key: &[u8],
+        got: Result<Option<Item>, StorageError>,
+    ) -> Result<Option<Item>, StorageError> {
+        match got? {
             Some(it) if it.exptime != 0 && it.exptime <= self.now() => {
                 self.counters.get_expired += 1;
                 let _ = self.storage.delete(key, Some(it.cas)).await;
@@ -95,6 +107,44 @@ impl<S: Storage> Connection<S> {
             }
             other => Ok(other),
         }
+    }
+
+    /// Reads the keys up to the first one over the key limit, all at once
+    /// (their futures are polled together), in key order.
+    pub(crate) async fn fetch_many(
+        &self,
+        keys: &[&[u8]],
+    ) -> Vec<Result<Option<Item>, StorageError>> {
+        let storage = &*self.storage;
+        let keys = keys
+            .iter()
+            .take_while(|k| k.len() <= self.limits.key_bytes_max);
+        let mut pending: Vec<_> = keys.map(|k| Some(Box::pin(storage.get(k)))).collect();
+        let mut done: Vec<Option<Result<Option<Item>, StorageError>>> =
+            (0..pending.len()).map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut waiting = false;
+            for (slot, result) in pending.iter_mut().zip(done.iter_mut()) {
+                if let Some(fut) = slot {
+                    match fut.as_mut().poll(cx) {
+                        std::task::Poll::Ready(r) => {
+                            *result = Some(r);
+                            *slot = None;
+                        }
+                        std::task::Poll::Pending => waiting = true,
+                    }
+                }
+            }
+            if waiting {
+                std::task::Poll::Pending
+            } else {
+                std::task::Poll::Ready(())
+            }
+        })
+        .await;
+        done.into_iter()
+            .map(|r| r.expect("every read completed"))
+            .collect()
     }
 
     /// A conditional write, counting CAS outcomes as memcached does.

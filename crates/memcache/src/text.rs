@@ -255,10 +255,19 @@ impl<S: Storage> Connection<S> {
             skip = 2;
         }
         let mark = out.len();
-        let keys = line
+        let keys: Vec<&[u8]> = line
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
-            .skip(skip);
+            .skip(skip)
+            .collect();
+        // Several keys: read them all at once (on flash, one device read
+        // each, in flight together), then answer in order.
+        let mut fetched = if !touch && keys.len() > 1 {
+            self.fetch_many(&keys).await
+        } else {
+            Vec::new()
+        }
+        .into_iter();
         for key in keys {
             if key.len() > self.limits.key_bytes_max {
                 out.truncate(mark);
@@ -272,7 +281,11 @@ impl<S: Storage> Connection<S> {
                     .map(|o| o.map(|(item, _)| item))
             } else {
                 self.counters.cmd_get += 1;
-                self.live(key).await.map_err(ExecError::from)
+                match fetched.next() {
+                    Some(got) => self.live_from(key, got).await,
+                    None => self.live(key).await,
+                }
+                .map_err(ExecError::from)
             };
             let item = match found {
                 Ok(item) => item,

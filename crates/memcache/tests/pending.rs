@@ -126,3 +126,40 @@ fn feed_ready_refuses_a_waiting_storage() {
     let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
     slow.feed_ready(b"get a\r\n", &mut Vec::new());
 }
+
+/// A multi-key get has all its reads in flight at once: over a storage
+/// whose every read waits once, the whole line waits once, and answers as
+/// over a ready storage (order, misses, expired items, a key over the limit).
+#[test]
+fn multi_key_get_reads_keys_together() {
+    let stats = Arc::new(ServerStats::default());
+    let setup =
+        b"set a 1 0 1\r\nA\r\nset c 3 0 1\r\nC\r\nset old 0 -1 1\r\nO\r\nset e 5 0 1\r\nE\r\n";
+    let long = "k".repeat(251);
+    let lines: Vec<Vec<u8>> = vec![
+        b"get a b c old e\r\n".to_vec(),
+        b"gets e a a\r\n".to_vec(),
+        format!("get a {long} c\r\n").into_bytes(),
+    ];
+    let mut ready = Connection::new(
+        Arc::new(MemStorage::new()),
+        stats.clone(),
+        Limits::default(),
+    );
+    ready.feed_ready(setup, &mut Vec::new());
+    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    feed_waiting(&mut slow, setup);
+    for line in &lines {
+        let mut want = Vec::new();
+        ready.feed_ready(line, &mut want);
+        let (got, pending) = feed_waiting(&mut slow, line);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+        // One wait for the reads together; the expired item's reclaiming
+        // delete waits once more.
+        let expired = line.windows(4).any(|w| w == b" old");
+        assert_eq!(pending, 1 + usize::from(expired), "{line:?}");
+    }
+}
