@@ -18,35 +18,117 @@
 //! changed between reading or writing it and caching it: never stale.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nvdepot_memcache::Item;
+use nvdepot_memcache::{Item, ItemState};
 use parking_lot::Mutex;
 
 const SHARDS: usize = 64;
-/// Bookkeeping per entry beyond key and value (map slot, ring slot, Item).
-const ENTRY_OVERHEAD: usize = 96;
+/// Bookkeeping per entry beyond key and value (map slot, ring slot,
+/// allocation header).
+const ENTRY_OVERHEAD: usize = 80;
 
+/// An entry's key and value in one allocation (one cache miss for both),
+/// with the item's fields.
 struct Entry {
-    item: Item,
+    /// Key, then value.
+    data: Box<[u8]>,
+    key_len: u32,
+    flags: u32,
+    exptime: u32,
+    cas: u64,
+    state: ItemState,
     referenced: bool,
     /// Which ring slot is this entry's (see [`Shard::ring`]).
     generation: u64,
 }
 
+impl Entry {
+    fn new(key: &[u8], item: &Item, generation: u64) -> Entry {
+        let mut data = Vec::with_capacity(key.len() + item.value.len());
+        data.extend_from_slice(key);
+        data.extend_from_slice(&item.value);
+        Entry {
+            data: data.into_boxed_slice(),
+            key_len: key.len() as u32,
+            flags: item.flags,
+            exptime: item.exptime,
+            cas: item.cas,
+            state: item.state,
+            referenced: false,
+            generation,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.data[..self.key_len as usize]
+    }
+
+    fn item(&self) -> Item {
+        Item {
+            value: self.data[self.key_len as usize..].to_vec(),
+            flags: self.flags,
+            exptime: self.exptime,
+            cas: self.cas,
+            state: self.state,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() + ENTRY_OVERHEAD
+    }
+}
+
+/// The map's keys are already xxh3 hashes of the item keys.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys are hashed; fold anything else in for safety.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Vec<u8>, Entry>,
-    /// Keys in insertion order, each with the generation of the entry it
-    /// was pushed for; a slot whose generation differs from its key's
-    /// entry (or whose key is gone) is stale.
-    ring: VecDeque<(Vec<u8>, u64)>,
+    /// Entries by the xxh3 hash of their key. Two keys with one hash share
+    /// a slot: the later one replaces the other (a cache may forget), and
+    /// a lookup compares the stored key.
+    map: HashMap<u64, Entry, BuildHasherDefault<IdHasher>>,
+    /// Hashes in insertion order, each with the generation of the entry it
+    /// was pushed for; a slot whose generation differs from its entry's
+    /// (or whose entry is gone) is stale.
+    ring: VecDeque<(u64, u64)>,
     /// Stale slots in `ring`.
     stale: usize,
     next_generation: u64,
     bytes: usize,
     /// Bumped by every invalidation (see the module comment).
     epoch: u64,
+}
+
+impl Shard {
+    /// Removes the entry of `hash` (whatever its key); true if there was one.
+    fn remove(&mut self, hash: u64) -> bool {
+        match self.map.remove(&hash) {
+            Some(e) => {
+                self.bytes -= e.bytes();
+                self.stale += 1;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Counters of the DRAM tier.
@@ -63,10 +145,6 @@ pub struct HotCache {
     pub stats: HotCacheStats,
 }
 
-fn entry_bytes(key: &[u8], item: &Item) -> usize {
-    key.len() * 2 + item.value.len() + ENTRY_OVERHEAD
-}
-
 impl HotCache {
     /// A cache holding at most `bytes_max` bytes of items (0 disables it).
     pub fn new(bytes_max: usize) -> HotCache {
@@ -77,9 +155,9 @@ impl HotCache {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
+    fn shard(&self, key: &[u8]) -> (u64, &Mutex<Shard>) {
         let h = xxhash_rust::xxh3::xxh3_64(key);
-        &self.shards[(h as usize) % SHARDS]
+        (h, &self.shards[(h as usize) % SHARDS])
     }
 
     /// The cached item, or `None` with the shard's epoch to pass to
@@ -88,14 +166,19 @@ impl HotCache {
         if self.shard_bytes_max == 0 {
             return Err(0);
         }
-        let mut shard = self.shard(key).lock();
-        if let Some(e) = shard.map.get_mut(key) {
+        let (h, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        if let Some(e) = shard.map.get_mut(&h).filter(|e| e.key() == key) {
             e.referenced = true;
+            let item = e.item();
+            drop(shard);
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(e.item.clone());
+            return Ok(item);
         }
+        let epoch = shard.epoch;
+        drop(shard);
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
-        Err(shard.epoch)
+        Err(epoch)
     }
 
     /// Caches an item read from flash, unless the shard was invalidated
@@ -104,11 +187,12 @@ impl HotCache {
         if self.shard_bytes_max == 0 {
             return;
         }
-        let mut shard = self.shard(key).lock();
-        if shard.epoch != epoch || shard.map.contains_key(key) {
+        let (h, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        if shard.epoch != epoch || shard.map.get(&h).is_some_and(|e| e.key() == key) {
             return;
         }
-        self.insert(&mut shard, key, item);
+        self.insert(&mut shard, h, key, item);
     }
 
     /// The epoch to pass to [`HotCache::end_write`] (take it before the
@@ -117,7 +201,7 @@ impl HotCache {
         if self.shard_bytes_max == 0 {
             return 0;
         }
-        self.shard(key).lock().epoch
+        self.shard(key).1.lock().epoch
     }
 
     /// After a flash write of `key`: caches `written` (the item now on
@@ -127,43 +211,38 @@ impl HotCache {
         if self.shard_bytes_max == 0 {
             return;
         }
-        let mut shard = self.shard(key).lock();
+        let (h, shard) = self.shard(key);
+        let mut shard = shard.lock();
         let unchanged = shard.epoch == epoch;
         shard.epoch += 1;
-        if let Some(e) = shard.map.remove(key) {
-            shard.bytes -= entry_bytes(key, &e.item);
-            shard.stale += 1;
+        if shard.remove(h) {
             Self::compact(&mut shard);
         }
         if let (true, Some(item)) = (unchanged, written) {
-            self.insert(&mut shard, key, item);
+            self.insert(&mut shard, h, key, item);
         }
     }
 
-    fn insert(&self, shard: &mut Shard, key: &[u8], item: &Item) {
-        let size = entry_bytes(key, item);
+    fn insert(&self, shard: &mut Shard, h: u64, key: &[u8], item: &Item) {
+        let size = key.len() + item.value.len() + ENTRY_OVERHEAD;
         if size > self.shard_bytes_max / 4 {
             return;
+        }
+        if shard.remove(h) {
+            // Another key with the same hash: it goes.
+            Self::compact(shard);
         }
         while shard.bytes + size > self.shard_bytes_max {
             if !self.evict_one(shard) {
                 return;
             }
         }
-        shard.bytes += size;
         let generation = shard.next_generation;
         shard.next_generation += 1;
-        shard.ring.push_back((key.to_vec(), generation));
-        let entry = Entry {
-            item: item.clone(),
-            referenced: false,
-            generation,
-        };
-        if let Some(old) = shard.map.insert(key.to_vec(), entry) {
-            shard.bytes -= entry_bytes(key, &old.item);
-            shard.stale += 1;
-            Self::compact(shard);
-        }
+        shard.ring.push_back((h, generation));
+        let entry = Entry::new(key, item, generation);
+        shard.bytes += entry.bytes();
+        shard.map.insert(h, entry);
     }
 
     /// Drops the stale ring slots once they outnumber the live entries
@@ -173,23 +252,23 @@ impl HotCache {
             return;
         }
         let Shard { ring, map, .. } = shard;
-        ring.retain(|(k, g)| map.get(k).is_some_and(|e| e.generation == *g));
+        ring.retain(|(h, g)| map.get(h).is_some_and(|e| e.generation == *g));
         shard.stale = 0;
     }
 
     fn evict_one(&self, shard: &mut Shard) -> bool {
-        while let Some((k, generation)) = shard.ring.pop_front() {
-            let Some(e) = shard.map.get_mut(&k).filter(|e| e.generation == generation) else {
+        while let Some((h, generation)) = shard.ring.pop_front() {
+            let Some(e) = shard.map.get_mut(&h).filter(|e| e.generation == generation) else {
                 shard.stale = shard.stale.saturating_sub(1);
                 continue;
             };
             if e.referenced {
                 e.referenced = false;
-                shard.ring.push_back((k, generation));
+                shard.ring.push_back((h, generation));
                 continue;
             }
-            let e = shard.map.remove(&k).expect("present");
-            shard.bytes -= entry_bytes(&k, &e.item);
+            let e = shard.map.remove(&h).expect("present");
+            shard.bytes -= e.bytes();
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -271,6 +350,23 @@ mod tests {
         assert!(c.get(b"k").is_err(), "the older write must not stay cached");
         c.clear();
         assert_eq!(c.items(), 0);
+    }
+
+    /// Two keys with one 64-bit hash share a slot: a lookup never returns
+    /// the other key's item, and the later key replaces the earlier.
+    #[test]
+    fn a_hash_collision_never_answers_for_the_other_key() {
+        let c = HotCache::new(1 << 20);
+        let e = c.get(b"a").unwrap_err();
+        c.fill(b"a", &item(b"va", 1), e);
+        let (h, shard) = c.shard(b"a");
+        // "b" stored under "a"'s hash, as if the two collided.
+        c.insert(&mut shard.lock(), h, b"b", &item(b"vb", 2));
+        assert!(c.get(b"a").is_err(), "a's slot now holds b");
+        let s = shard.lock();
+        assert_eq!(s.map.len(), 1);
+        assert_eq!(s.map[&h].key(), b"b");
+        assert_eq!(s.bytes, s.map[&h].bytes());
     }
 
     #[test]
