@@ -311,22 +311,14 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                         .fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
-                let parts = RecordParts {
-                    header: *h,
-                    key: rec.key(),
-                    value: rec.value(),
-                };
-                let app = inner.writer.append(&parts, Appender::Gc)?;
-                let seg = inner.layout.segment_of(app.pba);
-                inner
-                    .segments
-                    .get(seg)
-                    .tombstone_grains
-                    .fetch_add(app.grains, Ordering::Relaxed);
-                inner
-                    .counters
-                    .gc_bytes
-                    .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
+                append_hiding_record(
+                    inner,
+                    &RecordParts {
+                        header: *h,
+                        key: rec.key(),
+                        value: rec.value(),
+                    },
+                )?;
             }
             RecordKind::Pad => {}
         }
@@ -410,29 +402,36 @@ fn log_evictions(inner: &Inner, to_log: &[(Location, EvictedKey)]) -> Result<()>
             seq,
             segment_seq: 0,
         };
-        let app = inner.writer.append(
+        append_hiding_record(
+            inner,
             &RecordParts {
                 header,
                 key: &[],
                 value: &value,
             },
-            Appender::Gc,
         )?;
-        let seg = inner.layout.segment_of(app.pba);
-        inner
-            .segments
-            .get(seg)
-            .tombstone_grains
-            .fetch_add(app.grains, Ordering::Relaxed);
-        inner
-            .counters
-            .gc_bytes
-            .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
         inner
             .counters
             .evictions_logged
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
     }
+    Ok(())
+}
+
+/// GC's append of a tombstone or Evictions record (records that hide
+/// older puts), counted as tombstone grains of its segment and GC bytes.
+fn append_hiding_record(inner: &Inner, parts: &RecordParts<'_>) -> Result<()> {
+    let app = inner.writer.append(parts, Appender::Gc)?;
+    let seg = inner.layout.segment_of(app.pba);
+    inner
+        .segments
+        .get(seg)
+        .tombstone_grains
+        .fetch_add(app.grains, Ordering::Relaxed);
+    inner
+        .counters
+        .gc_bytes
+        .fetch_add(app.grains * inner.layout.grain_bytes, Ordering::Relaxed);
     Ok(())
 }
 

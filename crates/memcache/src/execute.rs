@@ -304,6 +304,17 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
         cas: Option<u64>,
     ) -> Result<Deleted, ExecError> {
+        self.remove(key, cas, None).await
+    }
+
+    /// [`Connection::delete`], or with `invalidate = Some(exptime)` the
+    /// live item is marked stale instead ([`Connection::invalidate`]).
+    async fn remove(
+        &mut self,
+        key: &[u8],
+        cas: Option<u64>,
+        invalidate: Option<Option<u32>>,
+    ) -> Result<Deleted, ExecError> {
         for _ in 0..RMW_ATTEMPTS_MAX {
             let Some(old) = self.live(key).await? else {
                 self.counters.delete_misses += 1;
@@ -313,7 +324,21 @@ impl<S: Storage> Connection<S> {
                 self.counters.delete_misses += 1;
                 return Ok(Deleted::Exists);
             }
-            if let StoreOutcome::Stored { .. } = self.storage.delete(key, Some(old.cas)).await? {
+            let done = match invalidate {
+                None => self.storage.delete(key, Some(old.cas)).await?,
+                Some(exptime) => {
+                    let state = ItemState {
+                        stale: true,
+                        token_sent: false,
+                    };
+                    let exptime = exptime.unwrap_or(old.exptime);
+                    let mode = StoreMode::Cas(old.cas);
+                    self.storage
+                        .store_item(key, &old.value, old.flags, exptime, state, mode)
+                        .await?
+                }
+            };
+            if let StoreOutcome::Stored { .. } = done {
                 self.counters.delete_hits += 1;
                 return Ok(Deleted::Yes);
             }
@@ -431,31 +456,7 @@ impl<S: Storage> Connection<S> {
         cas: Option<u64>,
         exptime: Option<u32>,
     ) -> Result<Deleted, ExecError> {
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                self.counters.delete_misses += 1;
-                return Ok(Deleted::NotFound);
-            };
-            if cas.is_some_and(|c| c != old.cas) {
-                self.counters.delete_misses += 1;
-                return Ok(Deleted::Exists);
-            }
-            let state = ItemState {
-                stale: true,
-                token_sent: false,
-            };
-            let exptime = exptime.unwrap_or(old.exptime);
-            let mode = StoreMode::Cas(old.cas);
-            if let StoreOutcome::Stored { .. } = self
-                .storage
-                .store_item(key, &old.value, old.flags, exptime, state, mode)
-                .await?
-            {
-                self.counters.delete_hits += 1;
-                return Ok(Deleted::Yes);
-            }
-        }
-        Err(ExecError::Contention)
+        self.remove(key, cas, Some(exptime)).await
     }
 
     /// `ms <key> I C<cas>`: a CAS older than the live item's stores the

@@ -18,11 +18,16 @@ fn run<F: Future>(f: F) -> F::Output {
 
 fn storage() -> (tempfile::TempDir, EngineStorage) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let s = open(&dir.path().join("d"));
+    (dir, s)
+}
+
+/// Opens (creating if needed) a 64 MiB store of 4 MiB segments at `path`.
+fn open(path: &std::path::Path) -> EngineStorage {
     let opts = EngineStorage::default_options()
         .create_bytes(64 << 20)
         .segment_bytes(4 << 20);
-    let s = EngineStorage::open_with_options(&dir.path().join("d"), opts, 64).unwrap();
-    (dir, s)
+    EngineStorage::open_with_options(path, opts, 64).unwrap()
 }
 
 #[test]
@@ -86,12 +91,7 @@ fn set_get_flags_exptime_cas() {
 fn touch_keeps_the_cas_unique() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("d");
-    let opts = || {
-        EngineStorage::default_options()
-            .create_bytes(64 << 20)
-            .segment_bytes(4 << 20)
-    };
-    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let s = open(&path);
     let StoreOutcome::Stored { cas } = run(s.store(b"k", b"v", 7, 0, StoreMode::Set)).unwrap()
     else {
         panic!()
@@ -105,7 +105,7 @@ fn touch_keeps_the_cas_unique() {
         StoreOutcome::Stored { cas }
     );
     s.close().unwrap();
-    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let s = open(&path);
     let item = run(s.get(b"k")).unwrap().unwrap();
     assert_eq!((item.exptime, item.cas), (4_000_000_000, cas));
     assert_eq!(
@@ -137,16 +137,11 @@ fn touch_keeps_the_cas_unique() {
 fn meta_marks_are_stored_with_the_item() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("d");
-    let opts = || {
-        EngineStorage::default_options()
-            .create_bytes(64 << 20)
-            .segment_bytes(4 << 20)
-    };
     let stale = ItemState {
         stale: true,
         token_sent: false,
     };
-    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let s = open(&path);
     let StoreOutcome::Stored { cas } =
         run(s.store_item(b"k", b"v", 3, 0, stale, StoreMode::Set)).unwrap()
     else {
@@ -165,7 +160,7 @@ fn meta_marks_are_stored_with_the_item() {
         StoreOutcome::NotStored
     );
     s.close().unwrap();
-    let s = EngineStorage::open_with_options(&path, opts(), 64).unwrap();
+    let s = open(&path);
     let item = run(s.get(b"k")).unwrap().unwrap();
     assert_eq!((item.cas, item.state, item.flags), (cas, won, 3));
     assert_eq!(
