@@ -229,6 +229,20 @@ impl<S: Storage> Connection<S> {
             put_error(out, &h, status::EINVAL);
             return Step::Close(head);
         }
+        // See text::prefetch_gets: a run of pipelined Get requests has its
+        // reads started together; anything else drops what was read ahead.
+        let flush_pending = self
+            .stats
+            .flush_at
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0;
+        if matches!(base, op::GET | op::GETK) && !flush_pending {
+            if self.prefetched.is_empty() {
+                self.prefetch_bin_gets(input).await;
+            }
+        } else {
+            self.prefetched.clear();
+        }
         match base {
             op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => {
                 let vlen = body - k - ext;
@@ -357,6 +371,34 @@ impl<S: Storage> Connection<S> {
     }
 
     /// Get, GetK, Touch, GAT, GATK (and quiet forms); `touch` = new exptime.
+    /// Reads ahead the keys of the Get/GetQ/GetK/GetKQ requests at the
+    /// start of `input` (complete ones, at most 256) if there are two or
+    /// more, all at once: a binary multi-get (GetKQ... Noop) then has its
+    /// device reads in flight together.
+    async fn prefetch_bin_gets(&mut self, input: &[u8]) {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut rest = input;
+        while rest.len() >= HEADER_BYTES && rest[0] == MAGIC_REQUEST && keys.len() < 256 {
+            let h = Header::parse(rest);
+            let (base, _) = unquiet(h.opcode);
+            let plain_get = matches!(base, op::GET | op::GETK)
+                && h.extlen == 0
+                && h.keylen > 0
+                && h.bodylen == h.keylen
+                && h.keylen <= self.limits.key_bytes_max;
+            if !plain_get || rest.len() < HEADER_BYTES + h.keylen {
+                break;
+            }
+            keys.push(&rest[HEADER_BYTES..HEADER_BYTES + h.keylen]);
+            rest = &rest[HEADER_BYTES + h.keylen..];
+        }
+        if keys.len() < 2 {
+            return;
+        }
+        let results = self.fetch_many(&keys).await;
+        self.prefetched = keys.iter().map(|k| k.to_vec()).zip(results).collect();
+    }
+
     async fn bin_get(
         &mut self,
         h: &Header,
@@ -375,7 +417,14 @@ impl<S: Storage> Connection<S> {
             }
             None => {
                 self.counters.cmd_get += 1;
-                self.live(key).await.map_err(ExecError::from)
+                match self.prefetched.pop_front() {
+                    Some((k, got)) if k == key => self.live_from(key, got).await,
+                    _ => {
+                        self.prefetched.clear();
+                        self.live(key).await
+                    }
+                }
+                .map_err(ExecError::from)
             }
         };
         let with_key = base == op::GETK || base == op::GATK;

@@ -44,6 +44,9 @@ pub mod testing;
 /// memcached 1.6.18's protocol behaviour, with a suffix naming the server.
 pub const VERSION: &str = "1.6.18-nvdepot";
 
+/// A key read ahead for a pipelined get, and what the read returned.
+pub(crate) type Prefetched = (Vec<u8>, Result<Option<Item>, StorageError>);
+
 /// One cached item as the storage holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
@@ -266,6 +269,11 @@ pub struct Connection<S: Storage> {
     /// Scratch buffer for a decoded base64 key (reused, no allocation per
     /// request).
     pub(crate) key_buf: Vec<u8>,
+    /// Reads of the keys of the pipelined `get`/`gets` lines after the one
+    /// being executed, started together (`text::prefetch_gets`), in key
+    /// order; taken by the gets as they execute, dropped by any other
+    /// command and at the end of `feed`.
+    pub(crate) prefetched: std::collections::VecDeque<Prefetched>,
 }
 
 impl<S: Storage> Connection<S> {
@@ -281,6 +289,7 @@ impl<S: Storage> Connection<S> {
             closed: false,
             counters: stats::Counters::default(),
             key_buf: Vec::new(),
+            prefetched: std::collections::VecDeque::new(),
         }
     }
 
@@ -338,6 +347,7 @@ impl<S: Storage> Connection<S> {
             }
         }
         debug_assert!(pos <= input.len());
+        self.prefetched.clear();
         if close {
             self.closed = true;
         }

@@ -123,12 +123,64 @@ impl<S: Storage> Connection<S> {
             line = &line[..z];
         }
         self.check_pending_flush();
+        // A delayed flush_all may fall due between two pipelined gets:
+        // then read each at its turn.
+        let flush_pending = self
+            .stats
+            .flush_at
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0;
+        if is_plain_get(line) && !flush_pending {
+            if self.prefetched.is_empty() {
+                self.prefetch_gets(input).await;
+            }
+        } else {
+            self.prefetched.clear();
+        }
         match self.text_command(line, &input[nl + 1..], out).await {
             After::Line => Step::Done(nl + 1),
             After::Data(n) => Step::Done(nl + 1 + n),
             After::Incomplete => Step::Incomplete,
             After::Close => Step::Close(nl + 1),
         }
+    }
+
+    /// Pipelined gets: when `input` starts with two or more complete
+    /// `get`/`gets` lines, reads all their keys at once (up to
+    /// [`PREFETCH_KEYS_MAX`]), so a client that pipelines single-key gets
+    /// has them in flight together, as one multi-key get would. Only reads
+    /// are moved earlier, and only past other reads of this connection, so
+    /// the replies are those of executing the lines one by one.
+    async fn prefetch_gets(&mut self, input: &[u8]) {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut lines = 0;
+        let mut rest = input;
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            let mut line = &rest[..nl];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if !is_plain_get(line) || memchr::memchr(0, line).is_some() {
+                break;
+            }
+            let before = keys.len();
+            keys.extend(line.split(|&b| b == b' ').filter(|t| !t.is_empty()).skip(1));
+            if keys[before..]
+                .iter()
+                .any(|k| k.len() > self.limits.key_bytes_max)
+                || keys.len() > PREFETCH_KEYS_MAX
+            {
+                keys.truncate(before);
+                break;
+            }
+            lines += 1;
+            rest = &rest[nl + 1..];
+        }
+        if lines < 2 {
+            return;
+        }
+        let results = self.fetch_many(&keys).await;
+        self.prefetched = keys.iter().map(|k| k.to_vec()).zip(results).collect();
     }
 
     /// Dispatches one command line; `data` is the input after it.
@@ -261,8 +313,27 @@ impl<S: Storage> Connection<S> {
             .skip(skip)
             .collect();
         // Several keys: read them all at once (on flash, one device read
-        // each, in flight together), then answer in order.
-        let mut fetched = if !touch && keys.len() > 1 {
+        // each, in flight together), then answer in order. Keys of
+        // pipelined gets may have been read already (`prefetch_gets`).
+        let mut fetched = if touch {
+            Vec::new()
+        } else if self
+            .prefetched
+            .front()
+            .is_some_and(|(k, _)| keys.first() == Some(&k.as_slice()))
+        {
+            let mut got = Vec::with_capacity(keys.len());
+            for key in &keys {
+                match self.prefetched.pop_front() {
+                    Some((k, r)) if k == *key => got.push(r),
+                    _ => {
+                        self.prefetched.clear();
+                        break;
+                    }
+                }
+            }
+            got
+        } else if keys.len() > 1 {
             self.fetch_many(&keys).await
         } else {
             Vec::new()
@@ -570,4 +641,12 @@ impl<S: Storage> Connection<S> {
         });
         out.extend_from_slice(b"END\r\n");
     }
+}
+
+/// Keys read ahead for pipelined gets, at most.
+const PREFETCH_KEYS_MAX: usize = 256;
+
+/// A `get` or `gets` line (the commands whose reads may be started early).
+fn is_plain_get(line: &[u8]) -> bool {
+    line.starts_with(b"get ") || line.starts_with(b"gets ")
 }

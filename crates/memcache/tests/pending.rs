@@ -163,3 +163,113 @@ fn multi_key_get_reads_keys_together() {
         assert_eq!(pending, 1 + usize::from(expired), "{line:?}");
     }
 }
+
+/// Pipelined single-key gets have their reads in flight together: over a
+/// storage whose every call waits once, a run of get lines waits once, a
+/// write in between starts a new run, and the replies are those of a ready
+/// storage executing the lines one by one.
+#[test]
+fn pipelined_gets_read_together() {
+    let stats = Arc::new(ServerStats::default());
+    let setup = b"set a 1 0 1\r\nA\r\nset c 3 0 1\r\nC\r\n";
+    let long = "k".repeat(251);
+    let cases: Vec<(Vec<u8>, usize)> = vec![
+        // Six gets (one a miss, one two-key): one wait.
+        (
+            b"get a\r\nget b\r\ngets c\r\nget a c\r\nget a\r\nget c\r\n".to_vec(),
+            1,
+        ),
+        // A set splits the run: gets, the set (one wait), gets.
+        (
+            b"get a\r\nget c\r\nset a 0 0 2\r\nA2\r\nget a\r\nget c\r\n".to_vec(),
+            3,
+        ),
+        // A key over the limit ends the run; its line answers the error.
+        (
+            format!("get a\r\nget c\r\nget {long}\r\nget a\r\n").into_bytes(),
+            2,
+        ),
+        // An incomplete last line is not read ahead.
+        (b"get a\r\nget c\r\nget a".to_vec(), 1),
+    ];
+    let mut ready = Connection::new(
+        Arc::new(MemStorage::new()),
+        stats.clone(),
+        Limits::default(),
+    );
+    ready.feed_ready(setup, &mut Vec::new());
+    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    feed_waiting(&mut slow, setup);
+    for (input, waits) in &cases {
+        let mut want = Vec::new();
+        let fed = ready.feed_ready(input, &mut want);
+        let mut got = Vec::new();
+        let mut pending = 0;
+        {
+            let mut fut = pin!(slow.feed(input, &mut got));
+            let mut cx = Context::from_waker(Waker::noop());
+            loop {
+                match fut.as_mut().poll(&mut cx) {
+                    Poll::Ready(f) => {
+                        assert_eq!(f.consumed, fed.consumed);
+                        break;
+                    }
+                    Poll::Pending => pending += 1,
+                }
+            }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+        assert_eq!(pending, *waits, "{:?}", String::from_utf8_lossy(input));
+    }
+}
+
+/// One binary request frame.
+fn frame(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
+    let body = extras.len() + key.len() + value.len();
+    let mut f = vec![0x80, opcode];
+    f.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    f.push(extras.len() as u8);
+    f.extend_from_slice(&[0, 0, 0]);
+    f.extend_from_slice(&(body as u32).to_be_bytes());
+    f.extend_from_slice(&[0; 12]);
+    f.extend_from_slice(extras);
+    f.extend_from_slice(key);
+    f.extend_from_slice(value);
+    f
+}
+
+/// A binary multi-get (GetKQ... Noop) waits once for all its reads and
+/// answers as a ready storage does.
+#[test]
+fn pipelined_binary_gets_read_together() {
+    const SET: u8 = 0x01;
+    const GETKQ: u8 = 0x0d;
+    const GETK: u8 = 0x0c;
+    const NOOP: u8 = 0x0a;
+    let stats = Arc::new(ServerStats::default());
+    let mut setup = frame(SET, &[0; 8], b"a", b"A");
+    setup.extend(frame(SET, &[0; 8], b"c", b"C"));
+    let mut multi = Vec::new();
+    for key in [&b"a"[..], b"b", b"c", b"a"] {
+        multi.extend(frame(GETKQ, &[], key, &[]));
+    }
+    multi.extend(frame(GETK, &[], b"c", &[]));
+    multi.extend(frame(NOOP, &[], &[], &[]));
+    let mut ready = Connection::new(
+        Arc::new(MemStorage::new()),
+        stats.clone(),
+        Limits::default(),
+    );
+    ready.feed_ready(&setup, &mut Vec::new());
+    let mut want = Vec::new();
+    ready.feed_ready(&multi, &mut want);
+    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    feed_waiting(&mut slow, &setup);
+    let (got, pending) = feed_waiting(&mut slow, &multi);
+    assert_eq!(got, want);
+    assert!(want.len() > 3 * 24, "hits answered: {want:?}");
+    assert_eq!(pending, 1);
+}
