@@ -1,5 +1,8 @@
 //! The memcache face's [`Storage`] over the engine.
 //!
+//! The item layout below is also documented, as part of the on-device
+//! format, in docs/FORMAT.md ("Memcache items"); keep the two in step.
+//!
 //! Every item is one engine record in the default namespace. The value is
 //! prefixed with the memcached metadata, so nothing but the index entry
 //! lives in DRAM:
