@@ -2,11 +2,14 @@
 //! a `HashMap` behind a `Mutex`, a clock the test drives, and a switch
 //! that makes every call fail. Its futures are always ready, so
 //! [`crate::Connection::feed_ready`] drives it without an executor.
+//! [`WaitingStorage`] is the same store behaving as one on a device: every
+//! call waits once.
 
 use std::collections::HashMap;
-use std::future::{ready, Future};
+use std::future::{poll_fn, ready, Future};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
+use std::task::Poll;
 
 use crate::{Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
 
@@ -218,5 +221,71 @@ impl Storage for MemStorage {
             ("curr_items".into(), inner.map.len().to_string()),
             ("bytes".into(), bytes.to_string()),
         ]
+    }
+}
+
+/// [`MemStorage`], but every `get`, `store_item` and `delete` returns
+/// `Pending` once (waking its waker, as an IO completion would) before
+/// answering, so every request makes its connection wait. Inside a
+/// runtime that is one yield to the other tasks.
+#[derive(Default)]
+pub struct WaitingStorage {
+    pub inner: MemStorage,
+}
+
+/// `value`, after one `Pending`.
+async fn after_a_wait<T>(value: T) -> T {
+    let mut waited = false;
+    poll_fn(|cx| {
+        if waited {
+            Poll::Ready(())
+        } else {
+            waited = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+    value
+}
+
+impl Storage for WaitingStorage {
+    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
+        after_a_wait(self.inner.get_now(key))
+    }
+
+    fn store_item(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+        mode: StoreMode,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        after_a_wait(
+            self.inner
+                .store_item_now(key, value, flags, exptime, state, mode),
+        )
+    }
+
+    fn delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        after_a_wait(self.inner.delete_now(key, cas))
+    }
+
+    fn flush_all(&self) -> Result<(), StorageError> {
+        self.inner.flush_all()
+    }
+
+    fn now(&self) -> u32 {
+        self.inner.now()
+    }
+
+    fn stats(&self) -> Vec<(String, String)> {
+        self.inner.stats()
     }
 }

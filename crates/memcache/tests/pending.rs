@@ -1,95 +1,38 @@
-//! A storage whose every call waits once (as one on a device does): the
-//! connection suspends in the middle of a request, resumes where it left
-//! off, and answers exactly as over a storage that never waits.
+//! A storage whose every call waits once (as one on a device does,
+//! `testing::WaitingStorage`): the connection suspends in the middle of a
+//! request, resumes where it left off, and answers exactly as over a
+//! storage that never waits.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use nvdepot_memcache::testing::MemStorage;
-use nvdepot_memcache::{
-    Connection, Item, ItemState, Limits, ServerStats, Storage, StorageError, StoreMode,
-    StoreOutcome,
-};
+use nvdepot_memcache::testing::{MemStorage, WaitingStorage};
+use nvdepot_memcache::{Connection, Limits, ServerStats, Storage};
 
-/// [`MemStorage`], but each call returns `Pending` once before answering.
-#[derive(Default)]
-struct Slow {
-    inner: MemStorage,
-}
-
-/// `value`, after one `Pending` (waking its waker, as an IO completion
-/// would).
-async fn after_a_wait<T>(value: T) -> T {
-    let mut waited = false;
-    poll_fn(|cx| {
-        if waited {
-            Poll::Ready(())
-        } else {
-            waited = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await;
-    value
-}
-
-impl Storage for Slow {
-    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
-        after_a_wait(self.inner.get_now(key))
-    }
-    fn store_item(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: u32,
-        state: ItemState,
-        mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        after_a_wait(
-            self.inner
-                .store_item_now(key, value, flags, exptime, state, mode),
-        )
-    }
-    fn delete(
-        &self,
-        key: &[u8],
-        cas: Option<u64>,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        after_a_wait(self.inner.delete_now(key, cas))
-    }
-    fn flush_all(&self) -> Result<(), StorageError> {
-        self.inner.flush_all()
-    }
-    fn now(&self) -> u32 {
-        self.inner.now()
-    }
-    fn stats(&self) -> Vec<(String, String)> {
-        self.inner.stats()
-    }
-}
-
-/// Polls `feed` until it completes; returns the output and the number of
-/// times it was pending.
-fn feed_waiting<S: Storage>(conn: &mut Connection<S>, input: &[u8]) -> (Vec<u8>, usize) {
+/// Polls `feed` until it completes; returns the bytes consumed, the
+/// output and the number of times it was pending.
+fn feed_counting<S: Storage>(conn: &mut Connection<S>, input: &[u8]) -> (usize, Vec<u8>, usize) {
     let mut out = Vec::new();
     let mut pending = 0;
-    {
+    let consumed = {
         let mut fut = pin!(conn.feed(input, &mut out));
         let mut cx = Context::from_waker(Waker::noop());
         loop {
             match fut.as_mut().poll(&mut cx) {
-                Poll::Ready(fed) => {
-                    assert_eq!(fed.consumed, input.len());
-                    break;
-                }
+                Poll::Ready(fed) => break fed.consumed,
                 Poll::Pending => pending += 1,
             }
         }
-    }
+    };
+    (consumed, out, pending)
+}
+
+/// [`feed_counting`] of input made of whole requests: all of it consumed.
+fn feed_waiting<S: Storage>(conn: &mut Connection<S>, input: &[u8]) -> (Vec<u8>, usize) {
+    let (consumed, out, pending) = feed_counting(conn, input);
+    assert_eq!(consumed, input.len());
     (out, pending)
 }
 
@@ -110,7 +53,11 @@ fn waiting_storage_answers_as_a_ready_one() {
     let fed = ready.feed_ready(SCRIPT, &mut want);
     assert_eq!(fed.consumed, SCRIPT.len());
 
-    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
     let (got, pending) = feed_waiting(&mut slow, SCRIPT);
     assert_eq!(
         String::from_utf8_lossy(&got),
@@ -123,7 +70,11 @@ fn waiting_storage_answers_as_a_ready_one() {
 #[should_panic(expected = "not ready")]
 fn feed_ready_refuses_a_waiting_storage() {
     let stats = Arc::new(ServerStats::default());
-    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
     slow.feed_ready(b"get a\r\n", &mut Vec::new());
 }
 
@@ -147,7 +98,11 @@ fn multi_key_get_reads_keys_together() {
         Limits::default(),
     );
     ready.feed_ready(setup, &mut Vec::new());
-    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
     feed_waiting(&mut slow, setup);
     for line in &lines {
         let mut want = Vec::new();
@@ -198,26 +153,17 @@ fn pipelined_gets_read_together() {
         Limits::default(),
     );
     ready.feed_ready(setup, &mut Vec::new());
-    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
     feed_waiting(&mut slow, setup);
     for (input, waits) in &cases {
         let mut want = Vec::new();
         let fed = ready.feed_ready(input, &mut want);
-        let mut got = Vec::new();
-        let mut pending = 0;
-        {
-            let mut fut = pin!(slow.feed(input, &mut got));
-            let mut cx = Context::from_waker(Waker::noop());
-            loop {
-                match fut.as_mut().poll(&mut cx) {
-                    Poll::Ready(f) => {
-                        assert_eq!(f.consumed, fed.consumed);
-                        break;
-                    }
-                    Poll::Pending => pending += 1,
-                }
-            }
-        }
+        let (consumed, got, pending) = feed_counting(&mut slow, input);
+        assert_eq!(consumed, fed.consumed);
         assert_eq!(
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want)
@@ -266,7 +212,11 @@ fn pipelined_binary_gets_read_together() {
     ready.feed_ready(&setup, &mut Vec::new());
     let mut want = Vec::new();
     ready.feed_ready(&multi, &mut want);
-    let mut slow = Connection::new(Arc::new(Slow::default()), stats, Limits::default());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
     feed_waiting(&mut slow, &setup);
     let (got, pending) = feed_waiting(&mut slow, &multi);
     assert_eq!(got, want);

@@ -2,7 +2,6 @@
 //! storage: requests and replies, pipelining, the connection limit, the
 //! read-buffer bound and shutdown.
 
-use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
@@ -10,69 +9,11 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nvdepot_memcache::testing::MemStorage;
-use nvdepot_memcache::{
-    Item, ItemState, Limits, ServerStats, Storage, StorageError, StoreMode, StoreOutcome,
-};
+use nvdepot_memcache::testing::WaitingStorage;
+use nvdepot_memcache::{Limits, ServerStats};
 use nvdepot_server::{
     MemcacheConfig, MemcacheServer, Shutdown, REQUEST_TOO_LARGE, TOO_MANY_CONNECTIONS,
 };
-
-/// The protocol crate's in-memory storage, whose every call yields to the
-/// worker's other tasks once before answering (as a device read would), so
-/// every request makes its connection's task wait and the server must keep
-/// replies in order.
-#[derive(Default)]
-struct MapStorage {
-    inner: MemStorage,
-}
-
-impl Storage for MapStorage {
-    fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>> {
-        later(self.inner.get_now(key))
-    }
-
-    fn store_item(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: u32,
-        state: ItemState,
-        mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        later(
-            self.inner
-                .store_item_now(key, value, flags, exptime, state, mode),
-        )
-    }
-
-    fn delete(
-        &self,
-        key: &[u8],
-        cas: Option<u64>,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        later(self.inner.delete_now(key, cas))
-    }
-
-    fn flush_all(&self) -> Result<(), StorageError> {
-        self.inner.flush_all()
-    }
-
-    fn now(&self) -> u32 {
-        self.inner.now()
-    }
-
-    fn stats(&self) -> Vec<(String, String)> {
-        self.inner.stats()
-    }
-}
-
-/// `value`, after yielding to the worker's other tasks once.
-async fn later<T>(value: T) -> T {
-    nvdepot_io::uring::yield_now().await;
-    value
-}
 
 /// A server running on a thread.
 struct Running {
@@ -90,7 +31,9 @@ impl Running {
         let shutdown = Shutdown::new().expect("shutdown handle");
         let thread = {
             let (stats, shutdown) = (Arc::clone(&stats), shutdown.clone());
-            let storage = Arc::new(MapStorage::default());
+            // Every storage call waits once, so every request makes its
+            // connection's task yield and replies must stay in order.
+            let storage = Arc::new(WaitingStorage::default());
             std::thread::spawn(move || server.serve(storage, stats, &shutdown))
         };
         Running {
