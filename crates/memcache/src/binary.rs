@@ -229,19 +229,8 @@ impl<S: Storage> Connection<S> {
             put_error(out, &h, status::EINVAL);
             return Step::Close(head);
         }
-        // See text::prefetch_gets: a run of pipelined Get requests has its
-        // reads started together; anything else drops what was read ahead.
-        let flush_pending = self
-            .stats
-            .flush_at
-            .load(std::sync::atomic::Ordering::Relaxed)
-            != 0;
-        if matches!(base, op::GET | op::GETK) && !flush_pending {
-            if self.prefetched.is_empty() {
-                self.prefetch_bin_gets(input).await;
-            }
-        } else {
-            self.prefetched.clear();
+        if self.read_ahead_wanted(matches!(base, op::GET | op::GETK)) {
+            self.prefetch_bin_gets(input).await;
         }
         match base {
             op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => {
@@ -370,7 +359,6 @@ impl<S: Storage> Connection<S> {
         }
     }
 
-    /// Get, GetK, Touch, GAT, GATK (and quiet forms); `touch` = new exptime.
     /// Reads ahead the keys of the Get/GetQ/GetK/GetKQ requests at the
     /// start of `input` (complete ones, at most 256) if there are two or
     /// more, all at once: a binary multi-get (GetKQ... Noop) then has its
@@ -392,13 +380,10 @@ impl<S: Storage> Connection<S> {
             keys.push(&rest[HEADER_BYTES..HEADER_BYTES + h.keylen]);
             rest = &rest[HEADER_BYTES + h.keylen..];
         }
-        if keys.len() < 2 {
-            return;
-        }
-        let results = self.fetch_many(&keys).await;
-        self.prefetched = keys.iter().map(|k| k.to_vec()).zip(results).collect();
+        self.read_ahead(&keys).await;
     }
 
+    /// Get, GetK, Touch, GAT, GATK (and quiet forms); `touch` = new exptime.
     async fn bin_get(
         &mut self,
         h: &Header,
@@ -417,14 +402,7 @@ impl<S: Storage> Connection<S> {
             }
             None => {
                 self.counters.cmd_get += 1;
-                match self.prefetched.pop_front() {
-                    Some((k, got)) if k == key => self.live_from(key, got).await,
-                    _ => {
-                        self.prefetched.clear();
-                        self.live(key).await
-                    }
-                }
-                .map_err(ExecError::from)
+                self.live_read_ahead(key).await.map_err(ExecError::from)
             }
         };
         let with_key = base == op::GETK || base == op::GATK;

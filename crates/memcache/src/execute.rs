@@ -147,6 +147,49 @@ impl<S: Storage> Connection<S> {
             .collect()
     }
 
+    /// Before a request: whether to read ahead for pipelined gets. A plain
+    /// get (text `get`/`gets`, binary Get/GetK) keeps what was read ahead
+    /// and asks for a new read-ahead once it is used up; any other request
+    /// drops it, and so does a pending delayed `flush_all`, which may fall
+    /// due between two gets (then each reads at its turn).
+    pub(crate) fn read_ahead_wanted(&mut self, plain_get: bool) -> bool {
+        let flush_pending = self
+            .stats
+            .flush_at
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0;
+        if plain_get && !flush_pending {
+            return self.prefetched.is_empty();
+        }
+        self.prefetched.clear();
+        false
+    }
+
+    /// Reads the keys of two or more pipelined gets at once and keeps the
+    /// results for [`Connection::live_read_ahead`]; fewer keys: nothing.
+    pub(crate) async fn read_ahead(&mut self, keys: &[&[u8]]) {
+        if keys.len() < 2 {
+            return;
+        }
+        let results = self.fetch_many(keys).await;
+        self.prefetched = keys.iter().map(|k| k.to_vec()).zip(results).collect();
+    }
+
+    /// [`Connection::live`], from the read-ahead when it holds `key` next
+    /// (otherwise the read-ahead is dropped and `key` read now).
+    pub(crate) async fn live_read_ahead(
+        &mut self,
+        key: &[u8],
+    ) -> Result<Option<Item>, StorageError> {
+        match self.prefetched.pop_front() {
+            Some((k, got)) if k == key => self.live_from(key, got).await,
+            _ => {
+                self.prefetched.clear();
+                self.live(key).await
+            }
+        }
+    }
+
     /// A conditional write, counting CAS outcomes as memcached does.
     pub(crate) async fn store(
         &mut self,

@@ -123,19 +123,8 @@ impl<S: Storage> Connection<S> {
             line = &line[..z];
         }
         self.check_pending_flush();
-        // A delayed flush_all may fall due between two pipelined gets:
-        // then read each at its turn.
-        let flush_pending = self
-            .stats
-            .flush_at
-            .load(std::sync::atomic::Ordering::Relaxed)
-            != 0;
-        if is_plain_get(line) && !flush_pending {
-            if self.prefetched.is_empty() {
-                self.prefetch_gets(input).await;
-            }
-        } else {
-            self.prefetched.clear();
+        if self.read_ahead_wanted(is_plain_get(line)) {
+            self.prefetch_gets(input).await;
         }
         match self.text_command(line, &input[nl + 1..], out).await {
             After::Line => Step::Done(nl + 1),
@@ -176,11 +165,9 @@ impl<S: Storage> Connection<S> {
             lines += 1;
             rest = &rest[nl + 1..];
         }
-        if lines < 2 {
-            return;
+        if lines >= 2 {
+            self.read_ahead(&keys).await;
         }
-        let results = self.fetch_many(&keys).await;
-        self.prefetched = keys.iter().map(|k| k.to_vec()).zip(results).collect();
     }
 
     /// Dispatches one command line; `data` is the input after it.
@@ -313,27 +300,9 @@ impl<S: Storage> Connection<S> {
             .skip(skip)
             .collect();
         // Several keys: read them all at once (on flash, one device read
-        // each, in flight together), then answer in order. Keys of
-        // pipelined gets may have been read already (`prefetch_gets`).
-        let mut fetched = if touch {
-            Vec::new()
-        } else if self
-            .prefetched
-            .front()
-            .is_some_and(|(k, _)| keys.first() == Some(&k.as_slice()))
-        {
-            let mut got = Vec::with_capacity(keys.len());
-            for key in &keys {
-                match self.prefetched.pop_front() {
-                    Some((k, r)) if k == *key => got.push(r),
-                    _ => {
-                        self.prefetched.clear();
-                        break;
-                    }
-                }
-            }
-            got
-        } else if keys.len() > 1 {
+        // each, in flight together), then answer in order, unless the
+        // pipelined gets' read-ahead (`prefetch_gets`) holds them already.
+        let mut fetched = if !touch && keys.len() > 1 && self.prefetched.is_empty() {
             self.fetch_many(&keys).await
         } else {
             Vec::new()
@@ -354,7 +323,7 @@ impl<S: Storage> Connection<S> {
                 self.counters.cmd_get += 1;
                 match fetched.next() {
                     Some(got) => self.live_from(key, got).await,
-                    None => self.live(key).await,
+                    None => self.live_read_ahead(key).await,
                 }
                 .map_err(ExecError::from)
             };
