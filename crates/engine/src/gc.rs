@@ -332,10 +332,14 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
         .and_then(|_| relocate(inner, victim, &mut batch))
         .and_then(|_| log_evictions(inner, &to_log))
         .and_then(|_| inner.writer.sync_all())
-        // The eviction log must be on the device before the free header.
-        .and_then(|_| match to_log.is_empty() || inner.opts.sync {
-            true => Ok(()),
-            false => inner.layout.flush(u64::MAX),
+        .and_then(|_| {
+            // The eviction log must be on the device before the free
+            // header (with `sync`, sync_all flushed it already).
+            if to_log.is_empty() || inner.opts.sync {
+                Ok(())
+            } else {
+                inner.layout.flush(u64::MAX)
+            }
         });
     if let Err(e) = outcome {
         info.set_state(SegState::Sealed);

@@ -632,7 +632,7 @@ fn scan_part(
             let id = (
                 h.namespace,
                 key_hash(h.namespace, rec.key()),
-                xxhash_rust::xxh3::xxh3_64_with_seed(rec.key(), !(h.namespace as u64)),
+                crate::loc_cache::key_hash2(h.namespace, rec.key()),
             );
             keep_newest(&mut found, id, f);
             Ok(())

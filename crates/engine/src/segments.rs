@@ -133,7 +133,6 @@ impl Segments {
         info.tombstone_grains.store(0, Ordering::Relaxed);
         info.min_seq.store(u64::MAX, Ordering::Relaxed);
         info.survived.store(0, Ordering::Relaxed);
-
         let mut free = self.free.lock();
         debug_assert!(!free.contains(&s));
         free.push_back(s);
