@@ -92,6 +92,36 @@ pub enum StoreMode {
     Win(u64),
 }
 
+impl StoreMode {
+    /// The write's condition against the live item, given as its CAS
+    /// unique and marks (`None`: absent or expired): `Ok` to write, or
+    /// the outcome to answer instead. Every storage applies these rules.
+    pub fn admits(self, live: Option<(u64, ItemState)>) -> Result<(), StoreOutcome> {
+        match (self, live) {
+            (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => Err(StoreOutcome::NotStored),
+            (StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_), None) => {
+                Err(StoreOutcome::NotFound)
+            }
+            (
+                StoreMode::Cas(want) | StoreMode::Touch(want) | StoreMode::Win(want),
+                Some((have, _)),
+            ) if want != have => Err(StoreOutcome::Exists),
+            (StoreMode::Win(_), Some((_, state))) if state.token_sent => {
+                Err(StoreOutcome::NotStored)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The CAS unique the written item keeps (`Touch`, `Win`), if any.
+    pub fn kept_cas(self) -> Option<u64> {
+        match self {
+            StoreMode::Touch(cas) | StoreMode::Win(cas) => Some(cas),
+            _ => None,
+        }
+    }
+}
+
 /// Outcome of a conditional write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreOutcome {

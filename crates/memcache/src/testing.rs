@@ -130,29 +130,13 @@ impl MemStorage {
         self.check()?;
         let mut inner = self.inner.lock().unwrap();
         let current = self.live(&inner, key).map(|it| (it.cas, it.state));
-        match (mode, current) {
-            (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => {
-                return Ok(StoreOutcome::NotStored)
-            }
-            (StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_), None) => {
-                return Ok(StoreOutcome::NotFound)
-            }
-            (
-                StoreMode::Cas(want) | StoreMode::Touch(want) | StoreMode::Win(want),
-                Some((have, _)),
-            ) if want != have => return Ok(StoreOutcome::Exists),
-            (StoreMode::Win(_), Some((_, st))) if st.token_sent => {
-                return Ok(StoreOutcome::NotStored)
-            }
-            _ => {}
+        if let Err(outcome) = mode.admits(current) {
+            return Ok(outcome);
         }
-        let cas = match mode {
-            StoreMode::Touch(kept) | StoreMode::Win(kept) => kept,
-            _ => {
-                inner.cas += 1;
-                inner.cas
-            }
-        };
+        let cas = mode.kept_cas().unwrap_or_else(|| {
+            inner.cas += 1;
+            inner.cas
+        });
         let item = Item {
             value: value.to_vec(),
             flags,

@@ -21,9 +21,9 @@
 //! rewrites the item with a new expiry but, as memcached, the same CAS: the
 //! record then carries the CAS it keeps (a version of an earlier record of
 //! the key, so still unique), and conditional writes compare the client's
-//! CAS with it while conditioning the engine write on the record version. The store runs in
-//! cache mode: when space runs out the least recently used segment is
-//! evicted whole (segment LRU; see docs/ARCHITECTURE.md). By
+//! CAS with it while conditioning the engine write on the record version.
+//! The store runs in cache mode: when space runs out the least recently
+//! used segment is evicted whole (segment LRU; see docs/ARCHITECTURE.md). By
 //! default writes are acknowledged when the `O_DIRECT` write completes and
 //! the device cache is flushed every 100 ms (`sync = false`); with `sync`
 //! every `set` is flushed before `STORED`.
@@ -268,11 +268,8 @@ impl EngineStorage {
         state: ItemState,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        let kept = match mode {
-            StoreMode::Touch(cas) | StoreMode::Win(cas) => cas,
-            _ => 0,
-        };
-        let raw = encode(value, flags, exptime, kept, state);
+        let kept = mode.kept_cas();
+        let raw = encode(value, flags, exptime, kept.unwrap_or(0), state);
         if mode == StoreMode::Set {
             let cas = self
                 .engine_put(key, &raw, PutMode::Upsert)
@@ -283,40 +280,26 @@ impl EngineStorage {
         // Conditional writes: an expired item counts as absent, which only
         // a read can tell; the version check makes read-then-write atomic.
         for _ in 0..RETRIES {
-            let current = self.engine_get(key).await?;
-            let (present, item_cas, token_sent, version) = match current {
+            let (live, version) = match self.engine_get(key).await? {
                 Some((v, version)) => {
                     let item = decode(v, version)?;
                     let expired = item.exptime != 0 && item.exptime <= unix_now();
-                    (!expired, item.cas, item.state.token_sent, Some(version))
+                    ((!expired).then_some((item.cas, item.state)), Some(version))
                 }
-                None => (false, 0, false, None),
+                None => (None, None),
             };
-            let attempt = match mode {
-                StoreMode::Set => unreachable!("handled above"),
-                StoreMode::Add if present => return Ok(StoreOutcome::NotStored),
-                StoreMode::Add => match version {
-                    Some(v) => PutMode::IfVersion(v),
-                    None => PutMode::IfAbsent,
-                },
-                StoreMode::Replace if !present => return Ok(StoreOutcome::NotStored),
-                StoreMode::Cas(_) | StoreMode::Touch(_) | StoreMode::Win(_) if !present => {
-                    return Ok(StoreOutcome::NotFound)
-                }
-                StoreMode::Cas(want) | StoreMode::Touch(want) | StoreMode::Win(want)
-                    if want != item_cas =>
-                {
-                    return Ok(StoreOutcome::Exists)
-                }
-                StoreMode::Win(_) if token_sent => return Ok(StoreOutcome::NotStored),
-                StoreMode::Replace
-                | StoreMode::Cas(_)
-                | StoreMode::Touch(_)
-                | StoreMode::Win(_) => PutMode::IfVersion(version.expect("present")),
+            if let Err(outcome) = mode.admits(live) {
+                return Ok(outcome);
+            }
+            // Whatever record the key has (even an expired one) must still
+            // be the one just read.
+            let attempt = match version {
+                Some(v) => PutMode::IfVersion(v),
+                None => PutMode::IfAbsent,
             };
             match self.engine_put(key, &raw, attempt).await? {
                 Some(version) => {
-                    let cas = if kept != 0 { kept } else { version };
+                    let cas = kept.unwrap_or(version);
                     return Ok(StoreOutcome::Stored { cas });
                 }
                 // Changed under us (perhaps only touched, keeping its CAS):
