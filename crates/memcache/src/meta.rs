@@ -22,6 +22,26 @@ struct Marks {
     /// `W`: this request won the recache.
     won: bool,
 }
+
+impl Marks {
+    /// The marks `item` carries, before any win of this request.
+    fn of(item: &Item) -> Marks {
+        Marks {
+            taken: item.state.token_sent,
+            stale: item.state.stale,
+            won: false,
+        }
+    }
+}
+
+/// The `EN` reply of an `mg` miss (none with `q`).
+fn mg_miss(tok: &Tokens, f: &MetaFlags, key: &[u8], out: &mut Vec<u8>) {
+    if !f.no_reply {
+        out.extend_from_slice(b"EN");
+        put_opaque_and_key(out, tok, key, f.key_binary);
+        out.extend_from_slice(b"\r\n");
+    }
+}
 const OPAQUE_TOO_LONG: &[u8] = b"CLIENT_ERROR opaque token too long";
 
 /// Appends ` k<key>`, base64 with a ` b` flag when the request used `b`.
@@ -175,12 +195,7 @@ impl<S: Storage> Connection<S> {
             if let Some(ttl) = f.vivify {
                 return self.mg_vivify(tok, &f, key, ttl, out).await;
             }
-            if !f.no_reply {
-                out.extend_from_slice(b"EN");
-                put_opaque_and_key(out, tok, key, f.key_binary);
-                out.extend_from_slice(b"\r\n");
-            }
-            return;
+            return mg_miss(tok, &f, key, out);
         };
         if f.ttl.is_some() {
             self.counters.touch_hits += 1;
@@ -206,11 +221,7 @@ impl<S: Storage> Connection<S> {
         let recache = f.recache.is_some_and(|secs| {
             item.exptime != 0 && i64::from(item.exptime) - now < i64::from(secs)
         });
-        let mut marks = Marks {
-            taken: item.state.token_sent,
-            stale: item.state.stale,
-            won: false,
-        };
+        let mut marks = Marks::of(item);
         if !marks.taken && (marks.stale || recache) {
             match self.claim_win(key, item).await? {
                 Claim::Won => marks.won = true,
@@ -242,21 +253,10 @@ impl<S: Storage> Connection<S> {
             ),
             Ok(None) => match self.live(key).await {
                 Ok(Some(item)) => {
-                    let marks = Marks {
-                        taken: item.state.token_sent,
-                        stale: item.state.stale,
-                        won: false,
-                    };
+                    let marks = Marks::of(&item);
                     (item, marks)
                 }
-                Ok(None) => {
-                    if !f.no_reply {
-                        out.extend_from_slice(b"EN");
-                        put_opaque_and_key(out, tok, key, f.key_binary);
-                        out.extend_from_slice(b"\r\n");
-                    }
-                    return;
-                }
+                Ok(None) => return mg_miss(tok, f, key, out),
                 Err(e) => return server_error(out, false, &ExecError::from(e)),
             },
             Err(e) => return server_error(out, false, &e),
