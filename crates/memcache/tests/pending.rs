@@ -29,6 +29,25 @@ fn feed_counting<S: Storage>(conn: &mut Connection<S>, input: &[u8]) -> (usize, 
     (consumed, out, pending)
 }
 
+/// A connection over a ready storage and one over a waiting storage,
+/// both fed `setup` (whole requests).
+fn twins(setup: &[u8]) -> (Connection<MemStorage>, Connection<WaitingStorage>) {
+    let stats = Arc::new(ServerStats::default());
+    let mut ready = Connection::new(
+        Arc::new(MemStorage::new()),
+        stats.clone(),
+        Limits::default(),
+    );
+    ready.feed_ready(setup, &mut Vec::new());
+    let mut slow = Connection::new(
+        Arc::new(WaitingStorage::default()),
+        stats,
+        Limits::default(),
+    );
+    feed_waiting(&mut slow, setup);
+    (ready, slow)
+}
+
 /// [`feed_counting`] of input made of whole requests: all of it consumed.
 fn feed_waiting<S: Storage>(conn: &mut Connection<S>, input: &[u8]) -> (Vec<u8>, usize) {
     let (consumed, out, pending) = feed_counting(conn, input);
@@ -83,7 +102,6 @@ fn feed_ready_refuses_a_waiting_storage() {
 /// over a ready storage (order, misses, expired items, a key over the limit).
 #[test]
 fn multi_key_get_reads_keys_together() {
-    let stats = Arc::new(ServerStats::default());
     let setup =
         b"set a 1 0 1\r\nA\r\nset c 3 0 1\r\nC\r\nset old 0 -1 1\r\nO\r\nset e 5 0 1\r\nE\r\n";
     let long = "k".repeat(251);
@@ -92,18 +110,7 @@ fn multi_key_get_reads_keys_together() {
         b"gets e a a\r\n".to_vec(),
         format!("get a {long} c\r\n").into_bytes(),
     ];
-    let mut ready = Connection::new(
-        Arc::new(MemStorage::new()),
-        stats.clone(),
-        Limits::default(),
-    );
-    ready.feed_ready(setup, &mut Vec::new());
-    let mut slow = Connection::new(
-        Arc::new(WaitingStorage::default()),
-        stats,
-        Limits::default(),
-    );
-    feed_waiting(&mut slow, setup);
+    let (mut ready, mut slow) = twins(setup);
     for line in &lines {
         let mut want = Vec::new();
         ready.feed_ready(line, &mut want);
@@ -125,7 +132,6 @@ fn multi_key_get_reads_keys_together() {
 /// storage executing the lines one by one.
 #[test]
 fn pipelined_gets_read_together() {
-    let stats = Arc::new(ServerStats::default());
     let setup = b"set a 1 0 1\r\nA\r\nset c 3 0 1\r\nC\r\n";
     let long = "k".repeat(251);
     let cases: Vec<(Vec<u8>, usize)> = vec![
@@ -147,18 +153,7 @@ fn pipelined_gets_read_together() {
         // An incomplete last line is not read ahead.
         (b"get a\r\nget c\r\nget a".to_vec(), 1),
     ];
-    let mut ready = Connection::new(
-        Arc::new(MemStorage::new()),
-        stats.clone(),
-        Limits::default(),
-    );
-    ready.feed_ready(setup, &mut Vec::new());
-    let mut slow = Connection::new(
-        Arc::new(WaitingStorage::default()),
-        stats,
-        Limits::default(),
-    );
-    feed_waiting(&mut slow, setup);
+    let (mut ready, mut slow) = twins(setup);
     for (input, waits) in &cases {
         let mut want = Vec::new();
         let fed = ready.feed_ready(input, &mut want);
@@ -195,7 +190,6 @@ fn pipelined_binary_gets_read_together() {
     const GETKQ: u8 = 0x0d;
     const GETK: u8 = 0x0c;
     const NOOP: u8 = 0x0a;
-    let stats = Arc::new(ServerStats::default());
     let mut setup = frame(SET, &[0; 8], b"a", b"A");
     setup.extend(frame(SET, &[0; 8], b"c", b"C"));
     let mut multi = Vec::new();
@@ -204,20 +198,9 @@ fn pipelined_binary_gets_read_together() {
     }
     multi.extend(frame(GETK, &[], b"c", &[]));
     multi.extend(frame(NOOP, &[], &[], &[]));
-    let mut ready = Connection::new(
-        Arc::new(MemStorage::new()),
-        stats.clone(),
-        Limits::default(),
-    );
-    ready.feed_ready(&setup, &mut Vec::new());
+    let (mut ready, mut slow) = twins(&setup);
     let mut want = Vec::new();
     ready.feed_ready(&multi, &mut want);
-    let mut slow = Connection::new(
-        Arc::new(WaitingStorage::default()),
-        stats,
-        Limits::default(),
-    );
-    feed_waiting(&mut slow, &setup);
     let (got, pending) = feed_waiting(&mut slow, &multi);
     assert_eq!(got, want);
     assert!(want.len() > 3 * 24, "hits answered: {want:?}");
