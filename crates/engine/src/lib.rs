@@ -54,6 +54,7 @@ mod segments;
 mod stats;
 mod store;
 mod stripes;
+mod update;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};
@@ -63,3 +64,4 @@ pub use namespace::Namespace;
 pub use options::{Eviction, Options};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};
+pub use update::{Change, Current, Updated};

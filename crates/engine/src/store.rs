@@ -28,7 +28,8 @@ use crate::read::{read_record_in, Fetched, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
 use crate::stripes::{StripeGuard, Stripes};
-use crate::writer::{Appender, RecordParts, Writer};
+use crate::update::{Change, Current, Updated};
+use crate::writer::{Appended, Appender, RecordParts, Writer};
 
 const STRIPES: usize = 4096;
 
@@ -92,6 +93,27 @@ pub(crate) fn key_hash(physical: u32, key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, physical as u64)
 }
 
+/// A key's hashes in its physical namespace: what the index, the stripe
+/// locks and the location cache are keyed by.
+pub(crate) struct KeyAt {
+    pub physical: u32,
+    pub h: u64,
+    pub h2: u64,
+    pub fp: u64,
+}
+
+impl KeyAt {
+    pub fn new(physical: u32, key: &[u8]) -> KeyAt {
+        let h = key_hash(physical, key);
+        KeyAt {
+            physical,
+            h,
+            h2: key_hash2(physical, key),
+            fp: Index::fingerprint(h),
+        }
+    }
+}
+
 /// Everything the store's threads share.
 pub(crate) struct Inner {
     pub layout: Arc<Layout>,
@@ -100,7 +122,7 @@ pub(crate) struct Inner {
     pub writer: Writer,
     pub seq: Arc<AtomicU64>,
     pub namespaces: Namespaces,
-    stripes: Stripes,
+    pub(crate) stripes: Stripes,
     pub opts: Options,
     pub uuid: u128,
     /// Held shared by iterators and namespace purges, exclusively by GC
@@ -195,7 +217,7 @@ impl Inner {
         (header.body_bytes() as u64).div_ceil(self.layout.grain_bytes)
     }
 
-    fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    pub(crate) fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         if key.is_empty() {
             return Err(Error::KeyEmpty);
         }
@@ -221,7 +243,10 @@ impl Inner {
         self.opts.value_bytes_max.min(seg_cap)
     }
 
-    fn resolve(&self, ns: Namespace) -> Result<(u32, Arc<std::sync::atomic::AtomicI64>)> {
+    pub(crate) fn resolve(
+        &self,
+        ns: Namespace,
+    ) -> Result<(u32, Arc<std::sync::atomic::AtomicI64>)> {
         self.namespaces
             .resolve(ns)
             .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))
@@ -382,14 +407,12 @@ impl Inner {
     ) -> Result<Option<u64>> {
         self.check_sizes(key, Some(value))?;
         let (physical, count) = self.resolve(ns)?;
-        let h = key_hash(physical, key);
-        let fp = Index::fingerprint(h);
+        let at = KeyAt::new(physical, key);
         loop {
-            let stripe = self.stripes.lock_in(mode, self.stripe_of(h)).await;
-            let h2 = key_hash2(physical, key);
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
             let existing = self
-                .existing(mode, physical, key, h, h2, &mut cands)
+                .existing(mode, physical, key, at.h, at.h2, &mut cands)
                 .await?;
             let allowed = match cond {
                 PutMode::Upsert => true,
@@ -400,36 +423,77 @@ impl Inner {
             if !allowed {
                 return Ok(None);
             }
-            let header = self.header(RecordKind::Put, physical, key, value.len());
-            let version = header.seq;
-            let parts = RecordParts { header, key, value };
-            let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
-                // GC may need this stripe to make room: wait without it.
-                drop(stripe);
-                self.writer.wait_for_space(Appender::Put)?;
-                continue;
-            };
-            self.writer.wait_durable_in(mode, app.lsn).await?;
-            let new = Location {
-                pba: app.pba,
-                grains: app.grains.min(GRAINS_MAX as u64) as u16,
-            };
-            self.link(fp, new, app.grains, existing, &cands)?;
-            let now = Existing {
-                loc: new,
-                grains: app.grains,
-                seq: version,
-            };
-            self.loc_cache.set(self.stripe_of(h), h, h2, &now);
-            if existing.is_none() {
-                count.fetch_add(1, Ordering::Relaxed);
+            match self
+                .commit_put(mode, &at, key, value, existing, &cands, &count)
+                .await?
+            {
+                Some(version) => return Ok(Some(version)),
+                None => {
+                    // GC may need this stripe to make room: wait without it.
+                    drop(stripe);
+                    self.writer.wait_for_space(Appender::Put)?;
+                }
             }
-            self.counters.puts.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .user_bytes
-                .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
-            return Ok(Some(version));
         }
+    }
+
+    /// The write step every put shares (put, `write_batch`, update): the
+    /// caller holds the key's stripe and has found `existing`. Appends the
+    /// record, waits until it is durable, then points the index and the
+    /// location cache at it. `Ok(None)`: no segment is free; the caller
+    /// must drop its stripe, wait for space and start over.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn commit_put(
+        &self,
+        mode: Mode,
+        at: &KeyAt,
+        key: &[u8],
+        value: &[u8],
+        existing: Option<Existing>,
+        cands: &[Location],
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<Option<u64>> {
+        let header = self.header(RecordKind::Put, at.physical, key, value.len());
+        let version = header.seq;
+        let parts = RecordParts { header, key, value };
+        let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
+            return Ok(None);
+        };
+        self.writer.wait_durable_in(mode, app.lsn).await?;
+        self.linked_put(at, &app, version, existing, cands, count)?;
+        Ok(Some(version))
+    }
+
+    /// After a put's record is durable: the index, the location cache and
+    /// the counters.
+    fn linked_put(
+        &self,
+        at: &KeyAt,
+        app: &Appended,
+        version: u64,
+        existing: Option<Existing>,
+        cands: &[Location],
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<()> {
+        let new = Location {
+            pba: app.pba,
+            grains: app.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        self.link(at.fp, new, app.grains, existing, cands)?;
+        let now = Existing {
+            loc: new,
+            grains: app.grains,
+            seq: version,
+        };
+        self.loc_cache.set(self.stripe_of(at.h), at.h, at.h2, &now);
+        if existing.is_none() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn header(
@@ -501,14 +565,12 @@ impl Inner {
     ) -> Result<DeleteOutcome> {
         self.check_sizes(key, None)?;
         let (physical, count) = self.resolve(ns)?;
-        let h = key_hash(physical, key);
-        let fp = Index::fingerprint(h);
+        let at = KeyAt::new(physical, key);
         loop {
-            let stripe = self.stripes.lock_in(mode, self.stripe_of(h)).await;
-            let h2 = key_hash2(physical, key);
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
             let Some(existing) = self
-                .existing(mode, physical, key, h, h2, &mut cands)
+                .existing(mode, physical, key, at.h, at.h2, &mut cands)
                 .await?
             else {
                 return Ok(DeleteOutcome::NotFound);
@@ -516,24 +578,51 @@ impl Inner {
             if version.is_some_and(|v| v != existing.seq) {
                 return Ok(DeleteOutcome::VersionMismatch);
             }
-            let header = self.header(RecordKind::Tombstone, physical, key, 0);
-            let parts = RecordParts {
-                header,
-                key,
-                value: &[],
-            };
-            let Some(app) = self.writer.try_append(&parts, Appender::Delete)? else {
-                drop(stripe);
-                self.writer.wait_for_space(Appender::Delete)?;
-                continue;
-            };
-            self.writer.wait_durable_in(mode, app.lsn).await?;
-            self.unlink(fp, existing, app.pba, app.grains);
-            self.loc_cache.clear(self.stripe_of(h), h, h2);
-            count.fetch_sub(1, Ordering::Relaxed);
-            self.counters.deletes.fetch_add(1, Ordering::Relaxed);
-            return Ok(DeleteOutcome::Deleted);
+            if self.commit_delete(mode, &at, key, existing, &count).await? {
+                return Ok(DeleteOutcome::Deleted);
+            }
+            drop(stripe);
+            self.writer.wait_for_space(Appender::Delete)?;
         }
+    }
+
+    /// The delete step every delete shares: as [`Inner::commit_put`], for a
+    /// tombstone of the `existing` record. `Ok(false)`: no segment is free.
+    pub(crate) async fn commit_delete(
+        &self,
+        mode: Mode,
+        at: &KeyAt,
+        key: &[u8],
+        existing: Existing,
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<bool> {
+        let header = self.header(RecordKind::Tombstone, at.physical, key, 0);
+        let parts = RecordParts {
+            header,
+            key,
+            value: &[],
+        };
+        let Some(app) = self.writer.try_append(&parts, Appender::Delete)? else {
+            return Ok(false);
+        };
+        self.writer.wait_durable_in(mode, app.lsn).await?;
+        self.unlinked(at, existing, &app, count);
+        Ok(true)
+    }
+
+    /// After a tombstone is durable: the index, the location cache and the
+    /// counters.
+    fn unlinked(
+        &self,
+        at: &KeyAt,
+        existing: Existing,
+        app: &Appended,
+        count: &std::sync::atomic::AtomicI64,
+    ) {
+        self.unlink(at.fp, existing, app.pba, app.grains);
+        self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
+        count.fetch_sub(1, Ordering::Relaxed);
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }
 
     fn unlink(&self, fp: u64, existing: Existing, tomb_pba: u64, tomb_grains: u64) {
@@ -572,7 +661,7 @@ impl Inner {
         // of the batch dips into the GC reserve.
         self.writer.wait_for_space(Appender::Put)?;
         let _stripes = self.lock_stripes(hashes.iter().copied());
-        let append = |parts: &RecordParts<'_>, who: Appender| -> Result<crate::writer::Appended> {
+        let append = |parts: &RecordParts<'_>, who: Appender| -> Result<Appended> {
             match self.writer.try_append(parts, who)? {
                 Some(app) => Ok(app),
                 None => self
@@ -582,21 +671,24 @@ impl Inner {
             }
         };
         struct Planned {
-            fp: u64,
-            h: u64,
-            h2: u64,
+            at: KeyAt,
             seq: u64,
             existing: Option<Existing>,
             cands: Vec<Location>,
-            app: Option<crate::writer::Appended>,
+            app: Option<Appended>,
         }
         let mut plan = Vec::with_capacity(order.len());
-        for (&i, &h) in order.iter().zip(&hashes) {
-            let fp = Index::fingerprint(h);
-            let h2 = key_hash2(physical, ops[i].key());
+        for &i in &order {
+            let at = KeyAt::new(physical, ops[i].key());
             let mut cands = Vec::new();
-            let existing =
-                now(self.existing(Mode::Blocking, physical, ops[i].key(), h, h2, &mut cands))?;
+            let existing = now(self.existing(
+                Mode::Blocking,
+                physical,
+                ops[i].key(),
+                at.h,
+                at.h2,
+                &mut cands,
+            ))?;
             let mut seq = 0;
             let app = match ops[i] {
                 WriteOp::Put { key, value } => {
@@ -618,9 +710,7 @@ impl Inner {
                 WriteOp::Delete { .. } => None,
             };
             plan.push(Planned {
-                fp,
-                h,
-                h2,
+                at,
                 seq,
                 existing,
                 cands,
@@ -638,31 +728,11 @@ impl Inner {
             let Some(app) = &p.app else { continue };
             match ops[i] {
                 WriteOp::Put { .. } => {
-                    let new = Location {
-                        pba: app.pba,
-                        grains: app.grains.min(GRAINS_MAX as u64) as u16,
-                    };
-                    self.link(p.fp, new, app.grains, p.existing, &p.cands)?;
-                    let now = Existing {
-                        loc: new,
-                        grains: app.grains,
-                        seq: p.seq,
-                    };
-                    self.loc_cache.set(self.stripe_of(p.h), p.h, p.h2, &now);
-                    if p.existing.is_none() {
-                        count.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.counters.puts.fetch_add(1, Ordering::Relaxed);
-                    self.counters
-                        .user_bytes
-                        .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+                    self.linked_put(&p.at, app, p.seq, p.existing, &p.cands, &count)?
                 }
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
-                    self.unlink(p.fp, existing, app.pba, app.grains);
-                    self.loc_cache.clear(self.stripe_of(p.h), p.h, p.h2);
-                    count.fetch_sub(1, Ordering::Relaxed);
-                    self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+                    self.unlinked(&p.at, existing, app, &count);
                 }
             }
         }
@@ -937,6 +1007,22 @@ impl Store {
         drive(|m| self.inner.delete(m, ns, key, version))
     }
 
+    /// Read-modify-write of one key, atomic per key: `decide` sees the
+    /// key's current value and version (`None`: absent) and returns the
+    /// [`Change`] to make and a result to hand back. No other write of the
+    /// key comes between the read and the change, which is durable when
+    /// this returns. One device read (plus one per fingerprint collision)
+    /// and at most one write; `decide` runs again only if the log was full
+    /// and the key had to be read anew. See `update.rs`.
+    pub fn update<R>(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
+    ) -> Result<(R, Updated)> {
+        drive(|m| self.inner.update(m, ns, key, decide))
+    }
+
     // ---- async twins (see "Async API" in the crate docs) ----
 
     /// [`Store::get`] for a task on an `nvdepot_io::uring` runtime: the
@@ -982,6 +1068,17 @@ impl Store {
         version: Option<u64>,
     ) -> Result<DeleteOutcome> {
         self.inner.delete(Mode::Ring, ns, key, version).await
+    }
+
+    /// [`Store::update`] through the thread's ring: the read, the lock
+    /// wait and the group commit park the task, not the thread.
+    pub async fn update_async<R>(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
+    ) -> Result<(R, Updated)> {
+        self.inner.update(Mode::Ring, ns, key, decide).await
     }
 
     /// Applies puts and deletes with one shared flush. Each operation is
