@@ -470,20 +470,13 @@ impl<S: Storage> Connection<S> {
                 out.extend_from_slice(&value.to_be_bytes());
             }
         };
-        match self.arith(key, incr, delta, h.cas, None).await {
+        // An expiration of all ones: no create on a miss.
+        let create =
+            (expiration != u32::MAX).then(|| (initial, self.exptime_abs(i64::from(expiration))));
+        match self.arith(key, incr, delta, h.cas, None, create).await {
             Ok(Arith::Done(d)) => put_value(out, d.value, d.cas),
             Ok(Arith::NonNumeric) => put_error(out, h, status::DELTA_BADVAL),
             Ok(Arith::Exists) => put_error(out, h, status::KEY_EEXISTS),
-            Ok(Arith::NotFound) if expiration != u32::MAX => {
-                let mut digits = Vec::with_capacity(20);
-                crate::num::put_u64(&mut digits, initial);
-                let exptime = self.exptime_abs(i64::from(expiration));
-                match self.store(key, &digits, 0, exptime, StoreMode::Add).await {
-                    Ok(StoreOutcome::Stored { cas }) => put_value(out, initial, cas),
-                    Ok(_) => put_error(out, h, status::NOT_STORED),
-                    Err(e) => put_exec_error(out, h, &e.into()),
-                }
-            }
             Ok(Arith::NotFound) => {
                 if incr {
                     self.counters.incr_misses += 1;

@@ -1,15 +1,15 @@
 //! Commands against a [`Storage`], with memcached's semantics: expiry
-//! checks, exptime conversion, and read-modify-write commands built from
-//! `get` + a CAS-conditional `store`, retried a bounded number of times
-//! when another writer gets in between.
+//! checks, exptime conversion, and read-modify-write commands, each one
+//! [`Storage::update`] whose decision is made here, so it is atomic per
+//! key (no other write of the key between its read and its write) and
+//! never retried.
 
 use std::future::Future;
 
-use crate::{Connection, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
-
-/// How many times a read-modify-write command retries after losing a CAS
-/// race before giving up with a `SERVER_ERROR`.
-pub(crate) const RMW_ATTEMPTS_MAX: usize = 16;
+use crate::{
+    Change, Connection, Item, ItemState, NewItem, Storage, StorageError, StoreMode, StoreOutcome,
+    Updated,
+};
 
 /// memcached's `REALTIME_MAXDELTA`: larger exptimes are absolute Unix
 /// times, smaller ones are relative to now.
@@ -19,8 +19,6 @@ pub(crate) const RELATIVE_EXPTIME_MAX: i64 = 60 * 60 * 24 * 30;
 #[derive(Debug)]
 pub(crate) enum ExecError {
     Storage(StorageError),
-    /// A read-modify-write lost [`RMW_ATTEMPTS_MAX`] CAS races in a row.
-    Contention,
 }
 
 impl From<StorageError> for ExecError {
@@ -34,7 +32,6 @@ impl ExecError {
     pub(crate) fn message(&self) -> &str {
         match self {
             ExecError::Storage(e) => &e.0,
-            ExecError::Contention => "too many concurrent updates of this key, try again",
         }
     }
 }
@@ -54,6 +51,27 @@ pub(crate) struct ArithDone {
     pub value: u64,
     pub cas: u64,
     pub old_exptime: u32,
+    /// The key was absent and created with the initial value.
+    pub created: bool,
+}
+
+/// Write `item` as a new version of the key (a new CAS unique).
+fn rewrite(value: Vec<u8>, flags: u32, exptime: u32, state: ItemState) -> Change {
+    Change::Write(NewItem {
+        value,
+        flags,
+        exptime,
+        state,
+        kept_cas: None,
+    })
+}
+
+/// `outcome`, with the CAS unique of what the update stored.
+fn stored(outcome: StoreOutcome, done: Updated) -> StoreOutcome {
+    match (outcome, done) {
+        (StoreOutcome::Stored { .. }, Updated::Stored { cas }) => StoreOutcome::Stored { cas },
+        (other, _) => other,
+    }
 }
 
 /// Result of a delete.
@@ -99,10 +117,18 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
         got: Result<Option<Item>, StorageError>,
     ) -> Result<Option<Item>, StorageError> {
+        let now = self.now();
         match got? {
-            Some(it) if it.exptime != 0 && it.exptime <= self.now() => {
+            Some(it) if !it.is_live(now) => {
                 self.counters.get_expired += 1;
-                let _ = self.storage.delete(key, Some(it.cas)).await;
+                // Reclaim it, unless it was rewritten meanwhile.
+                let _ = self
+                    .storage
+                    .update(key, |cur| match cur {
+                        Some(cur) if cur.cas == it.cas && !cur.is_live(now) => (Change::Delete, ()),
+                        _ => (Change::Keep, ()),
+                    })
+                    .await;
                 Ok(None)
             }
             other => Ok(other),
@@ -220,41 +246,41 @@ impl<S: Storage> Connection<S> {
         append: bool,
         cas: u64,
     ) -> Result<StoreOutcome, ExecError> {
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                return Ok(StoreOutcome::NotStored);
-            };
-            if cas != 0 && cas != old.cas {
-                return Ok(StoreOutcome::Exists);
-            }
-            if old.value.len() + data.len() > self.limits.item_bytes_max {
-                return Ok(StoreOutcome::NotStored);
-            }
-            let mut v = Vec::with_capacity(old.value.len() + data.len());
-            if append {
-                v.extend_from_slice(&old.value);
-                v.extend_from_slice(data);
-            } else {
-                v.extend_from_slice(data);
-                v.extend_from_slice(&old.value);
-            }
-            let mode = StoreMode::Cas(old.cas);
-            if let StoreOutcome::Stored { cas } = self
-                .storage
-                .store(key, &v, old.flags, old.exptime, mode)
-                .await?
-            {
-                return Ok(StoreOutcome::Stored { cas });
-            }
-        }
-        Err(ExecError::Contention)
+        let (now, max) = (self.now(), self.limits.item_bytes_max);
+        let (outcome, done) = self
+            .storage
+            .update(key, |it| {
+                let Some(old) = it.filter(|it| it.is_live(now)) else {
+                    return (Change::Keep, StoreOutcome::NotStored);
+                };
+                if cas != 0 && cas != old.cas {
+                    return (Change::Keep, StoreOutcome::Exists);
+                }
+                if old.value.len() + data.len() > max {
+                    return (Change::Keep, StoreOutcome::NotStored);
+                }
+                let mut v = Vec::with_capacity(old.value.len() + data.len());
+                if append {
+                    v.extend_from_slice(&old.value);
+                    v.extend_from_slice(data);
+                } else {
+                    v.extend_from_slice(data);
+                    v.extend_from_slice(&old.value);
+                }
+                let change = rewrite(v, old.flags, old.exptime, ItemState::default());
+                (change, StoreOutcome::Stored { cas: 0 })
+            })
+            .await?;
+        Ok(stored(outcome, done))
     }
 
     /// incr/decr by `delta` (`cas` 0 = any), as memcached's `do_add_delta`:
     /// decr floors at 0, incr wraps at 2^64, and a result no longer than
     /// the old value is padded with spaces to the old length. `exptime`
-    /// replaces the item's expiry when given (meta `T`). Counts hits; the
-    /// caller counts misses (some callers create the item instead).
+    /// replaces the item's expiry when given (meta `T`). `create`
+    /// (initial value, exptime) makes an absent key that value instead,
+    /// in the same atomic step (binary incr with an expiration, meta `N`).
+    /// Counts hits; the caller counts misses.
     pub(crate) async fn arith(
         &mut self,
         key: &[u8],
@@ -262,51 +288,74 @@ impl<S: Storage> Connection<S> {
         delta: u64,
         cas: u64,
         exptime: Option<u32>,
+        create: Option<(u64, u32)>,
     ) -> Result<Arith, ExecError> {
-        let mut digits = Vec::with_capacity(24);
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                return Ok(Arith::NotFound);
-            };
-            if old.value.is_empty() {
-                return Ok(Arith::NonNumeric);
-            }
-            if cas != 0 && cas != old.cas {
-                return Ok(Arith::Exists);
-            }
-            let Some(v) = crate::num::safe_strtoull(&old.value) else {
-                return Ok(Arith::NonNumeric);
-            };
-            let value = if incr {
-                v.wrapping_add(delta)
-            } else {
-                v.saturating_sub(delta)
-            };
-            digits.clear();
-            crate::num::put_u64(&mut digits, value);
-            if digits.len() <= old.value.len() {
-                digits.resize(old.value.len(), b' ');
-            }
-            let new_exptime = exptime.unwrap_or(old.exptime);
-            let mode = StoreMode::Cas(old.cas);
-            if let StoreOutcome::Stored { cas } = self
-                .storage
-                .store(key, &digits, old.flags, new_exptime, mode)
-                .await?
-            {
-                if incr {
-                    self.counters.incr_hits += 1;
-                } else {
-                    self.counters.decr_hits += 1;
+        let now = self.now();
+        let (arith, done) = self
+            .storage
+            .update(key, |it| {
+                let Some(old) = it.filter(|it| it.is_live(now)) else {
+                    let Some((initial, exptime)) = create else {
+                        return (Change::Keep, Arith::NotFound);
+                    };
+                    let mut digits = Vec::with_capacity(20);
+                    crate::num::put_u64(&mut digits, initial);
+                    let done = ArithDone {
+                        value: initial,
+                        cas: 0,
+                        old_exptime: 0,
+                        created: true,
+                    };
+                    let change = rewrite(digits, 0, exptime, ItemState::default());
+                    return (change, Arith::Done(done));
+                };
+                if old.value.is_empty() {
+                    return (Change::Keep, Arith::NonNumeric);
                 }
-                return Ok(Arith::Done(ArithDone {
+                if cas != 0 && cas != old.cas {
+                    return (Change::Keep, Arith::Exists);
+                }
+                let Some(v) = crate::num::safe_strtoull(&old.value) else {
+                    return (Change::Keep, Arith::NonNumeric);
+                };
+                let value = if incr {
+                    v.wrapping_add(delta)
+                } else {
+                    v.saturating_sub(delta)
+                };
+                let mut digits = Vec::with_capacity(old.value.len().max(20));
+                crate::num::put_u64(&mut digits, value);
+                if digits.len() <= old.value.len() {
+                    digits.resize(old.value.len(), b' ');
+                }
+                let done = ArithDone {
                     value,
-                    cas,
+                    cas: 0,
                     old_exptime: old.exptime,
-                }));
+                    created: false,
+                };
+                let new_exptime = exptime.unwrap_or(old.exptime);
+                let change = rewrite(digits, old.flags, new_exptime, ItemState::default());
+                (change, Arith::Done(done))
+            })
+            .await?;
+        Ok(match (arith, done) {
+            (Arith::Done(mut d), Updated::Stored { cas }) => {
+                d.cas = cas;
+                if !d.created {
+                    if incr {
+                        self.counters.incr_hits += 1;
+                    } else {
+                        self.counters.decr_hits += 1;
+                    }
+                }
+                Arith::Done(d)
             }
-        }
-        Err(ExecError::Contention)
+            (Arith::Done(_), other) => {
+                return Err(StorageError(format!("incr/decr ended as {other:?}")).into())
+            }
+            (other, _) => other,
+        })
     }
 
     /// Sets a new expiry on the live item, keeping its CAS unique; returns
@@ -316,28 +365,27 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
         exptime: u32,
     ) -> Result<Option<(Item, u32)>, ExecError> {
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                return Ok(None);
-            };
-            let mode = StoreMode::Touch(old.cas);
-            if let StoreOutcome::Stored { cas } = self
-                .storage
-                .store_item(key, &old.value, old.flags, exptime, old.state, mode)
-                .await?
-            {
-                let old_exptime = old.exptime;
-                return Ok(Some((
-                    Item {
-                        cas,
+        let now = self.now();
+        let (found, _) = self
+            .storage
+            .update(key, |it| match it.filter(|it| it.is_live(now)) {
+                None => (Change::Keep, None),
+                Some(old) => {
+                    let change = Change::Write(NewItem {
+                        value: old.value.clone(),
+                        flags: old.flags,
                         exptime,
-                        ..old
-                    },
-                    old_exptime,
-                )));
-            }
-        }
-        Err(ExecError::Contention)
+                        state: old.state,
+                        kept_cas: Some(old.cas),
+                    });
+                    (change, Some(old.clone()))
+                }
+            })
+            .await?;
+        Ok(found.map(|old| {
+            let old_exptime = old.exptime;
+            (Item { exptime, ..old }, old_exptime)
+        }))
     }
 
     /// Deletes the live item (only if its CAS is `cas`, when given).
@@ -358,35 +406,32 @@ impl<S: Storage> Connection<S> {
         cas: Option<u64>,
         invalidate: Option<Option<u32>>,
     ) -> Result<Deleted, ExecError> {
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                self.counters.delete_misses += 1;
-                return Ok(Deleted::NotFound);
-            };
-            if cas.is_some_and(|c| c != old.cas) {
-                self.counters.delete_misses += 1;
-                return Ok(Deleted::Exists);
-            }
-            let done = match invalidate {
-                None => self.storage.delete(key, Some(old.cas)).await?,
-                Some(exptime) => {
-                    let state = ItemState {
-                        stale: true,
-                        token_sent: false,
-                    };
-                    let exptime = exptime.unwrap_or(old.exptime);
-                    let mode = StoreMode::Cas(old.cas);
-                    self.storage
-                        .store_item(key, &old.value, old.flags, exptime, state, mode)
-                        .await?
-                }
-            };
-            if let StoreOutcome::Stored { .. } = done {
-                self.counters.delete_hits += 1;
-                return Ok(Deleted::Yes);
-            }
+        let now = self.now();
+        let (deleted, _) = self
+            .storage
+            .update(key, |it| match it.filter(|it| it.is_live(now)) {
+                None => (Change::Keep, Deleted::NotFound),
+                Some(old) if cas.is_some_and(|c| c != old.cas) => (Change::Keep, Deleted::Exists),
+                Some(old) => match invalidate {
+                    None => (Change::Delete, Deleted::Yes),
+                    Some(exptime) => {
+                        let state = ItemState {
+                            stale: true,
+                            token_sent: false,
+                        };
+                        let exptime = exptime.unwrap_or(old.exptime);
+                        let change = rewrite(old.value.clone(), old.flags, exptime, state);
+                        (change, Deleted::Yes)
+                    }
+                },
+            })
+            .await?;
+        if deleted == Deleted::Yes {
+            self.counters.delete_hits += 1;
+        } else {
+            self.counters.delete_misses += 1;
         }
-        Err(ExecError::Contention)
+        Ok(deleted)
     }
 
     /// `flush_all [delay]` (text and binary): a delay of 0 (or negative)
@@ -514,31 +559,32 @@ impl<S: Storage> Connection<S> {
         exptime: u32,
         cas: u64,
     ) -> Result<StoreOutcome, ExecError> {
-        for _ in 0..RMW_ATTEMPTS_MAX {
-            let Some(old) = self.live(key).await? else {
-                return Ok(self
-                    .store(key, value, flags, exptime, StoreMode::Cas(cas))
-                    .await?);
-            };
-            if cas >= old.cas {
-                return Ok(self
-                    .store(key, value, flags, exptime, StoreMode::Cas(cas))
-                    .await?);
-            }
-            let state = ItemState {
-                stale: true,
-                token_sent: old.state.token_sent,
-            };
-            let mode = StoreMode::Cas(old.cas);
-            let r = self
-                .storage
-                .store_item(key, value, flags, old.exptime, state, mode)
-                .await?;
-            if let StoreOutcome::Stored { .. } = r {
-                self.counters.cas_hits += 1;
-                return Ok(r);
-            }
+        let now = self.now();
+        let (outcome, done) = self
+            .storage
+            .update(key, |it| match it.filter(|it| it.is_live(now)) {
+                None => (Change::Keep, StoreOutcome::NotFound),
+                Some(old) if cas > old.cas => (Change::Keep, StoreOutcome::Exists),
+                Some(old) => {
+                    let (exptime, state) = if cas == old.cas {
+                        (exptime, ItemState::default())
+                    } else {
+                        let state = ItemState {
+                            stale: true,
+                            token_sent: old.state.token_sent,
+                        };
+                        (old.exptime, state)
+                    };
+                    let change = rewrite(value.to_vec(), flags, exptime, state);
+                    (change, StoreOutcome::Stored { cas: 0 })
+                }
+            })
+            .await?;
+        match outcome {
+            StoreOutcome::Stored { .. } => self.counters.cas_hits += 1,
+            StoreOutcome::Exists => self.counters.cas_badval += 1,
+            _ => self.counters.cas_misses += 1,
         }
-        Err(ExecError::Contention)
+        Ok(stored(outcome, done))
     }
 }

@@ -10,9 +10,8 @@
 //! commands, `meta` the meta commands (flags parsed by `meta_flags`),
 //! `binary` the binary protocol; all three run their commands through
 //! `execute`, which builds read-modify-write commands (append, incr,
-//! touch, ...) from [`Storage::get`] plus a CAS-conditional
-//! [`Storage::store`] with bounded retries and applies memcached's expiry
-//! and delayed-flush rules. `stats` keeps per-connection counters and
+//! touch, ...) as one [`Storage::update`] each (atomic per key) and
+//! applies memcached's expiry and delayed-flush rules. `stats` keeps per-connection counters and
 //! writes the `stats` reply. Replies are composed straight into the
 //! caller's output buffer; keys and values are borrowed from the input.
 //!
@@ -60,6 +59,13 @@ pub struct Item {
     pub cas: u64,
     /// Meta-protocol marks, kept with the item.
     pub state: ItemState,
+}
+
+impl Item {
+    /// Not expired at Unix time `now` (an `exptime` of 0 never expires).
+    pub fn is_live(&self, now: u32) -> bool {
+        self.exptime == 0 || self.exptime > now
+    }
 }
 
 /// Meta-protocol marks on an item: memcached's `ITEM_STALE` and
@@ -140,14 +146,54 @@ pub enum StoreOutcome {
 #[error("{0}")]
 pub struct StorageError(pub String);
 
-/// What the protocol needs from a store. Read-modify-write commands
-/// (append, prepend, incr, decr, touch, gat) are built by the executor from
-/// `get` + `store(.., Cas(old))` with retries, so a storage only needs
-/// these few primitives. Expired items may be returned by `get`; the
-/// executor checks `exptime` against `now()` and treats them as absent
-/// (and may call `delete` to reclaim them).
+/// An item to write, as a read-modify-write decides it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewItem {
+    pub value: Vec<u8>,
+    pub flags: u32,
+    pub exptime: u32,
+    pub state: ItemState,
+    /// `Some`: the item keeps this CAS unique (touch, gat, a win);
+    /// `None`: the storage assigns a new one.
+    pub kept_cas: Option<u64>,
+}
+
+/// What a read-modify-write does with the live item ([`Storage::update`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Leave the item as it is.
+    Keep,
+    /// Write this item in its place (or create it).
+    Write(NewItem),
+    /// Delete the item (nothing if it is absent).
+    Delete,
+}
+
+/// What a [`Storage::update`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Updated {
+    /// Nothing written.
+    Kept,
+    /// The item was written; its CAS unique.
+    Stored { cas: u64 },
+    /// The item was deleted.
+    Deleted,
+}
+
+/// What the protocol needs from a store: `get`, an unconditional `set`,
+/// and `update`, a read-modify-write that is atomic per key. Every other
+/// write (add, replace, cas, append, incr, touch, delete, the meta marks)
+/// is an `update` whose decision the executor makes, so the rules live in
+/// one place and no write of the key can come between the read and the
+/// write: a reply reflects every operation acknowledged before it on that
+/// key, as in memcached.
 ///
-/// `get`, `store` and `delete` return futures, so that a storage whose data
+/// The storage knows nothing of expiry: `get` returns expired items and
+/// `update` hands them to its decision; the executor checks them against
+/// `now()` ([`Item::is_live`]), treats them as absent, and may delete them
+/// to reclaim their space.
+///
+/// `get`, `set` and `update` return futures, so that a storage whose data
 /// lives on a device can wait for its IO without blocking the thread (the
 /// server runs many connections per thread). A storage that answers at
 /// once (from DRAM, or by blocking) returns a ready future
@@ -158,8 +204,30 @@ pub struct StorageError(pub String);
 pub trait Storage: Send + Sync {
     /// The item under `key`, if any.
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>>;
-    /// Writes an item with its meta-protocol marks under a condition; the
-    /// storage assigns the CAS (see [`StoreMode`]).
+    /// Writes an item unconditionally (memcached `set`), without reading
+    /// the old one; returns its new CAS unique.
+    fn set(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+    ) -> impl Future<Output = Result<u64, StorageError>>;
+    /// Read-modify-write of `key`, atomic per key: `decide` gets the stored
+    /// item (`None`: absent; an expired one is passed as it is) and returns the [`Change`] to make
+    /// and a result to hand back with what was done. No other write of the
+    /// key comes between the read `decide` saw and the change. `decide`
+    /// may be called more than once (each time with the item as it is
+    /// then); only the last call's change is made.
+    fn update<R>(
+        &self,
+        key: &[u8],
+        decide: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> impl Future<Output = Result<(R, Updated), StorageError>>;
+    /// Writes an item with its meta-protocol marks under a condition (see
+    /// [`StoreMode`]): `Set` is [`Storage::set`], the others an
+    /// [`Storage::update`] applying [`StoreMode::admits`].
     fn store_item(
         &self,
         key: &[u8],
@@ -168,7 +236,40 @@ pub trait Storage: Send + Sync {
         exptime: u32,
         state: ItemState,
         mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        async move {
+            if mode == StoreMode::Set {
+                let cas = self.set(key, value, flags, exptime, state).await?;
+                return Ok(StoreOutcome::Stored { cas });
+            }
+            let now = self.now();
+            let (refused, done) = self
+                .update(key, |it| {
+                    let live = it.filter(|it| it.is_live(now));
+                    match mode.admits(live.map(|it| (it.cas, it.state))) {
+                        Err(outcome) => (Change::Keep, Some(outcome)),
+                        Ok(()) => {
+                            let item = NewItem {
+                                value: value.to_vec(),
+                                flags,
+                                exptime,
+                                state,
+                                kept_cas: mode.kept_cas(),
+                            };
+                            (Change::Write(item), None)
+                        }
+                    }
+                })
+                .await?;
+            match (refused, done) {
+                (Some(outcome), _) => Ok(outcome),
+                (None, Updated::Stored { cas }) => Ok(StoreOutcome::Stored { cas }),
+                (None, other) => Err(StorageError(format!(
+                    "a conditional store ended as {other:?}"
+                ))),
+            }
+        }
+    }
     /// [`Storage::store_item`] of an item without marks.
     fn store(
         &self,
@@ -180,14 +281,28 @@ pub trait Storage: Send + Sync {
     ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
         self.store_item(key, value, flags, exptime, ItemState::default(), mode)
     }
-    /// Deletes `key` if present (and, with `Some(cas)`, only if its unique
-    /// matches). Ok(StoreOutcome::Stored{..}) = deleted; NotFound; Exists
-    /// (cas mismatch).
+    /// Deletes the live item under `key` (with `Some(cas)`, only if its
+    /// unique matches): `Stored` = deleted, `NotFound`, or `Exists` (CAS
+    /// mismatch).
     fn delete(
         &self,
         key: &[u8],
         cas: Option<u64>,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>>;
+    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
+        async move {
+            let now = self.now();
+            let (outcome, _) = self
+                .update(key, |it| match it.filter(|it| it.is_live(now)) {
+                    None => (Change::Keep, StoreOutcome::NotFound),
+                    Some(it) if cas.is_some_and(|c| c != it.cas) => {
+                        (Change::Keep, StoreOutcome::Exists)
+                    }
+                    Some(it) => (Change::Delete, StoreOutcome::Stored { cas: it.cas }),
+                })
+                .await?;
+            Ok(outcome)
+        }
+    }
     /// Invalidates every item (memcached `flush_all` without delay). O(1);
     /// synchronous (it is rare, and the engine's `clear` is one small
     /// durable write).
@@ -197,6 +312,15 @@ pub trait Storage: Send + Sync {
     /// Extra `STAT name value` lines for the `stats` command (storage side:
     /// curr_items, bytes, limit_maxbytes, evictions, ...).
     fn stats(&self) -> Vec<(String, String)>;
+}
+
+/// Polls a future that is ready at once (one over a storage that never
+/// waits) to its output, without an executor; panics if it was not ready.
+pub(crate) fn poll_ready<F: Future>(fut: F) -> F::Output {
+    match pin!(fut).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("polled once a future over a storage that is not ready"),
+    }
 }
 
 /// Limits fixed at start-up, enforced by the parser.
@@ -397,11 +521,7 @@ impl<S: Storage> Connection<S> {
     /// Panics if the storage's future was not ready (a programmer error:
     /// such a storage needs an executor and `feed(..).await`).
     pub fn feed_ready(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
-        let fut = pin!(self.feed(input, out));
-        match fut.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(fed) => fed,
-            Poll::Pending => panic!("feed_ready over a storage that is not ready"),
-        }
+        poll_ready(self.feed(input, out))
     }
 
     /// Applies a pending `flush_all` as memcached's `oldest_live` does:

@@ -482,28 +482,28 @@ impl<S: Storage> Connection<S> {
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
         let ttl = f.ttl.map(|t| self.exptime_abs(i64::from(t)));
         let delta = f.delta.unwrap_or(1);
-        let done = match self.arith(key, incr, delta, f.cas.unwrap_or(0), ttl).await {
+        let create = f
+            .vivify
+            .map(|n| (f.initial, self.ma_create_exptime(&f, tok, n)));
+        let arith = self
+            .arith(key, incr, delta, f.cas.unwrap_or(0), ttl, create)
+            .await;
+        let done = match arith {
+            Ok(Arith::Done(d)) if d.created => (d.value, d.cas, 0, true),
             Ok(Arith::Done(d)) => {
                 if f.no_reply {
                     return;
                 }
                 (d.value, d.cas, d.old_exptime, false)
             }
-            Ok(Arith::NotFound) => match f.vivify {
-                Some(n) => match self.ma_create(key, &f, tok, n).await {
-                    Ok(Some((cas, _))) => (f.initial, cas, 0, true),
-                    Ok(None) => return self.ma_fail(b"NS", tok, key, &f, out),
-                    Err(e) => return server_error(out, false, &e),
-                },
-                None => {
-                    if incr {
-                        self.counters.incr_misses += 1;
-                    } else {
-                        self.counters.decr_misses += 1;
-                    }
-                    return self.ma_fail(b"NF", tok, key, &f, out);
+            Ok(Arith::NotFound) => {
+                if incr {
+                    self.counters.incr_misses += 1;
+                } else {
+                    self.counters.decr_misses += 1;
                 }
-            },
+                return self.ma_fail(b"NF", tok, key, &f, out);
+            }
             Ok(Arith::Exists) => return self.ma_fail(b"EX", tok, key, &f, out),
             Ok(Arith::NonNumeric) => {
                 let msg = b"CLIENT_ERROR cannot increment or decrement non-numeric value";
@@ -545,16 +545,10 @@ impl<S: Storage> Connection<S> {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// ma's create-on-miss (`N`): stores `J` (default 0) with the exptime
-    /// the `N` and `T` flags give, the later one winning as in memcached.
-    /// `Ok(None)` when another client created the key first.
-    async fn ma_create(
-        &mut self,
-        key: &[u8],
-        f: &MetaFlags,
-        tok: &Tokens<'_>,
-        vivify: i32,
-    ) -> Result<Option<(u64, u32)>, ExecError> {
+    /// The exptime of ma's create-on-miss (`N`, which stores `J`, default
+    /// 0): what the `N` and `T` flags give, the later one winning as in
+    /// memcached.
+    fn ma_create_exptime(&self, f: &MetaFlags, tok: &Tokens<'_>, vivify: i32) -> u32 {
         let mut exptime = 0;
         for &t in &tok.t[2..tok.n] {
             match t[0] {
@@ -563,12 +557,7 @@ impl<S: Storage> Connection<S> {
                 _ => {}
             }
         }
-        let mut digits = Vec::with_capacity(20);
-        put_u64(&mut digits, f.initial);
-        match self.store(key, &digits, 0, exptime, StoreMode::Add).await? {
-            StoreOutcome::Stored { cas } => Ok(Some((cas, exptime))),
-            _ => Ok(None),
-        }
+        exptime
     }
 
     fn ma_fail(&self, code: &[u8], tok: &Tokens, key: &[u8], f: &MetaFlags, out: &mut Vec<u8>) {

@@ -1,7 +1,8 @@
 //! An in-memory [`Storage`] for tests (this crate's and the server's):
 //! a `HashMap` behind a `Mutex`, a clock the test drives, and a switch
 //! that makes every call fail. Its futures are always ready, so
-//! [`crate::Connection::feed_ready`] drives it without an executor.
+//! [`crate::Connection::feed_ready`] drives it without an executor; its
+//! `update` runs under the map's lock, so it is atomic as the trait asks.
 //! [`WaitingStorage`] is the same store behaving as one on a device: every
 //! call waits once.
 
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::task::Poll;
 
-use crate::{Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
+use crate::{Change, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome, Updated};
 
 /// The clock's starting time: 2023-11-14, well past the 30-day boundary
 /// between relative and absolute exptimes.
@@ -86,14 +87,6 @@ impl MemStorage {
             Ok(())
         }
     }
-
-    fn live<'a>(&self, inner: &'a Inner, key: &[u8]) -> Option<&'a Item> {
-        let now = self.now();
-        inner
-            .map
-            .get(key)
-            .filter(|it| it.exptime == 0 || it.exptime > now)
-    }
 }
 
 /// The synchronous operations; the [`Storage`] methods wrap them in ready
@@ -103,6 +96,65 @@ impl MemStorage {
     pub fn get_now(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
         self.check()?;
         Ok(self.inner.lock().unwrap().map.get(key).cloned())
+    }
+
+    /// [`Storage::set`], answered at once.
+    pub fn set_now(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+    ) -> Result<u64, StorageError> {
+        self.check()?;
+        let mut inner = self.inner.lock().unwrap();
+        inner.cas += 1;
+        let cas = inner.cas;
+        let item = Item {
+            value: value.to_vec(),
+            flags,
+            exptime,
+            cas,
+            state,
+        };
+        inner.map.insert(key.to_vec(), item);
+        Ok(cas)
+    }
+
+    /// [`Storage::update`], answered at once: `decide` runs under the
+    /// map's lock, so the update is atomic.
+    pub fn update_now<R>(
+        &self,
+        key: &[u8],
+        mut decide: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> Result<(R, Updated), StorageError> {
+        self.check()?;
+        let mut inner = self.inner.lock().unwrap();
+        let (change, out) = decide(inner.map.get(key));
+        let done = match change {
+            Change::Keep => Updated::Kept,
+            Change::Delete => match inner.map.remove(key) {
+                Some(_) => Updated::Deleted,
+                None => Updated::Kept,
+            },
+            Change::Write(new) => {
+                let cas = new.kept_cas.unwrap_or_else(|| {
+                    inner.cas += 1;
+                    inner.cas
+                });
+                let item = Item {
+                    value: new.value,
+                    flags: new.flags,
+                    exptime: new.exptime,
+                    cas,
+                    state: new.state,
+                };
+                inner.map.insert(key.to_vec(), item);
+                Updated::Stored { cas }
+            }
+        };
+        Ok((out, done))
     }
 
     /// [`Storage::store`], answered at once.
@@ -127,39 +179,12 @@ impl MemStorage {
         state: ItemState,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        self.check()?;
-        let mut inner = self.inner.lock().unwrap();
-        let current = self.live(&inner, key).map(|it| (it.cas, it.state));
-        if let Err(outcome) = mode.admits(current) {
-            return Ok(outcome);
-        }
-        let cas = mode.kept_cas().unwrap_or_else(|| {
-            inner.cas += 1;
-            inner.cas
-        });
-        let item = Item {
-            value: value.to_vec(),
-            flags,
-            exptime,
-            cas,
-            state,
-        };
-        inner.map.insert(key.to_vec(), item);
-        Ok(StoreOutcome::Stored { cas })
+        crate::poll_ready(self.store_item(key, value, flags, exptime, state, mode))
     }
 
     /// [`Storage::delete`], answered at once.
     pub fn delete_now(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
-        self.check()?;
-        let mut inner = self.inner.lock().unwrap();
-        let Some(it) = inner.map.get(key) else {
-            return Ok(StoreOutcome::NotFound);
-        };
-        if cas.is_some_and(|c| c != it.cas) {
-            return Ok(StoreOutcome::Exists);
-        }
-        let it = inner.map.remove(key).expect("present");
-        Ok(StoreOutcome::Stored { cas: it.cas })
+        crate::poll_ready(self.delete(key, cas))
     }
 }
 
@@ -168,24 +193,23 @@ impl Storage for MemStorage {
         ready(self.get_now(key))
     }
 
-    fn store_item(
+    fn set(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
         state: ItemState,
-        mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        ready(self.store_item_now(key, value, flags, exptime, state, mode))
+    ) -> impl Future<Output = Result<u64, StorageError>> {
+        ready(self.set_now(key, value, flags, exptime, state))
     }
 
-    fn delete(
+    fn update<R>(
         &self,
         key: &[u8],
-        cas: Option<u64>,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        ready(self.delete_now(key, cas))
+        decide: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> impl Future<Output = Result<(R, Updated), StorageError>> {
+        ready(self.update_now(key, decide))
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {
@@ -208,7 +232,7 @@ impl Storage for MemStorage {
     }
 }
 
-/// [`MemStorage`], but every `get`, `store_item` and `delete` returns
+/// [`MemStorage`], but every `get`, `set` and `update` returns
 /// `Pending` once (waking its waker, as an IO completion would) before
 /// answering, so every request makes its connection wait. Inside a
 /// runtime that is one yield to the other tasks.
@@ -238,27 +262,28 @@ impl Storage for WaitingStorage {
         after_a_wait(self.inner.get_now(key))
     }
 
-    fn store_item(
+    fn set(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
         state: ItemState,
-        mode: StoreMode,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        after_a_wait(
-            self.inner
-                .store_item_now(key, value, flags, exptime, state, mode),
-        )
+    ) -> impl Future<Output = Result<u64, StorageError>> {
+        after_a_wait(self.inner.set_now(key, value, flags, exptime, state))
     }
 
-    fn delete(
+    fn update<R>(
         &self,
         key: &[u8],
-        cas: Option<u64>,
-    ) -> impl Future<Output = Result<StoreOutcome, StorageError>> {
-        after_a_wait(self.inner.delete_now(key, cas))
+        decide: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> impl Future<Output = Result<(R, Updated), StorageError>> {
+        // Waits before the update, as a device read would.
+        let inner = &self.inner;
+        async move {
+            after_a_wait(()).await;
+            inner.update_now(key, decide)
+        }
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {

@@ -466,7 +466,7 @@ impl<S: Storage> Connection<S> {
             reply(out, noreply, b"CLIENT_ERROR invalid numeric delta argument");
             return;
         };
-        match self.arith(key, incr, delta, 0, None).await {
+        match self.arith(key, incr, delta, 0, None, None).await {
             Ok(Arith::Done(d)) => {
                 if !noreply {
                     put_u64(out, d.value);

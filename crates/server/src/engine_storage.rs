@@ -31,16 +31,14 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nvdepot_engine::{DeleteOutcome, Namespace, Options, PutMode, Store};
-use nvdepot_memcache::{Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome};
+use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
+use nvdepot_memcache::{Change, Item, ItemState, Storage, StorageError, Updated};
 
 use crate::hot_cache::HotCache;
 
 const META_BYTES: usize = 20;
 const STALE: u8 = 1;
 const TOKEN_SENT: u8 = 2;
-/// Retries of a read-check-write before giving up under contention.
-const RETRIES: usize = 16;
 
 /// The engine, seen as a memcached item store.
 pub struct EngineStorage {
@@ -182,42 +180,6 @@ impl EngineStorage {
     }
 }
 
-/// The engine calls. Inside a worker's io_uring runtime the engine's async
-/// twins wait for device reads, writes and group commit on the worker's
-/// ring, parking the connection's task instead of the thread; outside one
-/// (tests, tools) they block.
-impl EngineStorage {
-    async fn engine_get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>, StorageError> {
-        self.store
-            .get_versioned_async(self.ns, key)
-            .await
-            .map_err(err)
-    }
-
-    async fn engine_put(
-        &self,
-        key: &[u8],
-        raw: &[u8],
-        mode: PutMode,
-    ) -> Result<Option<u64>, StorageError> {
-        self.store
-            .put_versioned_async(self.ns, key, raw, mode)
-            .await
-            .map_err(err)
-    }
-
-    async fn engine_delete(
-        &self,
-        key: &[u8],
-        version: Option<u64>,
-    ) -> Result<DeleteOutcome, StorageError> {
-        self.store
-            .delete_versioned_async(self.ns, key, version)
-            .await
-            .map_err(err)
-    }
-}
-
 /// A flash write's bracket in the DRAM tier ([`HotCache::begin_write`] ..
 /// [`HotCache::end_write`]). If the write's future is dropped before it
 /// ends (a panicking connection), the key is dropped from the tier, since
@@ -246,6 +208,11 @@ impl<'a> HotWrite<'a> {
         self.ended = true;
         self.hot.end_write(self.key, written, self.epoch);
     }
+
+    /// Nothing was written: whatever the tier holds is still the flash's.
+    fn unchanged(mut self) {
+        self.ended = true;
+    }
 }
 
 impl Drop for HotWrite<'_> {
@@ -256,95 +223,10 @@ impl Drop for HotWrite<'_> {
     }
 }
 
-/// Flash-side writes; the `Storage` methods wrap them with DRAM-tier
-/// invalidation.
-impl EngineStorage {
-    async fn store_flash(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: u32,
-        state: ItemState,
-        mode: StoreMode,
-    ) -> Result<StoreOutcome, StorageError> {
-        let kept = mode.kept_cas();
-        let raw = encode(value, flags, exptime, kept.unwrap_or(0), state);
-        if mode == StoreMode::Set {
-            let cas = self
-                .engine_put(key, &raw, PutMode::Upsert)
-                .await?
-                .expect("upsert always writes");
-            return Ok(StoreOutcome::Stored { cas });
-        }
-        // Conditional writes: an expired item counts as absent, which only
-        // a read can tell; the version check makes read-then-write atomic.
-        for _ in 0..RETRIES {
-            let (live, version) = match self.engine_get(key).await? {
-                Some((v, version)) => {
-                    let item = decode(v, version)?;
-                    let expired = item.exptime != 0 && item.exptime <= unix_now();
-                    ((!expired).then_some((item.cas, item.state)), Some(version))
-                }
-                None => (None, None),
-            };
-            if let Err(outcome) = mode.admits(live) {
-                return Ok(outcome);
-            }
-            // Whatever record the key has (even an expired one) must still
-            // be the one just read.
-            let attempt = match version {
-                Some(v) => PutMode::IfVersion(v),
-                None => PutMode::IfAbsent,
-            };
-            match self.engine_put(key, &raw, attempt).await? {
-                Some(version) => {
-                    let cas = kept.unwrap_or(version);
-                    return Ok(StoreOutcome::Stored { cas });
-                }
-                // Changed under us (perhaps only touched, keeping its CAS):
-                // look again.
-                None => continue,
-            }
-        }
-        Err(StorageError(format!(
-            "key changed {RETRIES} times during a conditional write"
-        )))
-    }
-
-    async fn delete_flash(
-        &self,
-        key: &[u8],
-        cas: Option<u64>,
-    ) -> Result<StoreOutcome, StorageError> {
-        for _ in 0..RETRIES {
-            let Some((raw, version)) = self.engine_get(key).await? else {
-                return Ok(StoreOutcome::NotFound);
-            };
-            let item = decode(raw, version)?;
-            // An expired item is already gone for the client: NOT_FOUND,
-            // but reclaim its space.
-            if item.exptime != 0 && item.exptime <= unix_now() {
-                let _ = self.engine_delete(key, Some(version)).await?;
-                self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
-                return Ok(StoreOutcome::NotFound);
-            }
-            if cas.is_some_and(|c| c != item.cas) {
-                return Ok(StoreOutcome::Exists);
-            }
-            match self.engine_delete(key, Some(version)).await? {
-                DeleteOutcome::Deleted => return Ok(StoreOutcome::Stored { cas: 0 }),
-                DeleteOutcome::NotFound => return Ok(StoreOutcome::NotFound),
-                // Rewritten meanwhile (perhaps only touched): look again.
-                DeleteOutcome::VersionMismatch => continue,
-            }
-        }
-        Err(StorageError(format!(
-            "key changed {RETRIES} times during a delete"
-        )))
-    }
-}
-
+/// The engine calls. Inside a worker's io_uring runtime the engine's async
+/// twins wait for device reads, writes, the key's stripe lock and group
+/// commit on the worker's ring, parking the connection's task instead of
+/// the thread; outside one (tests, tools) they block.
 impl Storage for EngineStorage {
     /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
     /// the device (through the ring inside a worker) and fills the tier.
@@ -353,7 +235,12 @@ impl Storage for EngineStorage {
             Ok(item) => return Ok(Some(item)),
             Err(epoch) => epoch,
         };
-        match self.engine_get(key).await? {
+        match self
+            .store
+            .get_versioned_async(self.ns, key)
+            .await
+            .map_err(err)?
+        {
             Some((raw, cas)) => {
                 let item = decode(raw, cas)?;
                 self.hot.fill(key, &item, epoch);
@@ -363,39 +250,112 @@ impl Storage for EngineStorage {
         }
     }
 
-    async fn store_item(
+    /// One blind engine put (no read); write-through to the DRAM tier, as
+    /// the item just stored is the hottest there is.
+    async fn set(
         &self,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
         state: ItemState,
-        mode: StoreMode,
-    ) -> Result<StoreOutcome, StorageError> {
+    ) -> Result<u64, StorageError> {
         let write = HotWrite::begin(&self.hot, key);
-        let outcome = self
-            .store_flash(key, value, flags, exptime, state, mode)
+        let raw = encode(value, flags, exptime, 0, state);
+        let put = self
+            .store
+            .put_versioned_async(self.ns, key, &raw, PutMode::Upsert)
             .await;
-        // Write-through: the item just stored is the hottest there is.
-        let written = match &outcome {
-            Ok(StoreOutcome::Stored { cas }) => Some(Item {
-                value: value.to_vec(),
-                flags,
-                exptime,
-                cas: *cas,
-                state,
-            }),
-            _ => None,
+        let cas = match put {
+            Ok(Some(cas)) => cas,
+            Ok(None) => unreachable!("an upsert always writes"),
+            Err(e) => {
+                write.end(None);
+                return Err(err(e));
+            }
         };
-        write.end(written.as_ref());
-        outcome
+        let item = Item {
+            value: value.to_vec(),
+            flags,
+            exptime,
+            cas,
+            state,
+        };
+        write.end(Some(&item));
+        Ok(cas)
     }
 
-    async fn delete(&self, key: &[u8], cas: Option<u64>) -> Result<StoreOutcome, StorageError> {
+    /// The engine's update step: under the key's stripe lock, one device
+    /// read of the record, the decision, and at most one durable write.
+    async fn update<R>(
+        &self,
+        key: &[u8],
+        mut decide: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> Result<(R, Updated), StorageError> {
         let write = HotWrite::begin(&self.hot, key);
-        let outcome = self.delete_flash(key, cas).await;
-        write.end(None);
-        outcome
+        let mut expired = false;
+        let result = self
+            .store
+            .update_async(self.ns, key, |current| {
+                let item = match current.map(|c| decode(c.value.to_vec(), c.version)) {
+                    Some(Err(e)) => return (engine::Change::Keep, Err(e)),
+                    Some(Ok(item)) => Some(item),
+                    None => None,
+                };
+                expired = item.as_ref().is_some_and(|it| !it.is_live(unix_now()));
+                let (change, out) = decide(item.as_ref());
+                match change {
+                    Change::Keep => (engine::Change::Keep, Ok((out, None))),
+                    Change::Delete => (engine::Change::Delete, Ok((out, None))),
+                    Change::Write(new) => {
+                        let kept = new.kept_cas.unwrap_or(0);
+                        let raw = encode(&new.value, new.flags, new.exptime, kept, new.state);
+                        (engine::Change::Put(raw), Ok((out, Some(new))))
+                    }
+                }
+            })
+            .await;
+        let (decided, done) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                write.end(None);
+                return Err(err(e));
+            }
+        };
+        let (out, new) = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                write.unchanged();
+                return Err(e);
+            }
+        };
+        let done = match (done, new) {
+            (engine::Updated::Kept, _) => {
+                write.unchanged();
+                Updated::Kept
+            }
+            (engine::Updated::Deleted, _) => {
+                write.end(None);
+                if expired {
+                    self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
+                }
+                Updated::Deleted
+            }
+            (engine::Updated::Put(version), Some(new)) => {
+                let cas = new.kept_cas.unwrap_or(version);
+                let item = Item {
+                    value: new.value,
+                    flags: new.flags,
+                    exptime: new.exptime,
+                    cas,
+                    state: new.state,
+                };
+                write.end(Some(&item));
+                Updated::Stored { cas }
+            }
+            (engine::Updated::Put(_), None) => unreachable!("a put is decided with its item"),
+        };
+        Ok((out, done))
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {
