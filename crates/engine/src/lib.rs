@@ -46,6 +46,8 @@ mod gc;
 mod iter;
 mod layout;
 mod loc_cache;
+#[cfg(test)]
+mod model;
 mod namespace;
 mod options;
 mod read;
@@ -54,6 +56,7 @@ mod segments;
 mod stats;
 mod store;
 mod stripes;
+pub(crate) mod sync;
 mod update;
 mod writer;
 

@@ -10,11 +10,9 @@
 //! unlocker releases *before* reading the count.
 
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
 
-use parking_lot::{Mutex, MutexGuard};
-
+use super::sync::{may_park, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::aio::Mode;
 
 struct Stripe {
@@ -73,7 +71,7 @@ impl Stripes {
     /// Takes stripe `i`, waiting as `mode` says (a task outside any
     /// runtime blocks).
     pub async fn lock_in(&self, mode: Mode, i: usize) -> StripeGuard<'_> {
-        if mode == Mode::Blocking || !nvdepot_io::uring::in_runtime() {
+        if mode == Mode::Blocking || !may_park() {
             return self.lock(i);
         }
         let stripe = &self.stripes[i];

@@ -99,7 +99,11 @@ fn read_until(s: &mut TcpStream, end: &[u8]) -> Vec<u8> {
     let mut buf = [0u8; 4096];
     while !got.ends_with(end) {
         let n = s.read(&mut buf).expect("read");
-        assert!(n > 0, "connection closed after {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            n > 0,
+            "connection closed after {:?}",
+            String::from_utf8_lossy(&got)
+        );
         got.extend_from_slice(&buf[..n]);
     }
     got
@@ -123,7 +127,11 @@ fn number(v: &[u8]) -> u64 {
 
 fn all_distinct(replies: &[Vec<u8>]) {
     let set: HashSet<&Vec<u8>> = replies.iter().collect();
-    assert_eq!(set.len(), replies.len(), "a counter value was handed out twice");
+    assert_eq!(
+        set.len(),
+        replies.len(),
+        "a counter value was handed out twice"
+    );
 }
 
 const N: u64 = (CONNS * EACH) as u64;
@@ -242,7 +250,11 @@ fn scenarios(memory_mb: u64) {
             2 => line(s, b"mg ctr T1000\r\n"),
             _ => line(s, b"incr ctr 1\r\n"),
         });
-        assert_eq!(number(&value(&r, "ctr")), 2 * N + N / 4, "incr among touches");
+        assert_eq!(
+            number(&value(&r, "ctr")),
+            2 * N + N / 4,
+            "incr among touches"
+        );
 
         // append / prepend, text, meta (ms MA / MP) and binary (and quiet).
         r.text(b"set s 0 0 1\r\n|\r\n", b"\r\n");
