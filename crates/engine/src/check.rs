@@ -34,6 +34,9 @@ pub struct CheckReport {
     pub namespaces: u64,
     /// True if an index checkpoint was present and compared.
     pub checkpoint_compared: bool,
+    /// Every invalid stretch of the log, torn tails included, classified
+    /// as recovery would (damage to acknowledged data is also a problem).
+    pub damage: Vec<crate::Damage>,
     /// Everything wrong, one line each. Empty means the store is sound.
     pub problems: Vec<String>,
 }
@@ -65,6 +68,11 @@ impl fmt::Display for CheckReport {
                 "none"
             }
         )?;
+        for d in &self.damage {
+            if d.kind == crate::DamageKind::TornTail {
+                writeln!(f, "torn {d}")?;
+            }
+        }
         for p in &self.problems {
             writeln!(f, "PROBLEM {p}")?;
         }
@@ -104,11 +112,12 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
     };
     let scan = recovery::scan_log(&layout, &headers, opts.progress)?;
     report.records = scan.records;
-    for (device, offset, reason) in &scan.damaged {
-        report.problems.push(format!(
-            "damaged record at {device} offset {offset:#x}: {reason}"
-        ));
+    for d in &scan.damage {
+        if d.kind == crate::DamageKind::Lost {
+            report.problems.push(d.to_string());
+        }
     }
+    report.damage = scan.damage.clone();
     let (namespaces, _) = match recovery::registry(&layout, &scan) {
         Ok(r) => r,
         Err(e) => {

@@ -35,6 +35,11 @@ pub enum Error {
         offset: u64,
         reason: String,
     },
+    /// Crash recovery found damage to acknowledged data (not a torn tail)
+    /// and the store is not opened in cache mode or with
+    /// [`crate::Options::salvage`].
+    #[error("store damaged: {stretches} stretch(es) of acknowledged records are unreadable, first: {first}. Run `nvdepot check` to list them; open with salvage (`nvdepot kv --salvage`) to drop only the damaged records and keep everything else")]
+    Damaged { stretches: usize, first: String },
     /// The device holds a store of another format version.
     #[error("format version mismatch on {device}: found {found}, this build reads {supported}")]
     FormatVersion {

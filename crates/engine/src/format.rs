@@ -4,7 +4,7 @@
 //! Every integer is little-endian. Every structure carries a CRC32C.
 
 /// Bumped on any incompatible change of anything in this file.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Bytes reserved at the start of every device for the superblock.
 pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
@@ -269,7 +269,8 @@ pub fn decode_evictions(value: &[u8]) -> impl Iterator<Item = EvictedKey> + '_ {
 /// 10  u16  key length
 /// 12  u32  value length
 /// 16  u32  namespace id
-/// 20  u32  reserved (0)
+///  9  u8   flush mark: offset in the mark's segment, in 256ths of a segment
+/// 20  u32  flush mark: low 32 bits of the sequence number of its segment
 /// 24  u64  record sequence number (orders records of one key; newest wins)
 /// 32  u64  sequence number of the segment it was written into (a record
 ///          left over from an earlier use of the segment does not match)
@@ -283,6 +284,49 @@ pub struct RecordHeader {
     pub namespace: u32,
     pub seq: u64,
     pub segment_seq: u64,
+    /// How far the log was on the device when this record was appended
+    /// (set by the writer).
+    pub flushed: FlushMark,
+}
+
+/// A log position up to which everything was on the device (written and,
+/// in sync mode, flushed) when a record was appended: every record before
+/// it was durable, so damage before it is damage to acknowledged data,
+/// while damage after the newest record's mark may be a torn tail (writes
+/// in flight at the crash). Kept in 5 bytes: the low 32 bits of the
+/// sequence number of the segment holding the position (the full number
+/// is recovered from the record's own segment sequence number, which is at
+/// most 2^32 newer) and the offset in 256ths of a segment, rounded down
+/// (so a mark is never later than the position it stands for).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlushMark {
+    pub segment_seq_low: u32,
+    pub fraction: u8,
+}
+
+impl FlushMark {
+    /// The mark of position `offset` in the segment of sequence number
+    /// `segment_seq`.
+    pub fn at(segment_seq: u64, offset: u64, segment_bytes: u64) -> FlushMark {
+        let fraction = (u128::from(offset.min(segment_bytes)) * 256 / u128::from(segment_bytes))
+            .min(255) as u8;
+        FlushMark {
+            segment_seq_low: segment_seq as u32,
+            fraction,
+        }
+    }
+
+    /// The position it stands for, as (segment sequence number, offset),
+    /// given the sequence number of the segment of the record carrying it.
+    pub fn position(self, record_segment_seq: u64, segment_bytes: u64) -> (u64, u64) {
+        let high = record_segment_seq & !0xFFFF_FFFF;
+        let mut seq = high | u64::from(self.segment_seq_low);
+        if seq > record_segment_seq {
+            seq = seq.wrapping_sub(1 << 32);
+        }
+        let offset = (u128::from(self.fraction) * u128::from(segment_bytes) / 256) as u64;
+        (seq, offset)
+    }
 }
 
 impl RecordHeader {
@@ -296,11 +340,11 @@ impl RecordHeader {
 
     fn encode_fields(&self, out: &mut [u8]) {
         out[8] = self.kind as u8;
-        out[9] = 0;
+        out[9] = self.flushed.fraction;
         out[10..12].copy_from_slice(&self.key_len.to_le_bytes());
         put_u32(out, 12, self.value_len);
         put_u32(out, 16, self.namespace);
-        put_u32(out, 20, 0);
+        put_u32(out, 20, self.flushed.segment_seq_low);
         put_u64(out, 24, self.seq);
         put_u64(out, 32, self.segment_seq);
     }
@@ -317,9 +361,6 @@ impl RecordHeader {
             4 => RecordKind::Evictions,
             _ => return None,
         };
-        if buf[9] != 0 || get_u32(buf, 20) != 0 {
-            return None;
-        }
         Some(RecordHeader {
             kind,
             key_len: u16::from_le_bytes([buf[10], buf[11]]),
@@ -327,6 +368,10 @@ impl RecordHeader {
             namespace: get_u32(buf, 16),
             seq: get_u64(buf, 24),
             segment_seq: get_u64(buf, 32),
+            flushed: FlushMark {
+                segment_seq_low: get_u32(buf, 20),
+                fraction: buf[9],
+            },
         })
     }
 }
@@ -354,16 +399,26 @@ pub fn encode_record(out: &mut [u8], header: &RecordHeader, key: &[u8], value: &
 /// header's worth).
 pub fn encode_pad(out: &mut [u8], segment_seq: u64) {
     assert!(out.len() >= RECORD_HEADER_BYTES);
+    encode_pad_header(out, out.len(), segment_seq);
+    out[RECORD_HEADER_BYTES..].fill(0);
+}
+
+/// Encodes the header of a pad record covering `total` bytes into the
+/// first [`RECORD_HEADER_BYTES`] of `out`. A pad's checksum covers only its
+/// header, so the bytes it covers may hold anything (recovery pads over
+/// torn stretches of the log this way).
+pub fn encode_pad_header(out: &mut [u8], total: usize, segment_seq: u64) {
+    assert!(total >= RECORD_HEADER_BYTES && out.len() >= RECORD_HEADER_BYTES);
     let header = RecordHeader {
         kind: RecordKind::Pad,
         key_len: 0,
-        value_len: (out.len() - RECORD_HEADER_BYTES) as u32,
+        value_len: (total - RECORD_HEADER_BYTES) as u32,
         namespace: 0,
         seq: 0,
         segment_seq,
+        flushed: FlushMark::default(),
     };
     header.encode_fields(out);
-    out[RECORD_HEADER_BYTES..].fill(0);
     let hcrc = crc32c::crc32c(&out[8..RECORD_HEADER_BYTES]);
     put_u32(out, 4, hcrc);
     let crc = crc32c::crc32c(&out[4..RECORD_HEADER_BYTES]);
@@ -392,7 +447,9 @@ pub fn check_record(buf: &[u8]) -> RecordCheck {
         return RecordCheck::Invalid("bad header");
     };
     let end = h.body_bytes();
-    if end > buf.len() {
+    // A pad's checksums cover its header only: it checks without the
+    // bytes it covers (which may be many, over a mended torn stretch).
+    if end > buf.len() && h.kind != RecordKind::Pad {
         return RecordCheck::Truncated { need: end };
     }
     let stored = get_u32(buf, 0);
@@ -464,6 +521,7 @@ mod tests {
             namespace: 7,
             seq: 42,
             segment_seq: 9,
+            flushed: FlushMark::at(8, 3 << 20, 64 << 20),
         };
         let mut buf = vec![0u8; record_bytes(3, 5, 512)];
         assert_eq!(buf.len(), 512);

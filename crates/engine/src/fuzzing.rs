@@ -12,7 +12,7 @@ use nvdepot_io::{AlignedBuf, Device, MemDevice};
 use crate::format::{
     self, DecodeError, RecordCheck, RecordHeader, SegmentHeader, Superblock, DEVICE_HEADER_BYTES,
 };
-use crate::iter::{scan_segment, ScanEnd};
+use crate::iter::scan_segment;
 use crate::layout::Layout;
 
 /// Grain of the segment that [`scan_image`] scans.
@@ -60,9 +60,12 @@ pub struct ScanResult {
     pub segment_seq: u64,
     /// The puts and tombstones yielded, in order.
     pub records: Vec<ScannedRecord>,
-    /// Where and why the scan stopped; `None` if the last record ended
-    /// exactly at the end of the segment.
+    /// Where the valid records end and why, if before the end of the
+    /// segment.
     pub stopped: Option<(u64, &'static str)>,
+    /// Invalid stretches the scan went past (valid records follow each):
+    /// offset and length.
+    pub damaged: Vec<(u64, u64)>,
 }
 
 /// Runs the real segment scanner (`iter::scan_segment`) over `image`, the
@@ -108,14 +111,11 @@ pub fn scan_image(image: &[u8]) -> ScanResult {
         Ok(())
     })
     .expect("an in-memory device without faults does not fail");
-    let stopped = match end {
-        ScanEnd::End => None,
-        ScanEnd::Invalid { offset, reason } => Some((offset, reason)),
-    };
     ScanResult {
         segment_bytes,
         segment_seq,
         records,
-        stopped,
+        stopped: end.tail.map(|t| (t.offset, t.reason)),
+        damaged: end.damaged.iter().map(|d| (d.offset, d.len)).collect(),
     }
 }

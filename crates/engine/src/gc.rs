@@ -67,7 +67,7 @@ impl GcThread {
                     if !inner.opts.sync && last_flush.elapsed() >= interval {
                         // Writes were acknowledged before a flush: bound how
                         // long they sit in the device's volatile cache.
-                        if let Err(e) = inner.layout.flush(u64::MAX) {
+                        if let Err(e) = inner.writer.flush_devices() {
                             tracing::error!("periodic device flush failed: {e}");
                         }
                         last_flush = std::time::Instant::now();
@@ -328,6 +328,17 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
         }
         Ok(())
     });
+    if let Ok(end) = &result {
+        for d in &end.damaged {
+            let (device, offset) = inner.layout.describe(victim, d.offset);
+            tracing::warn!(
+                "garbage collection: {} unreadable bytes at {device} offset {offset:#x} ({}); \
+                 the valid records after them are kept",
+                d.len,
+                d.reason
+            );
+        }
+    }
     let outcome = result
         .and_then(|_| relocate(inner, victim, &mut batch))
         .and_then(|_| log_evictions(inner, &to_log))
@@ -405,6 +416,7 @@ fn log_evictions(inner: &Inner, to_log: &[(Location, EvictedKey)]) -> Result<()>
             namespace: crate::namespace::SYSTEM_NS,
             seq,
             segment_seq: 0,
+            flushed: Default::default(),
         };
         append_hiding_record(
             inner,

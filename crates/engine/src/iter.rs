@@ -34,19 +34,37 @@ impl ScanRecord<'_> {
     }
 }
 
-/// Where a scan stopped.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum ScanEnd {
-    /// The last record ended exactly at the end of the segment.
-    End,
-    /// No valid record at `offset` (end of written data, a torn write, or
-    /// corruption).
-    Invalid { offset: u64, reason: &'static str },
+/// A stretch of a segment holding no valid record of it: damage, a torn
+/// write, or (at the end) space never written in this use of the segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    pub offset: u64,
+    pub len: u64,
+    pub reason: &'static str,
+    /// The header there, if it decodes as a record of this segment (the
+    /// fields only: its checksums failed).
+    pub header: Option<RecordHeader>,
+    /// Its key, if the header checksum (which covers the key) holds.
+    pub key: Option<Vec<u8>>,
 }
 
-/// Calls `f` for every valid KV record (puts and tombstones; pads are
-/// skipped) of a segment written with sequence number `seg_seq`, in order,
-/// until the first invalid one.
+/// What a scan met besides valid records.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ScanEnd {
+    /// Invalid stretches with valid records after them, in order: the scan
+    /// found the next valid record and went on.
+    pub damaged: Vec<Invalid>,
+    /// Where the valid records end, if before the segment end: the rest of
+    /// the segment holds no valid record of it.
+    pub tail: Option<Invalid>,
+}
+
+/// Calls `f` for every valid KV record (puts, tombstones, evictions; pads
+/// are skipped) of a segment written with sequence number `seg_seq`, in
+/// order. An invalid record does not end the scan: the next valid record
+/// of the segment, if any, is found grain by grain and the scan goes on
+/// from there, so no valid record is ever dropped because an earlier one
+/// is damaged.
 pub(crate) fn scan_segment(
     layout: &Layout,
     segment: u32,
@@ -60,6 +78,7 @@ pub(crate) fn scan_segment(
     let mut wstart = 0u64;
     let mut wlen = 0usize;
     let mut pos = SEGMENT_HEADER_BYTES;
+    let mut end = ScanEnd::default();
     let refill = |buf: &mut nvdepot_io::AlignedBuf, at: u64, need: usize| -> Result<(u64, usize)> {
         let start = at / align * align;
         let len = ((at - start) as usize + need)
@@ -72,56 +91,130 @@ pub(crate) fn scan_segment(
         layout.read(segment, start, &mut buf[..len])?;
         Ok((start, len))
     };
-    while pos < seg_bytes {
+    while pos + RECORD_HEADER_BYTES as u64 <= seg_bytes {
         let mut rel = (pos - wstart) as usize;
         if pos < wstart || rel + RECORD_HEADER_BYTES > wlen {
             (wstart, wlen) = refill(&mut buf, pos, RECORD_HEADER_BYTES)?;
             rel = (pos - wstart) as usize;
         }
         let mut check = format::check_record(&buf[rel..wlen]);
+        let mut past_end = false;
         if let RecordCheck::Truncated { need } = check {
             if pos + need as u64 > seg_bytes {
-                return Ok(ScanEnd::Invalid {
-                    offset: pos,
-                    reason: "record runs past the segment end",
-                });
+                past_end = true;
+            } else {
+                (wstart, wlen) = refill(&mut buf, pos, need)?;
+                rel = (pos - wstart) as usize;
+                check = format::check_record(&buf[rel..wlen]);
             }
-            (wstart, wlen) = refill(&mut buf, pos, need)?;
-            rel = (pos - wstart) as usize;
-            check = format::check_record(&buf[rel..wlen]);
         }
-        let header = match check {
-            RecordCheck::Valid(h) if h.segment_seq == seg_seq => h,
-            RecordCheck::Valid(_) => {
-                return Ok(ScanEnd::Invalid {
-                    offset: pos,
-                    reason: "record from an earlier use",
-                })
+        let reason = match check {
+            RecordCheck::Valid(h) if h.segment_seq == seg_seq => {
+                let body = h.body_bytes();
+                if h.kind != RecordKind::Pad {
+                    f(ScanRecord {
+                        pba: layout.pba(segment, pos),
+                        header: h,
+                        bytes: &buf[rel..rel + body],
+                    })?;
+                }
+                pos += (body as u64).div_ceil(grain) * grain;
+                continue;
             }
-            RecordCheck::Truncated { .. } => {
-                return Ok(ScanEnd::Invalid {
-                    offset: pos,
-                    reason: "truncated",
-                })
-            }
-            RecordCheck::Invalid(reason) => {
-                return Ok(ScanEnd::Invalid {
-                    offset: pos,
-                    reason,
-                })
-            }
+            _ if past_end => "record runs past the segment end",
+            RecordCheck::Valid(_) => "record from an earlier use",
+            RecordCheck::Truncated { .. } => "truncated",
+            RecordCheck::Invalid(reason) => reason,
         };
-        let body = header.body_bytes();
-        if header.kind != RecordKind::Pad {
-            f(ScanRecord {
-                pba: layout.pba(segment, pos),
-                header,
-                bytes: &buf[rel..rel + body],
-            })?;
+        let (header, key) = invalid_head(&buf[rel..wlen], seg_seq);
+        let next = next_valid(layout, segment, seg_seq, pos + grain)?;
+        let invalid = Invalid {
+            offset: pos,
+            len: next.unwrap_or(seg_bytes) - pos,
+            reason,
+            header,
+            key,
+        };
+        match next {
+            Some(at) => {
+                end.damaged.push(invalid);
+                pos = at;
+            }
+            None => {
+                end.tail = Some(invalid);
+                return Ok(end);
+            }
         }
-        pos += (body as u64).div_ceil(grain) * grain;
     }
-    Ok(ScanEnd::End)
+    if pos < seg_bytes {
+        // Less than a header's worth of room was left: slack, not a record.
+        end.tail = Some(Invalid {
+            offset: pos,
+            len: seg_bytes - pos,
+            reason: "end of the segment",
+            header: None,
+            key: None,
+        });
+    }
+    Ok(end)
+}
+
+/// The header (fields only) of an invalid record, if it claims to be a
+/// record of this segment, and its key if the header checksum holds.
+fn invalid_head(buf: &[u8], seg_seq: u64) -> (Option<RecordHeader>, Option<Vec<u8>>) {
+    match RecordHeader::decode_fields(buf) {
+        Some(h) if h.segment_seq == seg_seq && h.kind != RecordKind::Pad => {
+            let key = match format::check_record_head(buf) {
+                RecordCheck::Valid(_) => {
+                    let k = RECORD_HEADER_BYTES;
+                    Some(buf[k..k + h.key_len as usize].to_vec())
+                }
+                _ => None,
+            };
+            (Some(h), key)
+        }
+        _ => (None, None),
+    }
+}
+
+/// The offset of the first valid record of the segment at or after
+/// `from` (on a grain), if any.
+pub(crate) fn next_valid(layout: &Layout, seg: u32, seq: u64, from: u64) -> Result<Option<u64>> {
+    let grain = layout.grain_bytes;
+    let from = from.next_multiple_of(grain);
+    let mut start = from;
+    while start + RECORD_HEADER_BYTES as u64 <= layout.segment_bytes {
+        let len = (SCAN_CHUNK as u64).min(layout.segment_bytes - start) as usize;
+        let (buf, at) = layout.read_range(seg, start, len)?;
+        let mut pos = 0;
+        while pos + RECORD_HEADER_BYTES <= len {
+            let b = &buf[at + pos..at + len];
+            let ours = RecordHeader::decode_fields(b).is_some_and(|h| h.segment_seq == seq);
+            if ours {
+                let offset = start + pos as u64;
+                let valid = match format::check_record(b) {
+                    RecordCheck::Valid(_) => true,
+                    RecordCheck::Invalid(_) => false,
+                    // Runs past this chunk: read the whole record.
+                    RecordCheck::Truncated { need } => {
+                        offset + need as u64 <= layout.segment_bytes && {
+                            let (whole, at) = layout.read_range(seg, offset, need)?;
+                            matches!(
+                                format::check_record(&whole[at..at + need]),
+                                RecordCheck::Valid(_)
+                            )
+                        }
+                    }
+                };
+                if valid {
+                    return Ok(Some(offset));
+                }
+            }
+            pos += grain as usize;
+        }
+        start += len as u64;
+    }
+    Ok(None)
 }
 
 /// Unordered iteration over the keys and values of a namespace.

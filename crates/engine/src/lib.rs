@@ -38,6 +38,7 @@
 mod aio;
 mod check;
 mod checkpoint;
+mod damage;
 mod error;
 pub mod format;
 #[doc(hidden)]
@@ -61,6 +62,7 @@ mod update;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};
+pub use damage::{Damage, DamageKind};
 pub use error::{Error, Result};
 pub use iter::NamespaceIter;
 pub use namespace::Namespace;

@@ -39,6 +39,12 @@ pub struct Options {
     pub background_gc: bool,
     /// Show a progress bar on stderr while rebuilding the index. Default: false.
     pub progress: bool,
+    /// Open a store whose log holds damage to acknowledged records (found
+    /// by crash recovery; see `nvdepot check`) anyway, dropping only the
+    /// damaged records. Without it a store-mode open fails with
+    /// `Error::Damaged`; cache mode always salvages (and reports).
+    /// Default: false.
+    pub salvage: bool,
     /// Open the O_DIRECT files without O_DIRECT (for filesystems such as
     /// tmpfs that refuse it; never for production). Default: false.
     pub buffered_io: bool,
@@ -59,6 +65,7 @@ impl Default for Options {
             location_cache_entries: 1 << 18,
             background_gc: true,
             progress: false,
+            salvage: false,
             buffered_io: false,
         }
     }

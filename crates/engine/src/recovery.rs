@@ -5,11 +5,14 @@
 //! sequential reads and keeps, per key, the record with the highest
 //! sequence number (a tombstone hides older puts). Keys are told apart by
 //! (namespace, two independent 64-bit hashes) so no key bytes are kept in
-//! DRAM. A segment's scan ends at its first invalid record: only the two
-//! newest segments may legitimately end in a torn write; elsewhere, valid
-//! records after an invalid one mean corruption and the open fails.
+//! DRAM. An invalid record does not end a segment's scan: the scan finds
+//! the next valid record and goes on, so a damaged record never takes
+//! valid ones after it along. Each invalid stretch is classified
+//! (`damage.rs`) as a torn tail (writes in flight at the crash) or damage
+//! to acknowledged data; the latter makes a store-mode open fail unless
+//! [`Options::salvage`] is set, and is always reported.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,12 +22,13 @@ use nvdepot_index::{Expect, Index, IndexConfig, Location, GRAINS_MAX};
 use nvdepot_io::{Device, FileDevice};
 
 use crate::checkpoint;
+use crate::damage::{self, Damage, DamageKind};
 use crate::error::{Error, Result};
 use crate::format::{
-    self, DecodeError, RecordCheck, RecordKind, SegmentHeader, SegmentKind, Superblock,
-    FORMAT_VERSION, SEGMENT_HEADER_BYTES,
+    self, DecodeError, RecordKind, SegmentHeader, SegmentKind, Superblock, FORMAT_VERSION,
+    SEGMENT_HEADER_BYTES,
 };
-use crate::iter::{scan_segment, ScanEnd};
+use crate::iter::scan_segment;
 use crate::layout::Layout;
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
@@ -124,10 +128,16 @@ pub(crate) fn open(
             keys,
             records_scanned: 0,
             scan_seconds: 0.0,
+            damage: Vec::new(),
         };
         return Ok((inner, report));
     }
-    let (inner, keys, records, scan_seconds) = rebuild(layout, &headers, opts, sb.uuid)?;
+    let (inner, keys, records, scan_seconds, damage) = rebuild(layout, &headers, opts, sb.uuid)?;
+    // What the scan read is the log's durable past from now on (the flush
+    // mark of new records starts after it): make sure the device has it,
+    // not only its volatile cache, which a process crash leaves full.
+    inner.layout.flush(u64::MAX)?;
+    settle(&inner, &damage)?;
     let seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         "index rebuilt from the log: {keys} keys from {records} records in {seconds:.2} s"
@@ -141,6 +151,7 @@ pub(crate) fn open(
             keys,
             records_scanned: records,
             scan_seconds,
+            damage,
         },
     ))
 }
@@ -498,8 +509,8 @@ pub(crate) struct LogScan {
     pub max_seq: u64,
     pub max_ns: u32,
     pub records: u64,
-    /// Segments where valid records follow an invalid one: (device, offset, reason).
-    pub damaged: Vec<(String, u64, String)>,
+    /// Invalid stretches of the log, classified, in device order.
+    pub damage: Vec<Damage>,
 }
 
 pub(crate) fn scan_log(
@@ -516,7 +527,6 @@ pub(crate) fn scan_log(
         })
         .collect();
     kv.sort_unstable();
-    let tail: HashSet<u32> = kv.iter().rev().take(2).map(|&(_, s)| s).collect();
     let segs = Arc::new(Segments::new(layout.segments));
     let bar = if progress {
         indicatif::ProgressBar::new(kv.len() as u64)
@@ -535,8 +545,8 @@ pub(crate) fn scan_log(
     let even: Vec<(u64, u32)> = even.into_iter().map(|(_, &x)| x).collect();
     let odd: Vec<(u64, u32)> = odd.into_iter().map(|(_, &x)| x).collect();
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &tail, &bar));
-        let mine = scan_part(layout, &segs, &even, &tail, &bar);
+        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &bar));
+        let mine = scan_part(layout, &segs, &even, &bar);
         (mine, other.join().expect("recovery scan thread panicked"))
     });
     bar.finish_and_clear();
@@ -550,8 +560,31 @@ pub(crate) fn scan_log(
     for (id, f) in other {
         keep_newest(&mut found, id, f);
     }
-    let mut damaged = a.damaged;
-    damaged.extend(b.damaged);
+    let mut invalid = a.invalid;
+    invalid.extend(b.invalid);
+    // The newest valid record of the log: in the newest segment that has
+    // one, its last.
+    let newest = a
+        .last
+        .into_iter()
+        .chain(b.last)
+        .max_by_key(|&(seg_seq, _)| seg_seq)
+        .map(|(_, h)| h);
+    let damage = damage::classify(layout, invalid, newest.as_ref());
+    // A lost record whose key is known hides the key's older records: an
+    // older value must not come back in its place.
+    for d in damage.iter().filter(|d| d.kind == DamageKind::Lost) {
+        if let (Some(key), Some((ns, seq))) = (&d.key, d.head) {
+            let id = (ns, key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
+            let hidden = Found {
+                seq,
+                pba: 0,
+                grains: 0,
+                tombstone: true,
+            };
+            keep_newest(&mut found, id, hidden);
+        }
+    }
     Ok(LogScan {
         found,
         segs,
@@ -561,7 +594,7 @@ pub(crate) fn scan_log(
             .max(kv.last().map_or(0, |&(s, _)| s)),
         max_ns: a.max_ns.max(b.max_ns),
         records: a.records + b.records,
-        damaged,
+        damage,
     })
 }
 
@@ -585,21 +618,25 @@ struct Part {
     max_seq: u64,
     max_ns: u32,
     records: u64,
-    damaged: Vec<(String, u64, String)>,
+    /// Invalid stretches, not yet classified.
+    invalid: Vec<damage::Found>,
+    /// The last valid record of the newest segment scanned that had one:
+    /// (segment sequence number, its header).
+    last: Option<(u64, crate::format::RecordHeader)>,
 }
 
 fn scan_part(
     layout: &Layout,
     segs: &Segments,
     kv: &[(u64, u32)],
-    tail: &HashSet<u32>,
     bar: &indicatif::ProgressBar,
 ) -> Result<Part> {
     let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
     let mut max_seq = 0u64;
     let mut max_ns = 1u32;
     let mut records = 0u64;
-    let mut damaged = Vec::new();
+    let mut invalid = Vec::new();
+    let mut last = None;
     for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
@@ -607,6 +644,7 @@ fn scan_part(
         let end = scan_segment(layout, seg, seq, |rec| {
             records += 1;
             let h = rec.header;
+            last = Some((seq, h));
             max_seq = max_seq.max(h.seq);
             newest = newest.max(h.seq);
             max_ns = max_ns.max(h.namespace);
@@ -637,12 +675,14 @@ fn scan_part(
             keep_newest(&mut found, id, f);
             Ok(())
         })?;
-        if let ScanEnd::Invalid { offset, reason } = end {
-            if !tail.contains(&seg) && valid_record_after(layout, seg, seq, offset)? {
-                let (device, at) = layout.describe(seg, offset);
-                damaged.push((device, at, format!("{reason}, and valid records follow it")));
-            }
-        }
+        let stretch = |invalid, followed| damage::Found {
+            segment: seg,
+            segment_seq: seq,
+            invalid,
+            followed,
+        };
+        invalid.extend(end.damaged.into_iter().map(|d| stretch(d, true)));
+        invalid.extend(end.tail.map(|t| stretch(t, false)));
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         bar.inc(1);
@@ -660,7 +700,8 @@ fn scan_part(
         max_seq,
         max_ns,
         records,
-        damaged,
+        invalid,
+        last,
     })
 }
 
@@ -717,17 +758,11 @@ fn rebuild(
     headers: &[Option<SegmentHeader>],
     opts: &Options,
     uuid: u128,
-) -> Result<(Inner, u64, u64, f64)> {
+) -> Result<(Inner, u64, u64, f64, Vec<Damage>)> {
     let started = Instant::now();
     let scan = scan_log(&layout, headers, opts.progress)?;
     let scan_seconds = started.elapsed().as_secs_f64();
-    if let Some((device, offset, reason)) = scan.damaged.first() {
-        return Err(Error::Corrupt {
-            device: device.clone(),
-            offset: *offset,
-            reason: format!("{reason} (run `nvdepot check`)"),
-        });
-    }
+    report_damage(&scan.damage, opts)?;
     let (namespaces, system) = registry(&layout, &scan)?;
     if let Some(c) = namespaces.counter(SYSTEM_NS) {
         c.store(system, Ordering::Relaxed);
@@ -792,44 +827,87 @@ fn rebuild(
     }
     let seq = Arc::new(AtomicU64::new(scan.max_seq + 1));
     let records = scan.records;
-    drop(scan);
+    let damage = scan.damage;
     tracing::info!(
         "log scan {scan_seconds:.2} s, index build {:.2} s",
         started.elapsed().as_secs_f64() - scan_seconds
     );
     let inner = Inner::new(layout, segs, index, seq, namespaces, opts.clone(), uuid);
-    Ok((inner, keys, records, scan_seconds))
+    Ok((inner, keys, records, scan_seconds, damage))
 }
 
-/// True if some grain after `offset` in the segment starts a valid record
-/// of this segment's sequence number.
-pub(crate) fn valid_record_after(layout: &Layout, seg: u32, seq: u64, offset: u64) -> Result<bool> {
-    let grain = layout.grain_bytes;
-    let chunk = 4u64 << 20;
-    let mut start = offset + grain;
-    while start < layout.segment_bytes {
-        let len = chunk.min(layout.segment_bytes - start) as usize;
-        let (buf, at) = layout.read_range(seg, start, len)?;
-        let mut pos = 0;
-        while pos + format::RECORD_HEADER_BYTES <= len {
-            let b = &buf[at + pos..at + len];
-            if let Some(h) = format::RecordHeader::decode_fields(b) {
-                if h.segment_seq == seq {
-                    let ok = match format::check_record(b) {
-                        RecordCheck::Valid(_) => true,
-                        RecordCheck::Truncated { .. } => {
-                            format::check_record_head(b) != RecordCheck::Invalid("")
-                        }
-                        RecordCheck::Invalid(_) => false,
-                    };
-                    if ok && matches!(format::check_record_head(b), RecordCheck::Valid(_)) {
-                        return Ok(true);
-                    }
-                }
-            }
-            pos += grain as usize;
+/// Logs every invalid stretch recovery found; in store mode, refuses to
+/// open over damage to acknowledged data unless salvaging.
+fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
+    for d in damage {
+        match d.kind {
+            DamageKind::TornTail => tracing::info!("recovery: {d}"),
+            DamageKind::Lost => tracing::warn!("recovery: {d}"),
         }
-        start += len as u64;
     }
-    Ok(false)
+    let lost: Vec<&Damage> = damage
+        .iter()
+        .filter(|d| d.kind == DamageKind::Lost)
+        .collect();
+    let Some(first) = lost.first() else {
+        return Ok(());
+    };
+    if opts.cache_mode || opts.salvage {
+        tracing::warn!(
+            "recovery: {} damaged stretch(es) of acknowledged data dropped; every other record kept",
+            lost.len()
+        );
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        stretches: lost.len(),
+        first: first.to_string(),
+    })
+}
+
+/// After a recovery that goes ahead: pads over every torn tail (before
+/// any new write, so a crash meanwhile finds them still after the flush
+/// mark), logs a tombstone for each lost record whose key is known (its
+/// older values must stay hidden once the damaged record is gone), then
+/// pads over the lost records too. The next scan of the log is then clean,
+/// and a later crash's recovery does not report the same stretches again.
+fn settle(inner: &Inner, damage: &[Damage]) -> Result<()> {
+    let torn: Vec<&Damage> = damage
+        .iter()
+        .filter(|d| d.kind == DamageKind::TornTail)
+        .collect();
+    damage::mend(&inner.layout, &torn)?;
+    let lost: Vec<&Damage> = damage
+        .iter()
+        .filter(|d| d.kind == DamageKind::Lost)
+        .collect();
+    let mut last = None;
+    for d in &lost {
+        let (Some(key), Some((ns, _))) = (&d.key, d.head) else {
+            continue;
+        };
+        let header = inner.header(RecordKind::Tombstone, ns, key, 0);
+        let parts = crate::writer::RecordParts {
+            header,
+            key,
+            value: &[],
+        };
+        let app = inner
+            .writer
+            .append(&parts, crate::writer::Appender::Delete)?;
+        let seg = inner.layout.segment_of(app.pba);
+        inner
+            .segments
+            .get(seg)
+            .tombstone_grains
+            .fetch_add(app.grains, Ordering::Relaxed);
+        last = Some(app.lsn);
+    }
+    if let Some(lsn) = last {
+        inner.writer.wait_durable(lsn)?;
+        // On the device (not only written) before the pads replace what
+        // they hide.
+        inner.layout.flush(u64::MAX)?;
+    }
+    damage::mend(&inner.layout, &lost)
 }

@@ -86,6 +86,9 @@ pub struct OpenReport {
     pub records_scanned: u64,
     /// Of `seconds`, the time spent reading the log (0 on a clean open).
     pub scan_seconds: f64,
+    /// Invalid stretches the log scan found (torn tails and, when the open
+    /// went ahead anyway, damage to acknowledged records, then dropped).
+    pub damage: Vec<crate::Damage>,
 }
 
 /// The 64-bit hash of a key in a namespace (physical id).
@@ -510,6 +513,7 @@ impl Inner {
             namespace: physical,
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
             segment_seq: 0,
+            flushed: Default::default(),
         }
     }
 

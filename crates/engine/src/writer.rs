@@ -23,7 +23,9 @@ use std::task::{Poll, Waker};
 use crate::aio::{self, now, Mode};
 
 use crate::error::{Error, Result};
-use crate::format::{self, RecordHeader, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    self, FlushMark, RecordHeader, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
+};
 use crate::layout::Layout;
 use crate::segments::{SegState, Segments};
 
@@ -94,6 +96,8 @@ impl Drop for InFlight {
 struct Pending {
     buf: AlignedBuf,
     segment: u32,
+    /// The segment's sequence number.
+    segment_seq: u64,
     /// Offset in the segment of `buf[0]`.
     offset: u64,
     len: usize,
@@ -115,6 +119,15 @@ struct State {
     /// Log position up to which everything is durable.
     durable: u64,
     leader: bool,
+    /// Log position (segment sequence number, offset) the last completed
+    /// batch wrote up to.
+    written: Option<(u64, u64)>,
+    /// Log position up to which everything is on the device: flushed (the
+    /// end of the last flushed batch, or what a periodic flush covered),
+    /// or, before the first flush of this process, the start of the first
+    /// segment it opened (recovery flushed what came before). Every
+    /// record carries it as its [`FlushMark`].
+    flushed: Option<(u64, u64)>,
     failed: Option<String>,
     pool: Vec<AlignedBuf>,
     /// Tasks of the async API waiting for a flush another caller leads
@@ -163,6 +176,8 @@ impl Writer {
                 appended: 0,
                 durable: 0,
                 leader: false,
+                written: None,
+                flushed: None,
                 failed: None,
                 pool: Vec::new(),
                 wakers: Vec::new(),
@@ -287,9 +302,11 @@ impl Writer {
         st.active = Some(Pending {
             buf,
             segment: id,
+            segment_seq: seq,
             offset: 0,
             len: SEGMENT_HEADER_BYTES as usize,
         });
+        st.flushed.get_or_insert((seq, 0));
         st.open = Some(OpenSegment {
             id,
             seq,
@@ -312,15 +329,18 @@ impl Writer {
         if room < len {
             self.close_active(st);
             let open = st.open.as_ref().expect("open segment");
-            let (id, at) = (open.id, open.next);
+            let (id, segment_seq, at) = (open.id, open.seq, open.next);
             let buf = self.take_buffer(st, len);
             st.active = Some(Pending {
                 buf,
                 segment: id,
+                segment_seq,
                 offset: at,
                 len: 0,
             });
         }
+        let (mark_seq, mark_offset) = st.flushed.expect("set when the segment was opened");
+        let flushed = FlushMark::at(mark_seq, mark_offset, self.layout.segment_bytes);
         let open = st.open.as_mut().expect("open segment");
         let (id, seg_seq, at) = (open.id, open.seq, open.next);
         open.next += len as u64;
@@ -329,6 +349,7 @@ impl Writer {
         let out = &mut active.buf[active.len..active.len + len];
         let header = RecordHeader {
             segment_seq: seg_seq,
+            flushed,
             ..rec.header
         };
         let used = format::encode_record(out, &header, rec.key, rec.value);
@@ -419,8 +440,17 @@ impl Writer {
                 continue;
             };
             let (result, batch) = self.write_batch(mode, batch).await;
+            let end = batch
+                .last()
+                .map(|p| (p.segment_seq, p.offset + p.len as u64));
             let mut st = self.state.lock();
             st.leader = false;
+            if result.is_ok() && end.is_some() {
+                st.written = end;
+                if self.sync {
+                    st.flushed = end;
+                }
+            }
             for p in batch {
                 if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
                     st.pool.push(p.buf);
@@ -500,6 +530,21 @@ impl Writer {
             }
         }
         (result, done)
+    }
+
+    /// Flushes the devices' caches (the periodic flush when writes are
+    /// acknowledged before a flush) and advances the flush mark over what
+    /// was written before it began.
+    pub fn flush_devices(&self) -> Result<()> {
+        let written = self.state.lock().written;
+        self.layout.flush(u64::MAX)?;
+        let mut st = self.state.lock();
+        if let Some(w) = written {
+            if st.flushed.is_none_or(|f| f < w) {
+                st.flushed = Some(w);
+            }
+        }
+        Ok(())
     }
 
     /// Writes out everything appended so far and waits for it.

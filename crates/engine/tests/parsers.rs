@@ -9,8 +9,8 @@ use std::path::Path;
 
 use nvdepot_engine::format::{
     check_record_head, decode_evictions, encode_evictions, encode_pad, encode_record, record_bytes,
-    EvictedKey, RecordCheck, RecordHeader, RecordKind, SegmentHeader, SegmentKind, Superblock,
-    FORMAT_VERSION, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_HEADER_ENCODED,
+    EvictedKey, FlushMark, RecordCheck, RecordHeader, RecordKind, SegmentHeader, SegmentKind,
+    Superblock, FORMAT_VERSION, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_HEADER_ENCODED,
     SUPERBLOCK_BYTES,
 };
 use nvdepot_engine::fuzzing::{
@@ -35,6 +35,7 @@ fn put(key: &[u8], value: &[u8], seq: u64, segment_seq: u64) -> Vec<u8> {
         namespace: 1,
         seq,
         segment_seq,
+        flushed: FlushMark::default(),
     };
     record(&h, key, value)
 }
@@ -100,8 +101,9 @@ fn arb_header(kind: RecordKind) -> impl Strategy<Value = (RecordHeader, Vec<u8>,
         any::<u32>(),
         any::<u64>(),
         any::<u64>(),
+        any::<(u32, u8)>(),
     )
-        .prop_map(move |(key, value, namespace, seq, segment_seq)| {
+        .prop_map(move |(key, value, namespace, seq, segment_seq, mark)| {
             let h = RecordHeader {
                 kind,
                 key_len: key.len() as u16,
@@ -109,6 +111,10 @@ fn arb_header(kind: RecordKind) -> impl Strategy<Value = (RecordHeader, Vec<u8>,
                 namespace,
                 seq,
                 segment_seq,
+                flushed: FlushMark {
+                    segment_seq_low: mark.0,
+                    fraction: mark.1,
+                },
             };
             (h, key, value)
         })
@@ -241,6 +247,7 @@ proptest! {
             namespace: 0,
             seq: 7,
             segment_seq: 3,
+            flushed: FlushMark::default(),
         };
         let mut buf = vec![0u8; record_bytes(0, value.len(), GRAIN)];
         encode_record(&mut buf, &h, &[], &value);
@@ -398,6 +405,7 @@ fn fuzz_seeds() {
         namespace: 0,
         seq: 6,
         segment_seq: 9,
+        flushed: FlushMark::default(),
     };
     seeds.push(("record", "tombstone", record(&tomb, key, b"")));
     let mut pad = vec![0u8; GRAIN];

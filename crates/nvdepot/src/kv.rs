@@ -37,6 +37,12 @@ pub struct KvArgs {
     /// create it when missing.
     #[arg(long, value_name = "NAME", global = true)]
     namespace: Option<String>,
+    /// Open even if crash recovery finds damage to acknowledged records
+    /// (`nvdepot check` lists it): drop only the damaged records, keep
+    /// every other one, and report what was dropped. Without it such a
+    /// store refuses to open.
+    #[arg(long, global = true)]
+    salvage: bool,
     #[command(subcommand)]
     command: KvCommand,
 }
@@ -109,6 +115,7 @@ pub fn run(args: KvArgs) -> Result<Outcome, CliError> {
 fn open(args: &KvArgs, create: bool) -> Result<Store, CliError> {
     let mut opts = Options {
         progress: std::io::stderr().is_terminal(),
+        salvage: args.salvage,
         ..Options::default()
     };
     if create {
@@ -125,7 +132,11 @@ fn open(args: &KvArgs, create: bool) -> Result<Store, CliError> {
     } else if !args.data.exists() {
         return Err(CliError::NoStore(args.data.clone()));
     }
-    Ok(Store::open(&args.data, &opts)?)
+    let store = Store::open(&args.data, &opts)?;
+    for d in &store.open_report().damage {
+        eprintln!("recovery: {d}");
+    }
+    Ok(store)
 }
 
 fn namespace(store: &Store, name: Option<&str>, create: bool) -> Result<Namespace, CliError> {

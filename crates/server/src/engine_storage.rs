@@ -370,6 +370,14 @@ impl Storage for EngineStorage {
 
     fn stats(&self) -> Vec<(String, String)> {
         let s = self.store.stats();
+        // What the last crash recovery found (cache mode drops damaged
+        // records and goes on; each stretch was also logged at open).
+        let damage = &self.store.open_report().damage;
+        let lost = damage
+            .iter()
+            .filter(|d| d.kind == engine::DamageKind::Lost)
+            .count();
+        let torn = damage.len() - lost;
         let mut v: Vec<(String, String)> = vec![
             ("limit_maxbytes".into(), self.limit_maxbytes.to_string()),
             ("curr_items".into(), self.store.count(self.ns).to_string()),
@@ -398,6 +406,8 @@ impl Storage for EngineStorage {
             ),
             ("nvdepot_flushes", s.flushes.to_string()),
             ("nvdepot_evictions_logged", s.evictions_logged.to_string()),
+            ("nvdepot_recovery_torn_stretches", torn.to_string()),
+            ("nvdepot_recovery_damaged_stretches", lost.to_string()),
             ("nvdepot_dram_items", self.hot.items().to_string()),
             ("nvdepot_dram_bytes", self.hot.bytes().to_string()),
             (
