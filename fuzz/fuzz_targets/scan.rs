@@ -8,8 +8,9 @@
 //! that `check_record` accepts with the same header, carries the segment's
 //! sequence number, starts on a grain at or after the header area, lies
 //! within the segment, does not overlap the previous one, and is exactly
-//! the bytes of the image at its offset; the scan stops (if it does) on a
-//! grain after the last record.
+//! the bytes of the image at its offset; every invalid stretch the scan
+//! went past lies on grains between two records, before the next one; the
+//! scan stops (if it does) on a grain after the last record.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -23,6 +24,18 @@ fuzz_target!(|data: &[u8]| {
     image[32..32 + seq.len()].copy_from_slice(seq);
     image[header..].copy_from_slice(records);
     let scan = scan_image(&image);
+    // Invalid stretches: on grains, in order, apart, within the segment,
+    // and clear of every record.
+    let mut free_from = SEGMENT_HEADER_BYTES;
+    for &(offset, len) in &scan.damaged {
+        assert_eq!(offset % SCAN_GRAIN_BYTES, 0);
+        assert!(len > 0 && offset >= free_from && offset + len <= scan.segment_bytes);
+        free_from = offset + len;
+        for r in &scan.records {
+            let end = r.offset + r.bytes.len() as u64;
+            assert!(end <= offset || r.offset >= offset + len, "stretch over a record");
+        }
+    }
     let mut next = SEGMENT_HEADER_BYTES;
     for r in &scan.records {
         assert!(matches!(

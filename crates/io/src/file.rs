@@ -124,7 +124,7 @@ impl FileDevice {
         }
         let file = open_file(path, direct, block_device, existing.is_none()).map_err(&open_err)?;
         if !block_device {
-            lock_exclusive(&file).map_err(&open_err)?;
+            lock_exclusive(&file, path).map_err(&open_err)?;
         }
         let meta = file
             .metadata()
@@ -260,23 +260,55 @@ impl Device for FileDevice {
     }
 }
 
+/// How long an open waits for another process's lock on the file to go
+/// away before refusing. A process killed with `kill -9` releases its
+/// lock only once the kernel has torn down its io_uring instances (tens of
+/// milliseconds after the process is reaped), so a supervisor restarting
+/// at once would otherwise find the store still locked.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Takes an exclusive advisory lock on a regular file for the life of the
 /// descriptor, so two processes cannot open one store (block devices get
-/// the same protection from `O_EXCL`).
-fn lock_exclusive(file: &File) -> Result<(), String> {
+/// the same protection from `O_EXCL`). Waits up to [`LOCK_WAIT`] for a
+/// holder to go away, saying so once.
+fn lock_exclusive(file: &File, path: &Path) -> Result<(), String> {
     use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    Err(match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => {
-            "the file is in use by another process (it holds an exclusive lock on it)".into()
+    let started = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            if said {
+                tracing::info!(
+                    "got the lock on {} after {} ms",
+                    path.display(),
+                    started.elapsed().as_millis()
+                );
+            }
+            return Ok(());
         }
-        _ => format!("flock failed: {e}"),
-    })
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!("flock failed: {e}"));
+        }
+        if started.elapsed() >= LOCK_WAIT {
+            return Err(format!(
+                "the file is in use by another process (it holds an exclusive lock on it; \
+                 waited {} s for it to go away)",
+                LOCK_WAIT.as_secs()
+            ));
+        }
+        if !said {
+            tracing::warn!(
+                "{} is locked by another process; waiting up to {} s for it to exit",
+                path.display(),
+                LOCK_WAIT.as_secs()
+            );
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Opens read-write with `O_CLOEXEC` (and `O_DIRECT`, and `O_EXCL` for a

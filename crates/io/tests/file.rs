@@ -292,6 +292,7 @@ fn a_second_open_of_the_same_file_is_refused() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("locked");
     let first = nvdepot_io::FileDevice::open(&path, Some(1 << 20)).unwrap();
+    // Refused after waiting (bounded) for the holder to go away.
     let err = nvdepot_io::FileDevice::open(&path, None).expect_err("second open must fail");
     assert!(
         err.to_string().contains("in use by another process"),
@@ -299,4 +300,25 @@ fn a_second_open_of_the_same_file_is_refused() {
     );
     drop(first);
     nvdepot_io::FileDevice::open(&path, None).expect("free again once closed");
+}
+
+#[test]
+fn an_open_waits_for_a_lock_that_goes_away() {
+    // As after `kill -9`: the old holder's lock is released a little
+    // later (here by another thread dropping its device).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("locked");
+    let first = nvdepot_io::FileDevice::open(&path, Some(1 << 20)).unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        drop(first);
+    });
+    let started = std::time::Instant::now();
+    nvdepot_io::FileDevice::open(&path, None).expect("opens once the holder is gone");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(100),
+        "{waited:?}"
+    );
+    holder.join().unwrap();
 }

@@ -1,0 +1,169 @@
+//! The `nvdepot memcache` binary under test: a server on a free port of
+//! 127.0.0.1 with a store under `CARGO_TARGET_TMPDIR` (not /tmp, which may
+//! be a tmpfs that refuses `O_DIRECT`), and a text-protocol client.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_nvdepot");
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("memcache-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("create temp dir")
+}
+
+/// A running `nvdepot memcache`.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// Everything it printed on stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts the server on a store in `data` (created if missing) and
+    /// waits for its "listening on" line.
+    pub fn start(data: &Path) -> Server {
+        Server::start_with(data, &[])
+    }
+
+    /// Like `start`, with extra command-line arguments.
+    pub fn start_with(data: &Path, extra: &[&str]) -> Server {
+        let args = [&["--size", "128M", "--segment-size", "8M"], extra].concat();
+        Server::start_sized(data, &args)
+    }
+
+    /// Like `start`, with the store's size and segment size among `args`.
+    pub fn start_sized(data: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["memcache", "-p", "0", "-l", "127.0.0.1", "--data"])
+            .arg(data)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nvdepot memcache");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let pipe = child.stderr.take().expect("piped stderr");
+        let log = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.strip_prefix("nvdepot memcache listening on ") {
+                    let addr = rest.split([' ', ',']).next().unwrap_or("").to_owned();
+                    let _ = tx.send(addr);
+                }
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(120)) else {
+            let _ = child.kill();
+            let status = child.wait();
+            panic!(
+                "no listening line; {status:?}; stderr:\n{}",
+                stderr.lock().unwrap()
+            );
+        };
+        let addr = addr.parse().expect("listening address");
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        let stream = TcpStream::connect(self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Client { stream }
+    }
+
+    /// Sends SIGTERM and returns the exit code (within 30 s).
+    pub fn terminate(mut self) -> i32 {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill(2) with the pid of our own child and a valid signal.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                let log = self.stderr.lock().unwrap().clone();
+                assert!(!log.contains("panicked"), "server panicked:\n{log}");
+                let code = status.code();
+                return code.unwrap_or_else(|| panic!("died from a signal:\n{log}"));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running 30 s after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill_9(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("wait");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A text-protocol client.
+pub struct Client {
+    pub stream: TcpStream,
+}
+
+impl Client {
+    /// Sends `request` and reads until the reply ends with `end`.
+    pub fn call(&mut self, request: &[u8], end: &[u8]) -> Vec<u8> {
+        self.stream.write_all(request).expect("send");
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !reply.ends_with(end) {
+            let n = self.stream.read(&mut chunk).expect("read reply");
+            assert!(n > 0, "connection closed after {reply:?}");
+            reply.extend_from_slice(&chunk[..n]);
+        }
+        reply
+    }
+
+    pub fn set(&mut self, key: &str, flags: u32, value: &str) {
+        let request = format!("set {key} {flags} 0 {}\r\n{value}\r\n", value.len());
+        let reply = self.call(request.as_bytes(), b"\r\n");
+        assert_eq!(String::from_utf8_lossy(&reply), "STORED\r\n", "set {key}");
+    }
+
+    /// `Some((flags, value))` or `None` for a miss.
+    pub fn get(&mut self, key: &str) -> Option<(u32, String)> {
+        let reply = self.call(format!("get {key}\r\n").as_bytes(), b"END\r\n");
+        let text = String::from_utf8(reply).expect("utf-8 reply");
+        if text == "END\r\n" {
+            return None;
+        }
+        let (header, rest) = text.split_once("\r\n").expect("VALUE line");
+        let fields: Vec<&str> = header.split(' ').collect();
+        assert_eq!(fields[..2], ["VALUE", key], "reply {text:?}");
+        let value = rest.strip_suffix("\r\nEND\r\n").expect("END").to_owned();
+        Some((fields[2].parse().expect("flags"), value))
+    }
+}
