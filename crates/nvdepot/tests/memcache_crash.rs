@@ -81,6 +81,14 @@ fn immediate_restarts_after_kill_9_under_load_serve_every_acknowledged_set() {
         }
         // At once: no pause for the old process's lock to go away.
         server = Server::start_sized(&data, &sized);
+        if server
+            .stderr
+            .lock()
+            .unwrap()
+            .contains("locked by another process")
+        {
+            waited_for_lock += 1;
+        }
         // Every set of this cycle (the ones the kill could catch in
         // flight), and every 16th of the earlier ones.
         let mut client = server.connect();
