@@ -225,7 +225,24 @@ impl<S: Storage> Connection<S> {
         exptime: u32,
         mode: StoreMode,
     ) -> Result<StoreOutcome, StorageError> {
-        let r = self.storage.store(key, value, flags, exptime, mode).await?;
+        self.store_item(key, value, flags, exptime, ItemState::default(), mode)
+            .await
+    }
+
+    /// [`Connection::store`] of an item with marks.
+    pub(crate) async fn store_item(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        state: ItemState,
+        mode: StoreMode,
+    ) -> Result<StoreOutcome, StorageError> {
+        let r = self
+            .storage
+            .store_item(key, value, flags, exptime, state, mode)
+            .await?;
         if let StoreMode::Cas(_) = mode {
             match r {
                 StoreOutcome::Stored { .. } => self.counters.cas_hits += 1,
@@ -325,9 +342,18 @@ impl<S: Storage> Connection<S> {
                 };
                 let mut digits = Vec::with_capacity(old.value.len().max(20));
                 crate::num::put_u64(&mut digits, value);
-                if digits.len() <= old.value.len() {
+                // memcached changes the item in place when the number fits
+                // (padding it with spaces), keeping its marks; a longer one
+                // is a new item, without them.
+                let in_place = digits.len() <= old.value.len();
+                if in_place {
                     digits.resize(old.value.len(), b' ');
                 }
+                let state = if in_place {
+                    old.state
+                } else {
+                    ItemState::default()
+                };
                 let done = ArithDone {
                     value,
                     cas: 0,
@@ -335,7 +361,7 @@ impl<S: Storage> Connection<S> {
                     created: false,
                 };
                 let new_exptime = exptime.unwrap_or(old.exptime);
-                let change = rewrite(digits, old.flags, new_exptime, ItemState::default());
+                let change = rewrite(digits, old.flags, new_exptime, state);
                 (change, Arith::Done(done))
             })
             .await?;
@@ -418,6 +444,7 @@ impl<S: Storage> Connection<S> {
                         let state = ItemState {
                             stale: true,
                             token_sent: false,
+                            ..old.state
                         };
                         let exptime = exptime.unwrap_or(old.exptime);
                         let change = rewrite(old.value.clone(), old.flags, exptime, state);
@@ -515,8 +542,8 @@ impl<S: Storage> Connection<S> {
         exptime: u32,
     ) -> Result<Option<Item>, ExecError> {
         let state = ItemState {
-            stale: false,
             token_sent: true,
+            ..ItemState::default()
         };
         Ok(
             match self
@@ -551,14 +578,15 @@ impl<S: Storage> Connection<S> {
     /// value anyway, marked stale, keeping the item's TTL and win token (as
     /// memcached's `CAS_STALE`); an equal one is a plain CAS store; a newer
     /// one fails with `Exists`.
+    /// `item` is the value, client flags, exptime and whether the request
+    /// named its key in base64 (`b`).
     pub(crate) async fn store_invalidating(
         &mut self,
         key: &[u8],
-        value: &[u8],
-        flags: u32,
-        exptime: u32,
+        item: (&[u8], u32, u32, bool),
         cas: u64,
     ) -> Result<StoreOutcome, ExecError> {
+        let (value, flags, exptime, key_binary) = item;
         let now = self.now();
         let (outcome, done) = self
             .storage
@@ -567,11 +595,16 @@ impl<S: Storage> Connection<S> {
                 Some(old) if cas > old.cas => (Change::Keep, StoreOutcome::Exists),
                 Some(old) => {
                     let (exptime, state) = if cas == old.cas {
-                        (exptime, ItemState::default())
+                        let state = ItemState {
+                            key_binary,
+                            ..ItemState::default()
+                        };
+                        (exptime, state)
                     } else {
                         let state = ItemState {
                             stale: true,
                             token_sent: old.state.token_sent,
+                            key_binary,
                         };
                         (old.exptime, state)
                     };

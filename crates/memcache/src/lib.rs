@@ -77,6 +77,9 @@ pub struct ItemState {
     pub stale: bool,
     /// A client was handed the win token (`W`); later `mg`s see `Z`.
     pub token_sent: bool,
+    /// Stored by `ms` with a base64 key (`b`): memcached's
+    /// `ITEM_KEY_BINARY`, which makes `mg`'s `k` flag answer in base64.
+    pub key_binary: bool,
 }
 
 /// Condition of a [`Storage::store`].

@@ -8,7 +8,7 @@ use crate::execute::{Arith, Claim, Deleted, ExecError};
 use crate::meta_flags::{self, MetaFlags, META_TOKENS_MAX};
 use crate::num::{put_i64, put_u64, safe_strtol};
 use crate::text::{reply, server_error, After, Tokens};
-use crate::{Connection, Item, Storage, StoreMode, StoreOutcome};
+use crate::{Connection, Item, ItemState, Storage, StoreMode, StoreOutcome};
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format";
 
@@ -206,7 +206,7 @@ impl<S: Storage> Connection<S> {
             Ok(m) => m,
             Err(e) => return server_error(out, false, &e),
         };
-        self.mg_hit(tok, &f, key, &item, old_exptime, marks, out);
+        self.mg_hit(tok, &f, key, &item, old_exptime, false, marks, out);
     }
 
     /// The `Z`, `X` and `W` marks of a hit: a stale item, or with `R` one
@@ -242,7 +242,7 @@ impl<S: Storage> Connection<S> {
         ttl: i32,
         out: &mut Vec<u8>,
     ) {
-        let exptime = self.exptime_abs(i64::from(ttl));
+        let exptime = self.created_exptime(f, tok, ttl);
         let (item, marks) = match self.vivify(key, exptime).await {
             Ok(Some(item)) => (
                 item,
@@ -261,7 +261,11 @@ impl<S: Storage> Connection<S> {
             },
             Err(e) => return server_error(out, false, &e),
         };
-        self.mg_hit(tok, f, key, &item, None, marks, out);
+        // Created here (not found created by another request): it started
+        // without expiry until its N or T flag.
+        let created = marks.won;
+        let start = created.then_some(0);
+        self.mg_hit(tok, f, key, &item, start, created, marks, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -272,6 +276,7 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
         item: &Item,
         old_exptime: Option<u32>,
+        created: bool,
         marks: Marks,
         out: &mut Vec<u8>,
     ) {
@@ -283,11 +288,22 @@ impl<S: Storage> Connection<S> {
         } else {
             out.extend_from_slice(b"HD");
         }
-        // `t` before `T` reports the TTL the item had.
+        // memcached applies T (and N, to an item it just created, which
+        // starts without expiry) in request order: `t` reports the TTL as
+        // of its place in the request.
         let mut exptime = old_exptime.unwrap_or(item.exptime);
         for &t in &tok.t[2..tok.n] {
             match t[0] {
-                b'T' => exptime = item.exptime,
+                b'T' => {
+                    exptime = f
+                        .ttl
+                        .map_or(item.exptime, |t| self.exptime_abs(i64::from(t)))
+                }
+                b'N' if created => {
+                    exptime = f
+                        .vivify
+                        .map_or(item.exptime, |n| self.exptime_abs(i64::from(n)))
+                }
                 b's' => {
                     out.extend_from_slice(b" s");
                     put_u64(out, item.value.len() as u64);
@@ -305,7 +321,8 @@ impl<S: Storage> Connection<S> {
                     out.push(b' ');
                     out.extend_from_slice(t);
                 }
-                b'k' => put_key(out, key, f.key_binary),
+                // The item's own mark, not the request's (memcached).
+                b'k' => put_key(out, key, item.state.key_binary),
                 _ => {}
             }
         }
@@ -399,13 +416,18 @@ impl<S: Storage> Connection<S> {
             }
             _ => match (f.invalidate, mode) {
                 (true, StoreMode::Cas(cas)) => {
-                    self.store_invalidating(key, value, f.client_flags, exptime, cas)
-                        .await
+                    let item = (value, f.client_flags, exptime, f.key_binary);
+                    self.store_invalidating(key, item, cas).await
                 }
-                _ => self
-                    .store(key, value, f.client_flags, exptime, mode)
-                    .await
-                    .map_err(ExecError::from),
+                _ => {
+                    let state = ItemState {
+                        key_binary: f.key_binary,
+                        ..ItemState::default()
+                    };
+                    self.store_item(key, value, f.client_flags, exptime, state, mode)
+                        .await
+                        .map_err(ExecError::from)
+                }
             },
         };
         let (code, cas): (&[u8], u64) = match r {
@@ -484,7 +506,7 @@ impl<S: Storage> Connection<S> {
         let delta = f.delta.unwrap_or(1);
         let create = f
             .vivify
-            .map(|n| (f.initial, self.ma_create_exptime(&f, tok, n)));
+            .map(|n| (f.initial, self.created_exptime(&f, tok, n)));
         let arith = self
             .arith(key, incr, delta, f.cas.unwrap_or(0), ttl, create)
             .await;
@@ -545,10 +567,11 @@ impl<S: Storage> Connection<S> {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// The exptime of ma's create-on-miss (`N`, which stores `J`, default
-    /// 0): what the `N` and `T` flags give, the later one winning as in
-    /// memcached.
-    fn ma_create_exptime(&self, f: &MetaFlags, tok: &Tokens<'_>, vivify: i32) -> u32 {
+    /// The exptime of an item created on a miss (ma's and mg's `N`): what
+    /// the `N` and `T` flags give, the later one winning as in memcached,
+    /// which applies them in request order to the new item (created with
+    /// no expiry).
+    fn created_exptime(&self, f: &MetaFlags, tok: &Tokens<'_>, vivify: i32) -> u32 {
         let mut exptime = 0;
         for &t in &tok.t[2..tok.n] {
             match t[0] {

@@ -409,3 +409,57 @@ fn one_winner_per_stale_item() {
     assert_eq!(again.unwrap(), nvdepot_memcache::StoreOutcome::NotStored);
     check(&mut h, "mg k v\r\n", "VA 1 Z X\r\nx\r\n");
 }
+
+/// Found by the differential test (crates/nvdepot/tests/differential.rs),
+/// replies recorded from memcached 1.6.18: `mg k` answers the key in
+/// base64 only if the *item* was stored by `ms` with `b` (memcached's
+/// `ITEM_KEY_BINARY`); `md`, `ms` and `ma` follow the request. An `incr`
+/// that fits changes the item in place and keeps the mark; a longer
+/// result, an append, a vivify or `ma N` make an item without it.
+#[test]
+fn key_in_base64_follows_the_item() {
+    let mut h = Harness::new();
+    // r0-k3 is cjAtazM= in base64.
+    let script = [
+        ("set r0-k3 0 0 2\r\n41\r\n", "STORED\r\n"),
+        ("md cjAtazM= b k I\r\n", "HD kcjAtazM= b\r\n"),
+        ("mg cjAtazM= b k\r\n", "HD kr0-k3 X W\r\n"),
+        ("md cjAtazM= b k\r\n", "HD kcjAtazM= b\r\n"),
+        ("ms cjAtazM= 1 b k\r\n5\r\n", "HD kcjAtazM= b\r\n"),
+        ("mg r0-k3 k v\r\n", "VA 1 kcjAtazM= b\r\n5\r\n"),
+        ("incr r0-k3 1\r\n", "6\r\n"),
+        ("mg r0-k3 k v\r\n", "VA 1 kcjAtazM= b\r\n6\r\n"),
+        ("incr r0-k3 10\r\n", "16\r\n"),
+        ("mg r0-k3 k v\r\n", "VA 2 kr0-k3\r\n16\r\n"),
+        ("touch r0-k3 100\r\n", "TOUCHED\r\n"),
+        ("mg r0-k3 k\r\n", "HD kr0-k3\r\n"),
+        ("md r0-k3\r\n", "HD\r\n"),
+        ("mg cjAtazM= b k N30\r\n", "HD kr0-k3 W\r\n"),
+        ("mg r0-k3 k\r\n", "HD kr0-k3 Z\r\n"),
+        ("md r0-k3\r\n", "HD\r\n"),
+        ("ma cjAtazM= b k N30\r\n", "HD kcjAtazM= b\r\n"),
+        ("mg r0-k3 k\r\n", "HD kr0-k3\r\n"),
+        ("append r0-k3 0 0 1\r\n1\r\n", "STORED\r\n"),
+        ("mg r0-k3 k\r\n", "HD kr0-k3\r\n"),
+        ("ms cjAtazM= 1 b MA\r\n5\r\n", "HD\r\n"),
+        ("mg r0-k3 k\r\n", "HD kr0-k3\r\n"),
+    ];
+    for (input, want) in script {
+        check(&mut h, input, want);
+    }
+}
+
+/// Found by the differential test, recorded from memcached 1.6.18: on a
+/// miss that `N` vivifies, memcached creates the item without expiry and
+/// applies `N` and `T` in request order, so a `t` before them reports
+/// `-1`, and the later of the two sets the TTL.
+#[test]
+fn mg_vivify_applies_n_and_t_in_request_order() {
+    let mut h = Harness::new();
+    check(&mut h, "mg a s t T100 N30\r\n", "HD s0 t-1 W\r\n");
+    check(&mut h, "mg a t\r\n", "HD t30 Z\r\n");
+    check(&mut h, "mg b N30 T100 t\r\n", "HD t100 W\r\n");
+    check(&mut h, "mg b t\r\n", "HD t100 Z\r\n");
+    check(&mut h, "mg c N30 t T100\r\n", "HD t30 W\r\n");
+    check(&mut h, "mg c t\r\n", "HD t100 Z\r\n");
+}

@@ -11,7 +11,8 @@
 //!  0  u32  client flags (LE)
 //!  4  u32  absolute expiry, Unix seconds (0 = never)
 //!  8  u64  CAS unique kept by a touch (LE), or 0
-//! 16  u8   meta marks: bit 0 stale, bit 1 win token sent; other bits 0
+//! 16  u8   meta marks: bit 0 stale, bit 1 win token sent, bit 2 key
+//!           given in base64 when stored (ms b); other bits 0
 //! 17  [u8; 3] reserved, 0
 //! 20  ...  the item's data
 //! ```
@@ -39,6 +40,7 @@ use crate::hot_cache::HotCache;
 const META_BYTES: usize = 20;
 const STALE: u8 = 1;
 const TOKEN_SENT: u8 = 2;
+const KEY_BINARY: u8 = 4;
 
 /// The engine, seen as a memcached item store.
 pub struct EngineStorage {
@@ -60,7 +62,9 @@ fn encode(value: &[u8], flags: u32, exptime: u32, kept_cas: u64, state: ItemStat
     v.extend_from_slice(&flags.to_le_bytes());
     v.extend_from_slice(&exptime.to_le_bytes());
     v.extend_from_slice(&kept_cas.to_le_bytes());
-    let marks = (u8::from(state.stale) * STALE) | (u8::from(state.token_sent) * TOKEN_SENT);
+    let marks = (u8::from(state.stale) * STALE)
+        | (u8::from(state.token_sent) * TOKEN_SENT)
+        | (u8::from(state.key_binary) * KEY_BINARY);
     v.extend_from_slice(&[marks, 0, 0, 0]);
     v.extend_from_slice(value);
     v
@@ -78,7 +82,7 @@ fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, StorageError> {
     let exptime = u32::from_le_bytes(raw[4..8].try_into().expect("4 bytes"));
     let kept = u64::from_le_bytes(raw[8..16].try_into().expect("8 bytes"));
     let marks = raw[16];
-    if marks & !(STALE | TOKEN_SENT) != 0 || raw[17..20] != [0, 0, 0] {
+    if marks & !(STALE | TOKEN_SENT | KEY_BINARY) != 0 || raw[17..20] != [0, 0, 0] {
         return Err(StorageError(format!(
             "item header has unknown marks {:#04x} {:?}",
             marks,
@@ -94,6 +98,7 @@ fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, StorageError> {
         state: ItemState {
             stale: marks & STALE != 0,
             token_sent: marks & TOKEN_SENT != 0,
+            key_binary: marks & KEY_BINARY != 0,
         },
     })
 }

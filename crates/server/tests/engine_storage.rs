@@ -140,6 +140,7 @@ fn meta_marks_are_stored_with_the_item() {
     let stale = ItemState {
         stale: true,
         token_sent: false,
+        key_binary: true,
     };
     let s = open(&path);
     let StoreOutcome::Stored { cas } =
@@ -150,6 +151,7 @@ fn meta_marks_are_stored_with_the_item() {
     let won = ItemState {
         stale: true,
         token_sent: true,
+        key_binary: true,
     };
     assert_eq!(
         run(s.store_item(b"k", b"v", 3, 0, won, StoreMode::Win(cas))).unwrap(),
