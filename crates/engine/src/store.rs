@@ -1142,6 +1142,15 @@ impl Store {
         crate::stats::collect(&self.inner)
     }
 
+    /// Flushes the devices' volatile caches now. With `sync` off, every
+    /// write acknowledged before the call is then on the device (the
+    /// background thread does this every `flush_interval_ms`). If the
+    /// flush fails, the store accepts no more writes (a failed flush is
+    /// never retried as if it had succeeded); reads go on.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.writer.flush_devices()
+    }
+
     /// Runs one garbage-collection pass now (also done in the background).
     /// Returns the number of segments freed.
     pub fn collect_garbage(&self) -> Result<usize> {

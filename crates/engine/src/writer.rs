@@ -535,9 +535,23 @@ impl Writer {
     /// Flushes the devices' caches (the periodic flush when writes are
     /// acknowledged before a flush) and advances the flush mark over what
     /// was written before it began.
+    ///
+    /// A failed flush is not retried as if a later success covered it (the
+    /// kernel may have dropped the unflushed pages: PostgreSQL's
+    /// "fsyncgate"): the writer fails for good, so the store stops
+    /// accepting writes and says why, while reads go on.
     pub fn flush_devices(&self) -> Result<()> {
         let written = self.state.lock().written;
-        self.layout.flush(u64::MAX)?;
+        if let Err(e) = self.layout.flush(u64::MAX) {
+            let mut st = self.state.lock();
+            st.failed.get_or_insert_with(|| {
+                format!(
+                    "device flush failed ({e}); writes acknowledged since the last flush may \
+                     be lost, and the store accepts no more writes: restart it"
+                )
+            });
+            return Err(e);
+        }
         let mut st = self.state.lock();
         if let Some(w) = written {
             if st.flushed.is_none_or(|f| f < w) {

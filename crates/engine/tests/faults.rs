@@ -1,0 +1,95 @@
+//! Faults on the real paths, injected by the in-memory device: a failed
+//! flush or write acknowledges nothing and stops writes for good (never
+//! retried as if it had succeeded), while reads go on; a read error is an
+//! error for that read only.
+
+use std::sync::Arc;
+
+use nvdepot_engine::{Error, Options, Store};
+use nvdepot_io::{Device, MemDevice};
+
+const MIB: u64 = 1 << 20;
+
+fn store(sync: bool) -> (Arc<MemDevice>, Store) {
+    let dev = Arc::new(MemDevice::named("faulty", 32 * MIB, 512));
+    let opts = Options {
+        segment_bytes: MIB,
+        sync,
+        background_gc: false,
+        ..Options::default()
+    }
+    .create_bytes(0);
+    let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts).unwrap();
+    (dev, s)
+}
+
+#[test]
+fn a_failed_flush_acknowledges_nothing_and_stops_writes() {
+    let (dev, s) = store(true);
+    let ns = s.default_namespace();
+    s.put(ns, b"before", b"1").unwrap();
+    dev.fail_flush_after(0);
+    let err = s.put(ns, b"during", b"2").unwrap_err();
+    assert!(err.to_string().contains("flush"), "{err}");
+    // The device works again, but the store does not pretend the lost
+    // flush happened: every later write fails, saying why.
+    dev.clear_faults();
+    let again = s.put(ns, b"after", b"3").unwrap_err();
+    assert!(matches!(again, Error::Unusable(_)), "{again}");
+    assert!(s.delete(ns, b"before").is_err());
+    // Reads go on.
+    assert_eq!(s.get(ns, b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    // A crash now: what was acknowledged is there, the rest may be absent.
+    drop(s);
+    let (after, _) = dev.crash(1);
+    let after: Arc<dyn Device> = Arc::new(after);
+    let s = Store::open_devices(vec![after], &Options::default()).unwrap();
+    assert_eq!(s.get(ns, b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(s.get(ns, b"after").unwrap(), None);
+}
+
+#[test]
+fn a_failed_periodic_flush_stops_writes_in_cache_mode() {
+    let (dev, s) = store(false);
+    let ns = s.default_namespace();
+    s.put(ns, b"k", b"v").unwrap();
+    dev.fail_flush_after(0);
+    // What the background thread does every flush interval.
+    assert!(s.flush().is_err());
+    dev.clear_faults();
+    let err = s.put(ns, b"k2", b"v").unwrap_err();
+    assert!(err.to_string().contains("device flush failed"), "{err}");
+    assert_eq!(s.get(ns, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn a_failed_write_acknowledges_nothing_and_stops_writes() {
+    let (dev, s) = store(true);
+    let ns = s.default_namespace();
+    s.put(ns, b"a", b"1").unwrap();
+    dev.fail_writes_after(0);
+    assert!(s.put(ns, b"b", b"2").is_err());
+    dev.clear_faults();
+    assert!(s.put(ns, b"c", b"3").is_err());
+    assert_eq!(s.get(ns, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(s.get(ns, b"b").unwrap(), None);
+}
+
+#[test]
+fn a_read_error_fails_that_read_only() {
+    let (dev, s) = store(true);
+    let ns = s.default_namespace();
+    for i in 0..100u32 {
+        s.put(ns, format!("k{i}").as_bytes(), &[i as u8; 700])
+            .unwrap();
+    }
+    dev.fail_reads_at(0..32 * MIB);
+    let err = s.get(ns, b"k7").unwrap_err();
+    assert!(
+        err.to_string().contains("faulty"),
+        "names the device: {err}"
+    );
+    dev.clear_faults();
+    assert_eq!(s.get(ns, b"k7").unwrap(), Some(vec![7; 700]));
+    s.put(ns, b"k100", b"still writable").unwrap();
+}
