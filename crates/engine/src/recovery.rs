@@ -132,12 +132,13 @@ pub(crate) fn open(
         };
         return Ok((inner, report));
     }
-    let (inner, keys, records, scan_seconds, damage) = rebuild(layout, &headers, opts, sb.uuid)?;
+    let (inner, keys, records, scan_seconds, damage, hidden_keys) =
+        rebuild(layout, &headers, opts, sb.uuid)?;
     // What the scan read is the log's durable past from now on (the flush
     // mark of new records starts after it): make sure the device has it,
     // not only its volatile cache, which a process crash leaves full.
     inner.layout.flush(u64::MAX)?;
-    settle(&inner, &damage)?;
+    settle(&inner, &damage, &hidden_keys)?;
     let seconds = started.elapsed().as_secs_f64();
     tracing::info!(
         "index rebuilt from the log: {keys} keys from {records} records in {seconds:.2} s"
@@ -511,7 +512,14 @@ pub(crate) struct LogScan {
     pub records: u64,
     /// Invalid stretches of the log, classified, in device order.
     pub damage: Vec<Damage>,
+    /// Keys of records in segments dropped for a damaged header
+    /// (namespace, key, sequence number).
+    pub hidden_keys: Vec<HiddenKey>,
 }
+
+/// A key whose records were dropped with their segment: (namespace, key,
+/// sequence number).
+pub(crate) type HiddenKey = (u32, Vec<u8>, u64);
 
 pub(crate) fn scan_log(
     layout: &Layout,
@@ -562,6 +570,7 @@ pub(crate) fn scan_log(
     }
     let mut invalid = a.invalid;
     invalid.extend(b.invalid);
+    invalid.extend(damaged_headers(layout, headers)?);
     // The newest valid record of the log: in the newest segment that has
     // one, its last.
     let newest = a
@@ -585,7 +594,37 @@ pub(crate) fn scan_log(
             keep_newest(&mut found, id, hidden);
         }
     }
+    // The keys of a segment dropped for its damaged header (not a torn
+    // one: those records were never acknowledged, and the older ones are
+    // right): hidden, so older records of them cannot come back.
+    let mut hidden_keys = Vec::new();
+    for d in damage
+        .iter()
+        .filter(|d| d.kind == DamageKind::Lost && d.segment_offset == 0)
+    {
+        scan_segment(layout, d.segment, d.segment_seq, |rec| {
+            if rec.header.kind == RecordKind::Put {
+                hidden_keys.push((rec.header.namespace, rec.key().to_vec(), rec.header.seq));
+            }
+            Ok(())
+        })?;
+    }
+    for (ns, key, seq) in &hidden_keys {
+        let id = (
+            *ns,
+            key_hash(*ns, key),
+            crate::loc_cache::key_hash2(*ns, key),
+        );
+        let hidden = Found {
+            seq: *seq,
+            pba: 0,
+            grains: 0,
+            tombstone: true,
+        };
+        keep_newest(&mut found, id, hidden);
+    }
     Ok(LogScan {
+        hidden_keys,
         found,
         segs,
         max_seq: a
@@ -596,6 +635,60 @@ pub(crate) fn scan_log(
         records: a.records + b.records,
         damage,
     })
+}
+
+/// Segments without a valid header that were in use: a header whose
+/// checksum fails, or an unreadable one followed by a valid record. Their
+/// records are not scanned (without the header, a freed segment's leftovers
+/// cannot be told from live records), so each is reported as one damaged
+/// stretch at the segment sequence number its first record carries (a
+/// torn tail if that is past the flush mark, as for a new segment whose
+/// header write was torn by a crash).
+fn damaged_headers(
+    layout: &Layout,
+    headers: &[Option<SegmentHeader>],
+) -> Result<Vec<damage::Found>> {
+    let mut out = Vec::new();
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize + layout.grain_bytes as usize);
+    for (s, h) in headers.iter().enumerate() {
+        if h.is_some() {
+            continue;
+        }
+        let s = s as u32;
+        let n = buf.len();
+        layout.read(s, 0, &mut buf[..n])?;
+        let first = &buf[SEGMENT_HEADER_BYTES as usize..];
+        let first_seq = match format::check_record_head(first) {
+            format::RecordCheck::Valid(h) => Some(h.segment_seq),
+            _ => None,
+        };
+        let reason = match SegmentHeader::decode(&buf) {
+            Err(DecodeError::BadChecksum { .. }) => "segment header checksum mismatch",
+            Err(DecodeError::Absent)
+                if matches!(
+                    format::check_record_head(first),
+                    format::RecordCheck::Valid(_)
+                ) =>
+            {
+                "segment header unreadable, records follow it"
+            }
+            _ => continue,
+        };
+        out.push(damage::Found {
+            segment: s,
+            // Unknown: no record to tell it; not counted as acknowledged.
+            segment_seq: first_seq.unwrap_or(u64::MAX),
+            invalid: crate::iter::Invalid {
+                offset: 0,
+                len: layout.segment_bytes,
+                reason,
+                header: None,
+                key: None,
+            },
+            followed: true,
+        });
+    }
+    Ok(out)
 }
 
 /// Records `f` for key `id` unless a newer record of it was seen.
@@ -753,12 +846,16 @@ pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i
     Ok((namespaces, system))
 }
 
+/// What [`rebuild`] returns: the store, keys, records scanned, scan
+/// seconds, the damage found, and keys dropped with damaged segments.
+type Rebuilt = (Inner, u64, u64, f64, Vec<Damage>, Vec<HiddenKey>);
+
 fn rebuild(
     layout: Arc<Layout>,
     headers: &[Option<SegmentHeader>],
     opts: &Options,
     uuid: u128,
-) -> Result<(Inner, u64, u64, f64, Vec<Damage>)> {
+) -> Result<Rebuilt> {
     let started = Instant::now();
     let scan = scan_log(&layout, headers, opts.progress)?;
     let scan_seconds = started.elapsed().as_secs_f64();
@@ -828,12 +925,13 @@ fn rebuild(
     let seq = Arc::new(AtomicU64::new(scan.max_seq + 1));
     let records = scan.records;
     let damage = scan.damage;
+    let hidden_keys = scan.hidden_keys;
     tracing::info!(
         "log scan {scan_seconds:.2} s, index build {:.2} s",
         started.elapsed().as_secs_f64() - scan_seconds
     );
     let inner = Inner::new(layout, segs, index, seq, namespaces, opts.clone(), uuid);
-    Ok((inner, keys, records, scan_seconds, damage))
+    Ok((inner, keys, records, scan_seconds, damage, hidden_keys))
 }
 
 /// Logs every invalid stretch recovery found; in store mode, refuses to
@@ -871,7 +969,20 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
 /// older values must stay hidden once the damaged record is gone), then
 /// pads over the lost records too. The next scan of the log is then clean,
 /// and a later crash's recovery does not report the same stretches again.
-fn settle(inner: &Inner, damage: &[Damage]) -> Result<()> {
+fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result<()> {
+    // A damaged segment header: the segment is dropped whole (reported);
+    // mark it free so the next scan does not meet it again.
+    let headers: Vec<u32> = damage
+        .iter()
+        .filter(|d| d.segment_offset == 0)
+        .map(|d| d.segment)
+        .collect();
+    mark_free(&inner.layout, inner.uuid, &headers)?;
+    let damage: Vec<Damage> = damage
+        .iter()
+        .filter(|d| d.segment_offset != 0)
+        .cloned()
+        .collect();
     let torn: Vec<&Damage> = damage
         .iter()
         .filter(|d| d.kind == DamageKind::TornTail)
@@ -882,10 +993,12 @@ fn settle(inner: &Inner, damage: &[Damage]) -> Result<()> {
         .filter(|d| d.kind == DamageKind::Lost)
         .collect();
     let mut last = None;
-    for d in &lost {
-        let (Some(key), Some((ns, _))) = (&d.key, d.head) else {
-            continue;
-        };
+    let known = lost.iter().filter_map(|d| match (&d.key, d.head) {
+        (Some(key), Some((ns, _))) => Some((ns, key.as_slice())),
+        _ => None,
+    });
+    let from_headless = hidden_keys.iter().map(|(ns, key, _)| (*ns, key.as_slice()));
+    for (ns, key) in known.chain(from_headless) {
         let header = inner.header(RecordKind::Tombstone, ns, key, 0);
         let parts = crate::writer::RecordParts {
             header,

@@ -154,3 +154,54 @@ fn cache_mode_drops_the_damaged_record_and_opens() {
     let s = Store::open(dir.path(), &cache).unwrap();
     assert_all_but(&s, damaged);
 }
+
+/// A damaged segment header: the segment cannot be trusted (a freed
+/// segment's leftovers look like live records), so it is dropped whole —
+/// reported, refused in store mode, salvaged on request — and the keys it
+/// held are hidden rather than served at an older value.
+#[test]
+fn a_damaged_segment_header_is_reported_and_never_resurrects() {
+    use nvdepot_engine::format::DEVICE_HEADER_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let old = KEYS / 2;
+    let file = crashed_store(dir.path(), old);
+    // The header of the segment holding the newest record of key `old`.
+    let mut image = std::fs::read(&file).unwrap();
+    let needle = [key(old), value(old, 1)[..14].to_vec()].concat();
+    let at = image
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the record is in the file") as u64;
+    let segment_start = (at - DEVICE_HEADER_BYTES) / MIB * MIB + DEVICE_HEADER_BYTES;
+    image[segment_start as usize + 36] ^= 0x01;
+    std::fs::write(&file, &image).unwrap();
+
+    let report = check(dir.path(), &opts()).unwrap();
+    assert!(!report.is_ok(), "{report}");
+    assert!(report.to_string().contains("segment header"), "{report}");
+    assert!(matches!(
+        Store::open(dir.path(), &opts()),
+        Err(Error::Damaged { .. })
+    ));
+    let salvage = Options {
+        salvage: true,
+        ..opts()
+    };
+    let s = Store::open(dir.path(), &salvage).unwrap();
+    let ns = s.default_namespace();
+    let mut missing = 0;
+    for i in 0..KEYS {
+        match s.get(ns, &key(i)).unwrap() {
+            Some(v) => assert_eq!(v, value(i, 1), "key {i}: never an older value"),
+            None => missing += 1,
+        }
+    }
+    assert!(s.get(ns, &key(old)).unwrap().is_none());
+    assert!(missing > 0 && missing < KEYS / 2, "{missing} missing");
+    drop(s);
+    // Salvaged: the next crash reopen is clean and still hides them.
+    let report = check(dir.path(), &opts()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let s = Store::open(dir.path(), &opts()).unwrap();
+    assert!(s.get(s.default_namespace(), &key(old)).unwrap().is_none());
+}
