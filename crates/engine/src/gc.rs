@@ -437,13 +437,7 @@ fn log_evictions(inner: &Inner, to_log: &[(Location, EvictedKey)]) -> Result<()>
 /// GC's append of a tombstone or Evictions record (records that hide
 /// older puts), counted as tombstone grains of its segment and GC bytes.
 fn append_hiding_record(inner: &Inner, parts: &RecordParts<'_>) -> Result<()> {
-    let app = inner.writer.append(parts, Appender::Gc)?;
-    let seg = inner.layout.segment_of(app.pba);
-    inner
-        .segments
-        .get(seg)
-        .tombstone_grains
-        .fetch_add(app.grains, Ordering::Relaxed);
+    let app = inner.append_hiding(parts, Appender::Gc)?;
     inner
         .counters
         .gc_bytes

@@ -1005,15 +1005,7 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
             key,
             value: &[],
         };
-        let app = inner
-            .writer
-            .append(&parts, crate::writer::Appender::Delete)?;
-        let seg = inner.layout.segment_of(app.pba);
-        inner
-            .segments
-            .get(seg)
-            .tombstone_grains
-            .fetch_add(app.grains, Ordering::Relaxed);
+        let app = inner.append_hiding(&parts, crate::writer::Appender::Delete)?;
         last = Some(app.lsn);
     }
     if let Some(lsn) = last {

@@ -499,6 +499,19 @@ impl Inner {
         Ok(())
     }
 
+    /// Appends a record that hides older puts (a tombstone, an Evictions
+    /// record) outside any user write, waiting for space as `who` may,
+    /// and counts it as tombstone grains of its segment.
+    pub(crate) fn append_hiding(&self, parts: &RecordParts<'_>, who: Appender) -> Result<Appended> {
+        let app = self.writer.append(parts, who)?;
+        let seg = self.layout.segment_of(app.pba);
+        self.segments
+            .get(seg)
+            .tombstone_grains
+            .fetch_add(app.grains, Ordering::Relaxed);
+        Ok(app)
+    }
+
     pub fn header(
         &self,
         kind: RecordKind,
