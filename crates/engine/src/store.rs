@@ -24,7 +24,7 @@ use crate::layout::Layout;
 use crate::loc_cache::{key_hash2, LocationCache};
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
-use crate::read::{read_record_in, Fetched, Span};
+use crate::read::{read_record_in, Fetched, Record, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
 use crate::stripes::{StripeGuard, Stripes};
@@ -255,31 +255,30 @@ impl Inner {
             .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))
     }
 
-    /// Finds the record of `key` among the index candidates, reading only
-    /// headers and keys. Caller holds the key's stripe lock.
-    pub async fn find_head(
+    /// Finds the record of `key` among the index candidates, reading
+    /// `span` of each (headers and keys only for `Span::Head`). Caller
+    /// holds the key's stripe lock.
+    pub async fn find_indexed(
         &self,
         mode: Mode,
         physical: u32,
         key: &[u8],
         fp: u64,
+        span: Span,
         cands: &mut Vec<Location>,
-    ) -> Result<Option<Existing>> {
+    ) -> Result<Option<(Existing, Record)>> {
         cands.clear();
         self.index.lookup(fp, cands);
         for &loc in cands.iter() {
-            match read_record_in(mode, &self.layout, loc, Span::Head { key_len: key.len() }).await?
-            {
+            match read_record_in(mode, &self.layout, loc, span).await? {
                 Fetched::Record(r) => {
-                    if r.header.kind == RecordKind::Put
-                        && r.header.namespace == physical
-                        && r.key() == key
-                    {
-                        return Ok(Some(Existing {
+                    if self.holds(&r, physical, key) {
+                        let e = Existing {
                             loc,
                             grains: self.grains_of(&r.header),
                             seq: r.header.seq,
-                        }));
+                        };
+                        return Ok(Some((e, r)));
                     }
                 }
                 Fetched::Invalid(e) => {
@@ -294,8 +293,13 @@ impl Inner {
         Ok(None)
     }
 
+    /// Whether `r` is a put of `key` in namespace `physical`.
+    pub(crate) fn holds(&self, r: &Record, physical: u32, key: &[u8]) -> bool {
+        r.header.kind == RecordKind::Put && r.header.namespace == physical && r.key() == key
+    }
+
     /// The key's existing record: from the location cache if the index
-    /// confirms it, else by reading candidates (`find_head`). Caller holds
+    /// confirms it, else by reading candidates (`find_indexed`). Caller holds
     /// the key's stripe lock.
     pub async fn existing(
         &self,
@@ -313,7 +317,11 @@ impl Inner {
                 return Ok(Some(e));
             }
         }
-        self.find_head(mode, physical, key, fp, cands).await
+        let head = Span::Head { key_len: key.len() };
+        Ok(self
+            .find_indexed(mode, physical, key, fp, head, cands)
+            .await?
+            .map(|(e, _)| e))
     }
 
     pub fn still_indexed(&self, fp: u64, loc: Location) -> bool {
@@ -343,10 +351,7 @@ impl Inner {
             for &loc in &cands {
                 match read_record_in(mode, &self.layout, loc, span).await? {
                     Fetched::Record(r) => {
-                        if r.header.kind == RecordKind::Put
-                            && r.header.namespace == physical
-                            && r.key() == key
-                        {
+                        if self.holds(&r, physical, key) {
                             return Ok(Some((r, loc)));
                         }
                     }

@@ -23,7 +23,6 @@ use nvdepot_index::Location;
 
 use crate::aio::Mode;
 use crate::error::Result;
-use crate::format::RecordKind;
 use crate::namespace::Namespace;
 use crate::read::{read_record_in, Fetched, Record, Span};
 use crate::store::{Existing, Inner, KeyAt};
@@ -134,32 +133,7 @@ impl Inner {
                 }
             }
         }
-        self.index.lookup(at.fp, cands);
-        for &loc in cands.iter() {
-            match read_record_in(mode, &self.layout, loc, Span::Whole).await? {
-                Fetched::Record(r) => {
-                    if self.holds(&r, at.physical, key) {
-                        let e = Existing {
-                            loc,
-                            grains: self.grains_of(&r.header),
-                            seq: r.header.seq,
-                        };
-                        return Ok(Some((e, r)));
-                    }
-                }
-                Fetched::Invalid(err) => {
-                    // Another key's record may have been moved by GC since
-                    // the lookup; only a record still indexed is corrupt.
-                    if self.still_indexed(at.fp, loc) {
-                        return Err(err);
-                    }
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    fn holds(&self, r: &Record, physical: u32, key: &[u8]) -> bool {
-        r.header.kind == RecordKind::Put && r.header.namespace == physical && r.key() == key
+        self.find_indexed(mode, at.physical, key, at.fp, Span::Whole, cands)
+            .await
     }
 }
