@@ -914,11 +914,20 @@ fn rebuild(
             c.store(n, Ordering::Relaxed);
         }
     }
-    // Everything else is free; KV segments that turned out empty too.
+    // Everything else is free; KV segments that turned out empty too. A
+    // segment with a damaged header is held back until `settle` has
+    // marked it free on the device: a writer must not put new records in
+    // it before that.
+    let headless: Vec<u32> = scan
+        .damage
+        .iter()
+        .filter(|d| d.segment_offset == 0)
+        .map(|d| d.segment)
+        .collect();
     for s in 0..layout.segments {
         let info = segs.get(s);
         let empty = info.min_seq.load(Ordering::Relaxed) == u64::MAX;
-        if info.state() != SegState::Sealed || empty {
+        if (info.state() != SegState::Sealed || empty) && !headless.contains(&s) {
             segs.release(s);
         }
     }
@@ -965,33 +974,36 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
 
 /// After a recovery that goes ahead: pads over every torn tail (before
 /// any new write, so a crash meanwhile finds them still after the flush
-/// mark), logs a tombstone for each lost record whose key is known (its
-/// older values must stay hidden once the damaged record is gone), then
-/// pads over the lost records too. The next scan of the log is then clean,
+/// mark), logs a tombstone for each lost record whose key is known and
+/// each key of a segment dropped for its damaged header (their older
+/// values must stay hidden once the damaged records are gone), then pads
+/// over the lost records and frees those segments. The next scan of the log is then clean,
 /// and a later crash's recovery does not report the same stretches again.
 fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result<()> {
-    // A damaged segment header: the segment is dropped whole (reported);
-    // mark it free so the next scan does not meet it again.
-    let headers: Vec<u32> = damage
-        .iter()
-        .filter(|d| d.segment_offset == 0)
-        .map(|d| d.segment)
-        .collect();
-    mark_free(&inner.layout, inner.uuid, &headers)?;
-    let damage: Vec<Damage> = damage
-        .iter()
-        .filter(|d| d.segment_offset != 0)
-        .cloned()
-        .collect();
-    let torn: Vec<&Damage> = damage
-        .iter()
-        .filter(|d| d.kind == DamageKind::TornTail)
-        .collect();
-    damage::mend(&inner.layout, &torn)?;
-    let lost: Vec<&Damage> = damage
-        .iter()
-        .filter(|d| d.kind == DamageKind::Lost)
-        .collect();
+    // A stretch at offset 0 is a damaged segment header: that segment is
+    // dropped whole (reported) and marked free rather than padded, so the
+    // next scan does not meet it again.
+    let pick = |kind: DamageKind, header: bool| -> Vec<&Damage> {
+        damage
+            .iter()
+            .filter(|d| d.kind == kind && (d.segment_offset == 0) == header)
+            .collect()
+    };
+    // Marks the segments of damaged headers free on the device, then
+    // gives them to the writer (`rebuild` held them back).
+    let free = |list: Vec<&Damage>| -> Result<()> {
+        let segs: Vec<u32> = list.iter().map(|d| d.segment).collect();
+        mark_free(&inner.layout, inner.uuid, &segs)?;
+        for s in segs {
+            inner.segments.release(s);
+        }
+        Ok(())
+    };
+    // Torn: before any new write.
+    free(pick(DamageKind::TornTail, true))?;
+    damage::mend(&inner.layout, &pick(DamageKind::TornTail, false))?;
+    // Lost: only once the tombstones hiding their keys are on the device.
+    let lost = pick(DamageKind::Lost, false);
     let mut last = None;
     let known = lost.iter().filter_map(|d| match (&d.key, d.head) {
         (Some(key), Some((ns, _))) => Some((ns, key.as_slice())),
@@ -1014,5 +1026,6 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
         // they hide.
         inner.layout.flush(u64::MAX)?;
     }
-    damage::mend(&inner.layout, &lost)
+    damage::mend(&inner.layout, &lost)?;
+    free(pick(DamageKind::Lost, true))
 }
