@@ -1,21 +1,22 @@
-//! nvdepot's network servers: sockets and threads around the pure protocol
-//! crates.
+//! nvdepot's protocol-neutral server kit: the acceptor, the thread-per-core
+//! io_uring workers, connection limits and rejection, bounded read
+//! buffers, graceful shutdown and the metrics endpoint. It speaks no
+//! protocol: a face supplies one through the [`Face`] and [`Session`]
+//! traits (the memcache face and the Redis-protocol face are assembled in
+//! the `nvdepot` binary from a protocol crate, a binding in
+//! `nvdepot-cache` and this kit).
 //!
-//! - [`serve_memcache`] / [`MemcacheServer`]: the memcached-compatible
-//!   server over any [`nvdepot_memcache::Storage`] (the `nvdepot memcache`
-//!   command serves the engine through it).
-//! - [`Shutdown`]: stops a running server from another thread.
+//! - [`Server`]: binds, then serves a [`Face`] until [`Shutdown`] triggers.
+//! - [`spawn_metrics`]: `GET /metrics` on its own port, rendered by the
+//!   face.
 
-mod engine_storage;
-mod hot_cache;
-mod memcache;
+mod face;
 mod metrics;
+mod server;
 mod shutdown;
+mod worker;
 
-pub use engine_storage::EngineStorage;
-pub use memcache::{
-    default_threads, serve_memcache, MemcacheConfig, MemcacheServer, REQUEST_TOO_LARGE,
-    TOO_MANY_CONNECTIONS,
-};
-pub use metrics::{render_memcache_metrics, spawn_metrics};
+pub use face::{Face, Fed, Session};
+pub use metrics::{prometheus_line, spawn_metrics};
+pub use server::{default_threads, Server, ServerConfig};
 pub use shutdown::Shutdown;

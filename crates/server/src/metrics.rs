@@ -4,74 +4,26 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nvdepot_memcache::ServerStats;
-
 use crate::Shutdown;
 
-/// Renders the memcache server's counters and the storage's stats in the
-/// Prometheus text format. Server counters are `memcache_<memcached name>`;
-/// storage stats are `nvdepot_<name>` (non-numeric ones are skipped).
-pub fn render_memcache_metrics(stats: &ServerStats, storage: &[(String, String)]) -> String {
-    let counters: [(&str, &std::sync::atomic::AtomicU64, &str); 23] = [
-        ("curr_connections", &stats.curr_connections, "gauge"),
-        ("total_connections", &stats.total_connections, "counter"),
-        (
-            "rejected_connections",
-            &stats.rejected_connections,
-            "counter",
-        ),
-        ("cmd_get", &stats.cmd_get, "counter"),
-        ("cmd_set", &stats.cmd_set, "counter"),
-        ("cmd_flush", &stats.cmd_flush, "counter"),
-        ("cmd_touch", &stats.cmd_touch, "counter"),
-        ("get_hits", &stats.get_hits, "counter"),
-        ("get_misses", &stats.get_misses, "counter"),
-        ("get_expired", &stats.get_expired, "counter"),
-        ("delete_hits", &stats.delete_hits, "counter"),
-        ("delete_misses", &stats.delete_misses, "counter"),
-        ("incr_hits", &stats.incr_hits, "counter"),
-        ("incr_misses", &stats.incr_misses, "counter"),
-        ("decr_hits", &stats.decr_hits, "counter"),
-        ("decr_misses", &stats.decr_misses, "counter"),
-        ("cas_hits", &stats.cas_hits, "counter"),
-        ("cas_misses", &stats.cas_misses, "counter"),
-        ("cas_badval", &stats.cas_badval, "counter"),
-        ("touch_hits", &stats.touch_hits, "counter"),
-        ("touch_misses", &stats.touch_misses, "counter"),
-        ("bytes_read", &stats.bytes_read, "counter"),
-        ("bytes_written", &stats.bytes_written, "counter"),
-    ];
-    let mut out = String::with_capacity(4096);
-    for (name, value, kind) in counters {
-        out.push_str(&format!(
-            "# TYPE memcache_{name} {kind}\nmemcache_{name} {}\n",
-            value.load(Ordering::Relaxed)
-        ));
-    }
-    for (name, value) in storage {
-        if value.parse::<f64>().is_err() {
-            continue;
-        }
-        let name = name.strip_prefix("nvdepot_").unwrap_or(name);
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        out.push_str(&format!(
-            "# TYPE nvdepot_{clean} gauge\nnvdepot_{clean} {value}\n"
-        ));
-    }
-    out
+/// Appends one sample in the Prometheus text format, with its `# TYPE`
+/// line: `kind` is `counter` or `gauge`. Characters a metric name may not
+/// hold become `_`.
+pub fn prometheus_line(out: &mut String, name: &str, kind: &str, value: &dyn std::fmt::Display) {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    out.push_str(&format!("# TYPE {clean} {kind}\n{clean} {value}\n"));
 }
 
 /// Serves `GET /metrics` on `addr` until `shutdown` triggers. Returns the
@@ -156,30 +108,21 @@ mod tests {
 
     #[test]
     fn serves_metrics_and_stops() {
-        let stats = std::sync::Arc::new(ServerStats::default());
-        stats.get_hits.store(7, Ordering::Relaxed);
         let shutdown = Shutdown::new().unwrap();
-        let s2 = stats.clone();
-        let render = move || {
-            render_memcache_metrics(
-                &s2,
-                &[
-                    ("curr_items".into(), "3".into()),
-                    ("nvdepot_write_amplification".into(), "1.250".into()),
-                    ("version".into(), "1.6-nvdepot".into()),
-                ],
-            )
+        let render = || {
+            let mut out = String::new();
+            prometheus_line(&mut out, "kit_hits", "counter", &7);
+            prometheus_line(&mut out, "kit.ratio", "gauge", &"1.250");
+            out
         };
         let (addr, handle) = spawn_metrics("127.0.0.1:0", render, shutdown.clone()).unwrap();
         let body = get(addr, "/metrics");
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
-        assert!(body.contains("\nmemcache_get_hits 7\n"), "{body}");
-        assert!(body.contains("\nnvdepot_curr_items 3\n"), "{body}");
         assert!(
-            body.contains("\nnvdepot_write_amplification 1.250\n"),
+            body.contains("# TYPE kit_hits counter\nkit_hits 7\n"),
             "{body}"
         );
-        assert!(!body.contains("nvdepot_version"), "{body}");
+        assert!(body.contains("\nkit_ratio 1.250\n"), "{body}");
         assert!(get(addr, "/other").starts_with("HTTP/1.1 404"));
         shutdown.trigger();
         handle.join().unwrap();

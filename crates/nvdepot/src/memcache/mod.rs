@@ -17,16 +17,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use nvdepot_cache::memcache::MemcacheStorage;
+use nvdepot_cache::CacheStore;
 use nvdepot_engine::Eviction;
 use nvdepot_memcache::Storage;
 use nvdepot_memcache::{Limits, ServerStats};
-use nvdepot_server::{
-    default_threads, render_memcache_metrics, spawn_metrics, EngineStorage, MemcacheConfig,
-    MemcacheServer, Shutdown,
-};
+use nvdepot_server::{default_threads, spawn_metrics, Server, ServerConfig, Shutdown};
 use tracing::{info, warn};
 
 use crate::size::parse_size;
+
+mod face;
+
+pub use face::MemcacheFace;
 
 /// Smallest and largest `-I` (memcached allows 1k..1g; nvdepot's records
 /// are capped lower, see README "Limits").
@@ -145,22 +148,22 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
     if args.udp_port != 0 {
         return Err("UDP is not supported (-U 0, the default, turns it off)".into());
     }
-    let config = MemcacheConfig {
+    let config = ServerConfig {
         listen: args.listen.clone(),
         port: args.port,
         connections_max: args.conn_limit as usize,
         threads: args.threads.map_or_else(default_threads, |t| t as usize),
-        limits: Limits {
-            item_bytes_max: args.max_item_size as usize,
-            ..Limits::default()
-        },
+    };
+    let limits = Limits {
+        item_bytes_max: args.max_item_size as usize,
+        ..Limits::default()
     };
     // Before any other thread exists, so that every thread inherits it.
     let signals = block_termination_signals()?;
     let shutdown = Shutdown::new()?;
     spawn_signal_thread(signals, shutdown.clone())?;
     // Bind first: a port in use fails at once, not after a long recovery.
-    let server = MemcacheServer::bind(config)?;
+    let server = Server::bind(config)?;
     let storage = Arc::new(open_storage(&args)?);
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     eprintln!(
@@ -177,14 +180,15 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
     let metrics = match &args.metrics {
         Some(addr) => {
             let (s, st) = (Arc::clone(&storage), Arc::clone(&stats));
-            let render = move || render_memcache_metrics(&st, &s.stats());
+            let render = move || face::render_metrics(&st, &s.stats());
             let (bound, handle) = spawn_metrics(addr, render, shutdown.clone())?;
             eprintln!("nvdepot memcache metrics at http://{bound}/metrics");
             Some(handle)
         }
         None => None,
     };
-    let served = server.serve(Arc::clone(&storage), stats, &shutdown);
+    let face = Arc::new(MemcacheFace::new(Arc::clone(&storage), stats, limits));
+    let served = server.serve(face, &shutdown);
     if let Some(handle) = metrics {
         // `serve` returned because shutdown triggered, which stops it too.
         shutdown.trigger();
@@ -211,29 +215,29 @@ fn human(bytes: u64) -> String {
     bytes.to_string()
 }
 
-fn open_storage(args: &MemcacheArgs) -> Result<EngineStorage, BoxError> {
+fn open_storage(args: &MemcacheArgs) -> Result<MemcacheStorage, BoxError> {
     if !args.data.exists() {
         std::fs::create_dir_all(&args.data)
             .map_err(|e| format!("creating directory {}: {e}", args.data.display()))?;
     }
-    let mut opts = EngineStorage::default_options().create_bytes(args.size);
+    let mut opts = CacheStore::default_options().create_bytes(args.size);
     opts.progress = std::io::stderr().is_terminal();
     if let Some(bytes) = args.segment_size {
         opts = opts.segment_bytes(bytes);
     }
     opts.eviction = args.eviction;
-    let storage = EngineStorage::open_with_options(&args.data, opts, args.memory_limit)?;
-    let holds = storage.item_bytes_max() as u64;
+    let cache = CacheStore::open(&args.data, opts, args.memory_limit << 20)?;
+    let holds = cache.item_bytes_max() as u64;
     if args.max_item_size > holds {
         let message = format!(
             "-I {} is larger than this store's largest value, {holds} bytes \
              (a quarter of a segment; see --segment-size)",
             args.max_item_size
         );
-        storage.close()?;
+        cache.close()?;
         return Err(message.into());
     }
-    Ok(storage)
+    Ok(MemcacheStorage::new(cache))
 }
 
 /// Blocks SIGTERM and SIGINT in the calling thread (and so in every thread

@@ -1,10 +1,12 @@
-//! EngineStorage: the memcache Storage semantics over the real engine.
+//! The memcache binding: the memcache Storage semantics over the cache
+//! store and the real engine.
 
 use std::future::Future;
 
+use nvdepot_cache::memcache::MemcacheStorage;
+use nvdepot_cache::CacheStore;
 use nvdepot_io::uring::Runtime;
 use nvdepot_memcache::{ItemState, Storage, StoreMode, StoreOutcome};
-use nvdepot_server::EngineStorage;
 
 thread_local! {
     static RUNTIME: Runtime = Runtime::new().expect("io_uring runtime");
@@ -16,18 +18,22 @@ fn run<F: Future>(f: F) -> F::Output {
     RUNTIME.with(|rt| rt.block_on(f))
 }
 
-fn storage() -> (tempfile::TempDir, EngineStorage) {
+fn storage() -> (tempfile::TempDir, MemcacheStorage) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let s = open(&dir.path().join("d"));
     (dir, s)
 }
 
 /// Opens (creating if needed) a 64 MiB store of 4 MiB segments at `path`.
-fn open(path: &std::path::Path) -> EngineStorage {
-    let opts = EngineStorage::default_options()
+fn open(path: &std::path::Path) -> MemcacheStorage {
+    open_with_memory(path, 64 << 20)
+}
+
+fn open_with_memory(path: &std::path::Path, memory_bytes: u64) -> MemcacheStorage {
+    let opts = CacheStore::default_options()
         .create_bytes(64 << 20)
         .segment_bytes(4 << 20);
-    EngineStorage::open_with_options(path, opts, 64).unwrap()
+    MemcacheStorage::new(CacheStore::open(path, opts, memory_bytes).unwrap())
 }
 
 #[test]
@@ -180,10 +186,7 @@ fn meta_marks_are_stored_with_the_item() {
 #[test]
 fn dram_tier_never_serves_a_stale_item() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let opts = EngineStorage::default_options()
-        .create_bytes(64 << 20)
-        .segment_bytes(4 << 20);
-    let s = EngineStorage::open_with_options(&dir.path().join("d"), opts, 8).unwrap();
+    let s = open_with_memory(&dir.path().join("d"), 8 << 20);
     run(s.store(b"k", b"v1", 0, 0, StoreMode::Set)).unwrap();
     assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v1"); // fills the DRAM tier
     assert_eq!(run(s.get(b"k")).unwrap().unwrap().value, b"v1"); // served from it

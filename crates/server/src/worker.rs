@@ -1,4 +1,4 @@
-//! The memcache server's workers: one thread per core, each running its
+//! The server's workers: one thread per core, each running its
 //! own `nvdepot_io::uring` runtime, with one task per connection.
 //!
 //! The acceptor thread hands a worker its connections through the worker's
@@ -19,21 +19,14 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use nvdepot_io::uring;
-use nvdepot_memcache::{Connection, Storage};
 use parking_lot::Mutex;
 use tracing::{debug, error};
 
-use super::{Registered, Shared, REQUEST_TOO_LARGE};
+use crate::server::{Registered, Shared};
+use crate::{Face, Fed, Session};
 
 /// Start size of a connection's read buffer.
 const READ_BUFFER_BYTES: usize = 16 << 10;
-/// Room beyond `item_bytes_max` for the command line or binary header (and
-/// key) of the largest allowed request.
-const REQUEST_SLACK_BYTES: usize = 4 << 10;
-/// Longest multiget line (`get k1 k2 ...`) the protocol crate accepts;
-/// memcached lets those grow without bound, so the buffer allows it even
-/// when `item_bytes_max` is smaller.
-const MULTIGET_LINE_BYTES_MAX: usize = 4 << 20;
 /// Input handed to one `feed` call, at first: small, so that a burst of
 /// tiny pipelined requests for large values (`get big\r\n` × 2000) cannot
 /// build a huge reply in one go. Doubles while no request fits.
@@ -47,24 +40,24 @@ const RING_ENTRIES: u32 = 1024;
 const CLOSE_POLL: Duration = Duration::from_millis(5);
 
 /// A connection the acceptor admitted, on its way to a worker.
-pub(super) struct NewConn<S: Storage + 'static> {
+pub(super) struct NewConn<F: Face> {
     pub stream: TcpStream,
     pub peer: SocketAddr,
     /// Undoes the admission (counters, registry, worker load) when the
     /// connection ends.
-    pub guard: Registered<S>,
+    pub guard: Registered<F>,
 }
 
 /// Where the acceptor leaves a worker's new connections.
-pub(super) struct Inbox<S: Storage + 'static> {
-    state: Mutex<InboxState<S>>,
+pub(super) struct Inbox<F: Face> {
+    state: Mutex<InboxState<F>>,
     /// Connections handed to this worker and not yet ended; the acceptor
     /// gives a new one to the least loaded worker.
     pub load: Arc<AtomicUsize>,
 }
 
-struct InboxState<S: Storage + 'static> {
-    queue: Vec<NewConn<S>>,
+struct InboxState<F: Face> {
+    queue: Vec<NewConn<F>>,
     /// The worker's task waiting for connections, if it waits.
     waker: Option<Waker>,
     /// No more connections will come: the worker ends once its
@@ -72,8 +65,8 @@ struct InboxState<S: Storage + 'static> {
     closed: bool,
 }
 
-impl<S: Storage + 'static> Inbox<S> {
-    pub fn new() -> Inbox<S> {
+impl<F: Face> Inbox<F> {
+    pub fn new() -> Inbox<F> {
         Inbox {
             state: Mutex::new(InboxState {
                 queue: Vec::new(),
@@ -85,7 +78,7 @@ impl<S: Storage + 'static> Inbox<S> {
     }
 
     /// Hands `conn` to the worker (from the acceptor thread).
-    pub fn push(&self, conn: NewConn<S>) {
+    pub fn push(&self, conn: NewConn<F>) {
         let waker = {
             let mut state = self.state.lock();
             state.queue.push(conn);
@@ -110,7 +103,7 @@ impl<S: Storage + 'static> Inbox<S> {
 
     /// The connections queued so far; waits while there are none. `None`
     /// once closed and empty.
-    async fn next(&self) -> Option<Vec<NewConn<S>>> {
+    async fn next(&self) -> Option<Vec<NewConn<F>>> {
         poll_fn(|cx| {
             let mut state = self.state.lock();
             if !state.queue.is_empty() {
@@ -129,14 +122,15 @@ impl<S: Storage + 'static> Inbox<S> {
 /// Starts worker `index`'s thread with its runtime. The ring is created on
 /// the new thread, but before this returns, so a refused ring (io_uring
 /// disabled, out of locked memory) fails the server's start.
-pub(super) fn spawn_worker<S: Storage + 'static>(
+pub(super) fn spawn_worker<F: Face>(
     index: usize,
-    inbox: Arc<Inbox<S>>,
-    shared: Arc<Shared<S>>,
+    inbox: Arc<Inbox<F>>,
+    shared: Arc<Shared<F>>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    let name = shared.face.name();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
-        .name(format!("mc-worker-{index}"))
+        .name(format!("{name}-worker-{index}"))
         .spawn(move || {
             let rt = match uring::Builder::default().entries(RING_ENTRIES).build() {
                 Ok(rt) => {
@@ -156,13 +150,13 @@ pub(super) fn spawn_worker<S: Storage + 'static>(
             let _ = thread.join();
             Err(io::Error::new(
                 e.kind(),
-                format!("memcache worker {index}: cannot create its io_uring: {e}"),
+                format!("{name} worker {index}: cannot create its io_uring: {e}"),
             ))
         }
         Err(_) => {
             let _ = thread.join();
             Err(io::Error::other(format!(
-                "memcache worker {index} died while starting"
+                "{name} worker {index} died while starting"
             )))
         }
     }
@@ -170,7 +164,7 @@ pub(super) fn spawn_worker<S: Storage + 'static>(
 
 /// A worker's main task: spawns a task per connection it is given, and
 /// once its inbox is closed, waits for them to end.
-async fn run_worker<S: Storage + 'static>(inbox: Arc<Inbox<S>>, shared: Arc<Shared<S>>) {
+async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>) {
     while let Some(batch) = inbox.next().await {
         for conn in batch {
             uring::spawn(serve_connection(conn, Arc::clone(&shared)));
@@ -185,19 +179,20 @@ async fn run_worker<S: Storage + 'static>(inbox: Arc<Inbox<S>>, shared: Arc<Shar
 
 /// One connection's task. A panic while serving it (a bug) ends this
 /// connection only: the worker and its other connections go on.
-async fn serve_connection<S: Storage + 'static>(conn: NewConn<S>, shared: Arc<Shared<S>>) {
+async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
     let NewConn {
         stream,
         peer,
         guard,
     } = conn;
     let id = guard.id;
-    debug!("memcache: connection {id} from {peer}");
+    let name = shared.face.name();
+    debug!("{name}: connection {id} from {peer}");
     let served = async {
         let mut io = ConnectionIo::new(stream, &shared);
         match io.run().await {
-            Ok(()) => debug!("memcache: connection {id} closed"),
-            Err(e) => debug!("memcache: connection {id} closed: {e}"),
+            Ok(()) => debug!("{name}: connection {id} closed"),
+            Err(e) => debug!("{name}: connection {id} closed: {e}"),
         }
     };
     let mut served = pin!(served);
@@ -210,15 +205,15 @@ async fn serve_connection<S: Storage + 'static>(conn: NewConn<S>, shared: Arc<Sh
     })
     .await;
     if !finished {
-        error!("memcache: connection {id} from {peer} panicked; closed it");
+        error!("{name}: connection {id} from {peer} panicked; closed it");
     }
     drop(guard);
 }
 
-/// One connection's socket, buffers and protocol state.
-struct ConnectionIo<S: Storage> {
+/// One connection's socket, buffers and session.
+struct ConnectionIo<F: Face> {
     stream: TcpStream,
-    conn: Connection<S>,
+    session: F::Session,
     /// Input received and not yet consumed.
     buf: Vec<u8>,
     /// What `buf` may hold now; doubles, up to `buf_bytes_max`, while a
@@ -230,23 +225,18 @@ struct ConnectionIo<S: Storage> {
     out: Vec<u8>,
     /// Input handed to the next `feed` (see [`FEED_WINDOW_BYTES`]).
     window: usize,
+    /// The face's reply to a request larger than `buf_bytes_max`.
+    too_large: &'static [u8],
 }
 
-impl<S: Storage + 'static> ConnectionIo<S> {
-    fn new(stream: TcpStream, shared: &Shared<S>) -> Self {
-        let buf_bytes_max = shared
-            .limits
-            .item_bytes_max
-            .max(MULTIGET_LINE_BYTES_MAX)
-            .saturating_add(REQUEST_SLACK_BYTES);
+impl<F: Face> ConnectionIo<F> {
+    fn new(stream: TcpStream, shared: &Shared<F>) -> Self {
+        let buf_bytes_max = shared.face.request_bytes_max().max(1);
         let buf_bytes = READ_BUFFER_BYTES.min(buf_bytes_max);
         ConnectionIo {
             stream,
-            conn: Connection::new(
-                Arc::clone(&shared.storage),
-                Arc::clone(&shared.stats),
-                shared.limits,
-            ),
+            session: shared.face.session(),
+            too_large: shared.face.request_too_large(),
             buf: Vec::with_capacity(buf_bytes),
             buf_bytes,
             buf_bytes_max,
@@ -264,7 +254,7 @@ impl<S: Storage + 'static> ConnectionIo<S> {
     async fn run(&mut self) -> io::Result<()> {
         loop {
             if self.buf.len() == self.buf_bytes && !self.grow() {
-                self.out.extend_from_slice(REQUEST_TOO_LARGE);
+                self.out.extend_from_slice(self.too_large);
                 return self.flush().await;
             }
             let room = self.buf_bytes - self.buf.len();
@@ -307,7 +297,7 @@ impl<S: Storage + 'static> ConnectionIo<S> {
         let mut pos = 0;
         while pos < filled {
             let end = filled.min(pos + self.window);
-            let fed = self.conn.feed(&self.buf[pos..end], &mut self.out).await;
+            let fed: Fed = self.session.feed(&self.buf[pos..end], &mut self.out).await;
             debug_assert!(fed.consumed <= end - pos, "feed consumed more than it got");
             pos += fed.consumed;
             if fed.close {

@@ -1,5 +1,5 @@
-//! The DRAM tier of the memcache face (memcached's `-m`): a read cache of
-//! hot items in front of the flash store. Every item lives on flash; a hit
+//! The DRAM tier (memcached's `-m`): a read cache of hot items in front of
+//! the flash store, shared by every face. Every item lives on flash; a hit
 //! here costs no IO.
 //!
 //! Sharded CLOCK: each shard is a map plus a ring of keys; a hit sets the
@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nvdepot_memcache::{Item, ItemState};
+use crate::envelope::{Envelope, Item};
 use parking_lot::Mutex;
 
 const SHARDS: usize = 64;
@@ -35,10 +35,8 @@ struct Entry {
     /// Key, then value.
     data: Box<[u8]>,
     key_len: u32,
-    flags: u32,
-    exptime: u32,
+    envelope: Envelope,
     cas: u64,
-    state: ItemState,
     referenced: bool,
     /// Which ring slot is this entry's (see [`Shard::ring`]).
     generation: u64,
@@ -52,10 +50,8 @@ impl Entry {
         Entry {
             data: data.into_boxed_slice(),
             key_len: key.len() as u32,
-            flags: item.flags,
-            exptime: item.exptime,
+            envelope: item.envelope,
             cas: item.cas,
-            state: item.state,
             referenced: false,
             generation,
         }
@@ -68,10 +64,8 @@ impl Entry {
     fn item(&self) -> Item {
         Item {
             value: self.data[self.key_len as usize..].to_vec(),
-            flags: self.flags,
-            exptime: self.exptime,
+            envelope: self.envelope,
             cas: self.cas,
-            state: self.state,
         }
     }
 
@@ -133,25 +127,26 @@ impl Shard {
 
 /// Counters of the DRAM tier.
 #[derive(Default, Debug)]
-pub struct HotCacheStats {
+pub struct DramTierStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub evictions: AtomicU64,
 }
 
-pub struct HotCache {
+/// The tier: [`SHARDS`] independently locked CLOCK caches.
+pub struct DramTier {
     shards: Vec<Mutex<Shard>>,
     shard_bytes_max: usize,
-    pub stats: HotCacheStats,
+    pub stats: DramTierStats,
 }
 
-impl HotCache {
+impl DramTier {
     /// A cache holding at most `bytes_max` bytes of items (0 disables it).
-    pub fn new(bytes_max: usize) -> HotCache {
-        HotCache {
+    pub fn new(bytes_max: usize) -> DramTier {
+        DramTier {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             shard_bytes_max: bytes_max / SHARDS,
-            stats: HotCacheStats::default(),
+            stats: DramTierStats::default(),
         }
     }
 
@@ -161,7 +156,7 @@ impl HotCache {
     }
 
     /// The cached item, or `None` with the shard's epoch to pass to
-    /// [`HotCache::fill`] after reading flash.
+    /// [`DramTier::fill`] after reading flash.
     pub fn get(&self, key: &[u8]) -> Result<Item, u64> {
         if self.shard_bytes_max == 0 {
             return Err(0);
@@ -195,7 +190,7 @@ impl HotCache {
         self.insert(&mut shard, h, key, item);
     }
 
-    /// The epoch to pass to [`HotCache::end_write`] (take it before the
+    /// The epoch to pass to [`DramTier::end_write`] (take it before the
     /// flash write).
     pub fn begin_write(&self, key: &[u8]) -> u64 {
         if self.shard_bytes_max == 0 {
@@ -304,7 +299,7 @@ mod tests {
 
     #[test]
     fn rewriting_cached_keys_keeps_the_ring_bounded() {
-        let c = HotCache::new(64 << 20);
+        let c = DramTier::new(64 << 20);
         for i in 0..100_000u64 {
             let key = format!("k{}", i % 10);
             let w = c.begin_write(key.as_bytes());
@@ -319,16 +314,14 @@ mod tests {
     fn item(v: &[u8], cas: u64) -> Item {
         Item {
             value: v.to_vec(),
-            flags: 0,
-            exptime: 0,
+            envelope: Envelope::default(),
             cas,
-            state: Default::default(),
         }
     }
 
     #[test]
     fn fill_hit_invalidate_and_races() {
-        let c = HotCache::new(1 << 20);
+        let c = DramTier::new(1 << 20);
         let epoch = c.get(b"k").unwrap_err();
         c.fill(b"k", &item(b"v1", 1), epoch);
         assert_eq!(c.get(b"k").unwrap().value, b"v1");
@@ -356,7 +349,7 @@ mod tests {
     /// the other key's item, and the later key replaces the earlier.
     #[test]
     fn a_hash_collision_never_answers_for_the_other_key() {
-        let c = HotCache::new(1 << 20);
+        let c = DramTier::new(1 << 20);
         let e = c.get(b"a").unwrap_err();
         c.fill(b"a", &item(b"va", 1), e);
         let (h, shard) = c.shard(b"a");
@@ -371,7 +364,7 @@ mod tests {
 
     #[test]
     fn stays_within_its_budget() {
-        let c = HotCache::new(64 * 1024);
+        let c = DramTier::new(64 * 1024);
         for i in 0..10_000u32 {
             let k = format!("key{i}");
             let e = c.get(k.as_bytes()).unwrap_err();

@@ -1,5 +1,5 @@
-//! Per-key atomicity of the memcache face over the real engine, through
-//! the server's sockets (io_uring workers, two threads): many connections
+//! Per-key atomicity of `nvdepot memcache` over the real engine, through
+//! its sockets (io_uring workers, two threads): many connections
 //! send the same read-modify-write command to one key, and the final value
 //! counts every acknowledged operation, with every `incr` reply distinct,
 //! as memcached 1.6 guarantees. Text, meta and binary commands (quiet ones
@@ -11,50 +11,40 @@
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nvdepot_memcache::{Limits, ServerStats};
-use nvdepot_server::{EngineStorage, MemcacheConfig, MemcacheServer, Shutdown};
+mod common;
 
 const CONNS: usize = 8;
 const EACH: usize = 60;
 
+/// `nvdepot memcache` with two workers on a fresh store.
 struct Running {
     addr: SocketAddr,
-    shutdown: Shutdown,
-    thread: JoinHandle<std::io::Result<()>>,
+    server: common::Server,
     _dir: tempfile::TempDir,
 }
 
 impl Running {
     fn start(memory_mb: u64) -> Running {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let opts = EngineStorage::default_options()
-            .create_bytes(64 << 20)
-            .segment_bytes(4 << 20);
-        let storage = EngineStorage::open_with_options(&dir.path().join("d"), opts, memory_mb)
-            .expect("open store");
-        let config = MemcacheConfig {
-            listen: vec!["127.0.0.1".to_owned()],
-            port: 0,
-            threads: 2,
-            limits: Limits::default(),
-            ..MemcacheConfig::default()
-        };
-        let server = MemcacheServer::bind(config).expect("bind");
-        let addr = server.local_addrs()[0];
-        let shutdown = Shutdown::new().expect("shutdown handle");
-        let thread = {
-            let shutdown = shutdown.clone();
-            let stats = Arc::new(ServerStats::default());
-            std::thread::spawn(move || server.serve(Arc::new(storage), stats, &shutdown))
-        };
+        let dir = common::temp_dir();
+        let memory = memory_mb.to_string();
+        let server = common::Server::start_sized(
+            &dir.path().join("d"),
+            &[
+                "--size",
+                "64M",
+                "--segment-size",
+                "8M",
+                "-t",
+                "2",
+                "-m",
+                &memory,
+            ],
+        );
         Running {
-            addr,
-            shutdown,
-            thread,
+            addr: server.addr,
+            server,
             _dir: dir,
         }
     }
@@ -67,8 +57,7 @@ impl Running {
     }
 
     fn stop(self) {
-        self.shutdown.trigger();
-        self.thread.join().expect("server thread").expect("serve");
+        assert_eq!(self.server.terminate(), 0, "clean exit");
     }
 
     /// One request, its whole reply (text: up to `end`).

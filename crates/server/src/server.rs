@@ -1,21 +1,21 @@
-//! The memcache server: TCP listeners, an accept thread, and worker
-//! threads (`-t`, default one per core), each running its own io_uring
-//! runtime with one task per connection.
+//! The server: TCP listeners, an accept thread, and worker threads (`-t`,
+//! default one per core), each running its own io_uring runtime with one
+//! task per connection. Generic over the [`Face`] it serves.
 //!
 //! ```text
 //!            poll(wake, listeners...)
 //!  accept ──────────────┬──────────────────────────────┐
-//!  thread               │ accept, over -c: "ERROR Too many open connections"
+//!  thread               │ accept; over -c: the face's rejection reply
 //!                       │ else hand to the least loaded worker's inbox
 //!          ┌────────────┴─────────────┐
 //!          ▼                          ▼
-//!   mc-worker-0 (ring 0)       mc-worker-1 (ring 1)      one per core
+//!   worker-0 (ring 0)          worker-1 (ring 1)          one per core
 //!   task per connection:       ...
-//!   recv ─► Connection::feed ─► send     (all through the worker's ring)
+//!   recv ─► Session::feed ─► send     (all through the worker's ring)
 //!                 │
 //!                 ▼ await
-//!        Arc<S: Storage>: DRAM hit answers at once; a miss or a write
-//!        awaits device IO on the same ring, other connections run meanwhile
+//!        the face's storage: a DRAM hit answers at once; a miss or a
+//!        write awaits device IO on the same ring, other connections run
 //! ```
 //!
 //! Why one acceptor handing connections out rather than every worker
@@ -26,14 +26,12 @@
 //! wake per connection, never per request (memcached's own design).
 //!
 //! Each connection task receives into a buffer that starts at 16 KiB and
-//! grows, for large values, up to the largest request the limits allow
-//! (`item_bytes_max`, or the 4 MiB the protocol allows a multiget line if
-//! that is more, + 4 KiB for the command line or binary header); a request
-//! that does not fit by then is answered with
-//! `SERVER_ERROR out of memory reading request` and the connection closed,
-//! so one client cannot grow the server's memory without bound. Requests
-//! are fed to the protocol in windows (1 KiB at first), replies sent in
-//! request order once 256 KiB are pending or the input is used up.
+//! grows up to the face's [`Face::request_bytes_max`]; a request that does
+//! not fit by then is answered [`Face::request_too_large`] and the
+//! connection closed, so one client cannot grow the server's memory
+//! without bound. Requests are fed to the session in windows (1 KiB at
+//! first), replies sent in request order once 256 KiB are pending or the
+//! input is used up.
 //!
 //! Shutdown: [`Shutdown::trigger`] wakes the accept loop, which stops
 //! accepting and shuts down the read side of every connection; a
@@ -41,9 +39,7 @@
 //! and ends. After a grace period the remaining sockets are shut down
 //! completely (a client that does not read its replies cannot hold the
 //! server), the workers are told to finish, every thread is joined and
-//! [`MemcacheServer::serve`] returns.
-
-mod worker;
+//! [`Server::serve`] returns.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -54,53 +50,44 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nvdepot_memcache::{Limits, ServerStats, Storage};
 use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
-use crate::Shutdown;
-use worker::{Inbox, NewConn};
+use crate::worker::{self, Inbox, NewConn};
+use crate::{Face, Shutdown};
 
 /// How long connections get to finish the requests they read, at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// What memcached answers a connection beyond `-c`.
-pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
-/// What a request larger than the read buffer may grow to gets (memcached's
-/// wording when it cannot buffer a request).
-pub const REQUEST_TOO_LARGE: &[u8] = b"SERVER_ERROR out of memory reading request\r\n";
-
-/// How the memcache server listens, fixed at start-up. Each field documents
-/// its default (memcached's, except `listen`).
+/// How the server listens, fixed at start-up. Each field documents its
+/// default (memcached's, except `listen`).
 #[derive(Clone, Debug)]
-pub struct MemcacheConfig {
+pub struct ServerConfig {
     /// Addresses to listen on: an IP (`127.0.0.1`, `::1`, `[::1]`), a host
     /// name (`localhost`: every address it resolves to), either optionally
-    /// with `:PORT` to override [`MemcacheConfig::port`]. Default:
+    /// with `:PORT` to override [`ServerConfig::port`]. Default:
     /// `127.0.0.1` (memcached's default is every interface).
     pub listen: Vec<String>,
-    /// TCP port (`-p`); 0 lets the system choose one per address, see
-    /// [`MemcacheServer::local_addrs`]. Default: 11211.
+    /// TCP port; 0 lets the system choose one per address, see
+    /// [`Server::local_addrs`]. Default: 11211.
     pub port: u16,
-    /// Most client connections open at once (`-c`); further ones get
-    /// `ERROR Too many open connections` and are closed. Default: 1024.
+    /// Most client connections open at once (`-c`); further ones get the
+    /// face's [`Face::too_many_connections`] reply and are closed.
+    /// Default: 1024.
     pub connections_max: usize,
     /// Worker threads (`-t`), each with its own io_uring runtime serving
     /// its share of the connections. Default: the number of cores
     /// (`available_parallelism`).
     pub threads: usize,
-    /// Protocol limits (`-I` sets `item_bytes_max`). Default: memcached's.
-    pub limits: Limits,
 }
 
-impl Default for MemcacheConfig {
+impl Default for ServerConfig {
     fn default() -> Self {
-        MemcacheConfig {
+        ServerConfig {
             listen: vec!["127.0.0.1".to_owned()],
             port: 11211,
             connections_max: 1024,
             threads: default_threads(),
-            limits: Limits::default(),
         }
     }
 }
@@ -110,30 +97,18 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Binds `config`'s addresses and serves the memcache protocol on them
-/// until `shutdown` is triggered; see [`MemcacheServer`] to learn the bound
-/// addresses first.
-pub fn serve_memcache<S: Storage + 'static>(
-    config: MemcacheConfig,
-    storage: Arc<S>,
-    stats: Arc<ServerStats>,
-    shutdown: Shutdown,
-) -> io::Result<()> {
-    MemcacheServer::bind(config)?.serve(storage, stats, &shutdown)
-}
-
-/// A memcache server whose sockets are bound but not yet accepting.
+/// A server whose sockets are bound but not yet accepting.
 #[derive(Debug)]
-pub struct MemcacheServer {
-    config: MemcacheConfig,
+pub struct Server {
+    config: ServerConfig,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
 }
 
-impl MemcacheServer {
+impl Server {
     /// Binds every address of `config.listen`. Errors name the address
     /// (`cannot listen on 127.0.0.1:11211: Address already in use`).
-    pub fn bind(config: MemcacheConfig) -> io::Result<MemcacheServer> {
+    pub fn bind(config: ServerConfig) -> io::Result<Server> {
         if config.listen.is_empty() {
             return Err(invalid("no address to listen on"));
         }
@@ -154,7 +129,7 @@ impl MemcacheServer {
                 listeners.push(listener);
             }
         }
-        Ok(MemcacheServer {
+        Ok(Server {
             config,
             listeners,
             addrs,
@@ -169,25 +144,13 @@ impl MemcacheServer {
     /// Accepts and serves connections until `shutdown` is triggered, then
     /// closes every connection, joins every thread and returns. An error is
     /// an accept loop that could not go on (connections are closed first).
-    pub fn serve<S: Storage + 'static>(
-        self,
-        storage: Arc<S>,
-        stats: Arc<ServerStats>,
-        shutdown: &Shutdown,
-    ) -> io::Result<()> {
+    pub fn serve<F: Face>(self, face: Arc<F>, shutdown: &Shutdown) -> io::Result<()> {
         for listener in &self.listeners {
             listener.set_nonblocking(true)?;
         }
-        let _ = stats.started.compare_exchange(
-            0,
-            u64::from(storage.now()),
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        let name = face.name();
         let shared = Arc::new(Shared {
-            storage,
-            stats,
-            limits: self.config.limits,
+            face,
             registry: Mutex::new(HashMap::new()),
             active: AtomicUsize::new(0),
         });
@@ -203,7 +166,7 @@ impl MemcacheServer {
             }
         }
         info!(
-            "memcache: {} worker threads, one io_uring each",
+            "{name}: {} worker threads, one io_uring each",
             workers.len()
         );
         let mut acceptor = Acceptor {
@@ -216,7 +179,7 @@ impl MemcacheServer {
         };
         let result = acceptor.run(&self.listeners, shutdown);
         drop(self.listeners);
-        info!("memcache: stopped accepting; closing connections");
+        info!("{name}: stopped accepting; closing connections");
         shared.close_all();
         stop_workers(workers);
         result
@@ -224,20 +187,20 @@ impl MemcacheServer {
 }
 
 /// A worker thread and the inbox the acceptor fills.
-struct Worker<S: Storage + 'static> {
-    inbox: Arc<Inbox<S>>,
+struct Worker<F: Face> {
+    inbox: Arc<Inbox<F>>,
     thread: JoinHandle<()>,
 }
 
 /// Tells every worker to finish once its connections have ended, and joins
 /// them.
-fn stop_workers<S: Storage + 'static>(workers: Vec<Worker<S>>) {
+fn stop_workers<F: Face>(workers: Vec<Worker<F>>) {
     for w in &workers {
         w.inbox.close();
     }
     for w in workers {
         if w.thread.join().is_err() {
-            warn!("memcache: a worker thread panicked");
+            warn!("a worker thread panicked");
         }
     }
 }
@@ -285,17 +248,15 @@ fn resolve(entry: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 }
 
 /// What the accept loop and the workers share.
-struct Shared<S> {
-    storage: Arc<S>,
-    stats: Arc<ServerStats>,
-    limits: Limits,
+pub(crate) struct Shared<F> {
+    pub(crate) face: Arc<F>,
     /// A clone of every open connection's socket, to shut it down.
     registry: Mutex<HashMap<u64, TcpStream>>,
-    /// Open connections (the limit's count; `curr_connections` mirrors it).
+    /// Open connections (the limit's count).
     active: AtomicUsize,
 }
 
-impl<S: Storage + 'static> Shared<S> {
+impl<F: Face> Shared<F> {
     /// Shuts down every connection: first the read side, then, once they
     /// have ended or after the grace period, both.
     fn close_all(&self) {
@@ -313,9 +274,9 @@ impl<S: Storage + 'static> Shared<S> {
 }
 
 /// The accept loop's state.
-struct Acceptor<'a, S: Storage + 'static> {
-    shared: &'a Arc<Shared<S>>,
-    workers: &'a [Worker<S>],
+struct Acceptor<'a, F: Face> {
+    shared: &'a Arc<Shared<F>>,
+    workers: &'a [Worker<F>],
     connections_max: usize,
     next_id: u64,
     /// Where the search for the least loaded worker starts (round robin
@@ -325,7 +286,7 @@ struct Acceptor<'a, S: Storage + 'static> {
     last_accept_warning: Option<Instant>,
 }
 
-impl<'a, S: Storage + 'static> Acceptor<'a, S> {
+impl<'a, F: Face> Acceptor<'a, F> {
     /// Polls the wake socket and the listeners until shutdown.
     fn run(&mut self, listeners: &[TcpListener], shutdown: &Shutdown) -> io::Result<()> {
         let mut fds: Vec<libc::pollfd> = std::iter::once(shutdown.wake_fd().as_raw_fd())
@@ -385,7 +346,10 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
                         .last_accept_warning
                         .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1));
                     if !quiet {
-                        warn!("memcache: cannot accept a connection: {e}");
+                        warn!(
+                            "{}: cannot accept a connection: {e}",
+                            self.shared.face.name()
+                        );
                         self.last_accept_warning = Some(now);
                     }
                     std::thread::sleep(Duration::from_millis(10));
@@ -400,17 +364,15 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
     fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
         let shared = self.shared;
         if shared.active.load(Ordering::SeqCst) >= self.connections_max {
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
+            shared.face.connection_rejected();
             debug!(
-                "memcache: rejecting {peer}: {} connections open",
+                "{}: rejecting {peer}: {} connections open",
+                shared.face.name(),
                 self.connections_max
             );
             // A fresh socket's send buffer takes the line; never block on it.
             let _ = stream.set_nonblocking(true);
-            let _ = (&stream).write(TOO_MANY_CONNECTIONS);
+            let _ = (&stream).write(shared.face.too_many_connections());
             return;
         }
         // Blocking mode: the ring does the waiting (it arms its own poll).
@@ -421,7 +383,10 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
         let clone = match registered {
             Ok(clone) => clone,
             Err(e) => {
-                warn!("memcache: dropping connection from {peer}: {e}");
+                warn!(
+                    "{}: dropping connection from {peer}: {e}",
+                    shared.face.name()
+                );
                 return;
             }
         };
@@ -429,14 +394,7 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
         let id = self.next_id;
         self.next_id += 1;
         shared.active.fetch_add(1, Ordering::SeqCst);
-        shared
-            .stats
-            .curr_connections
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .total_connections
-            .fetch_add(1, Ordering::Relaxed);
+        shared.face.connection_opened();
         shared.registry.lock().insert(id, clone);
         let load = Arc::clone(&worker.inbox.load);
         load.fetch_add(1, Ordering::SeqCst);
@@ -453,7 +411,7 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
     }
 
     /// The worker with the fewest connections; ties go round robin.
-    fn least_loaded(&mut self) -> &'a Worker<S> {
+    fn least_loaded(&mut self) -> &'a Worker<F> {
         let n = self.workers.len();
         let start = self.next_worker;
         self.next_worker = (start + 1) % n;
@@ -465,22 +423,19 @@ impl<'a, S: Storage + 'static> Acceptor<'a, S> {
 }
 
 /// Undoes a connection's registration when its task ends, even by panic.
-struct Registered<S: Storage + 'static> {
-    shared: Arc<Shared<S>>,
+pub(crate) struct Registered<F: Face> {
+    shared: Arc<Shared<F>>,
     /// The serving worker's load count.
     load: Arc<AtomicUsize>,
-    id: u64,
+    pub(crate) id: u64,
 }
 
-impl<S: Storage + 'static> Drop for Registered<S> {
+impl<F: Face> Drop for Registered<F> {
     fn drop(&mut self) {
         self.shared.registry.lock().remove(&self.id);
         self.shared.active.fetch_sub(1, Ordering::SeqCst);
         self.load.fetch_sub(1, Ordering::SeqCst);
-        self.shared
-            .stats
-            .curr_connections
-            .fetch_sub(1, Ordering::Relaxed);
+        self.shared.face.connection_closed();
     }
 }
 

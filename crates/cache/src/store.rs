@@ -1,0 +1,360 @@
+//! [`CacheStore`]: the engine in cache mode with the DRAM tier in front,
+//! holding enveloped items. Every face's binding goes through its three
+//! item operations: `get`, a blind `set`, and `update` (one device read,
+//! the face's decision and at most one write, atomic per key).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
+
+use crate::dram::DramTier;
+use crate::envelope::{self, Envelope, Item, ENVELOPE_BYTES};
+use crate::Error;
+
+/// An item to write: its data and envelope, and the CAS unique it keeps
+/// (`None`: the write's version becomes its CAS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewItem {
+    pub value: Vec<u8>,
+    pub envelope: Envelope,
+    pub kept_cas: Option<u64>,
+}
+
+/// What an update decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Leave the key as it is.
+    Keep,
+    /// Write this item.
+    Put(NewItem),
+    /// Remove the key.
+    Delete,
+}
+
+/// What an update did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Updated {
+    Kept,
+    Deleted,
+    /// Written; the item's CAS unique.
+    Stored {
+        cas: u64,
+    },
+}
+
+/// The engine, seen as a store of enveloped items, with the DRAM tier.
+pub struct CacheStore {
+    store: Store,
+    /// The DRAM tier (`-m`): hot items, so a hit costs no IO.
+    dram: DramTier,
+    ns: Namespace,
+    memory_bytes: u64,
+    /// Expired items an update deleted (memcached's `reclaimed`).
+    expired_reclaimed: AtomicU64,
+}
+
+/// Unix time in seconds, as item expiry counts it.
+pub fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(0)
+}
+
+impl CacheStore {
+    /// The engine options for a cache: cache mode, 250-byte keys, writes
+    /// flushed every 100 ms. Adjust and pass to [`CacheStore::open`].
+    pub fn default_options() -> Options {
+        Options {
+            cache_mode: true,
+            sync: false,
+            flush_interval_ms: 100,
+            key_bytes_max: 250,
+            progress: true,
+            ..Options::default()
+        }
+    }
+
+    /// Opens (or creates) the store at `data` with `opts`, with a DRAM
+    /// tier of `memory_bytes`.
+    pub fn open(data: &Path, opts: Options, memory_bytes: u64) -> Result<CacheStore, Error> {
+        let store = Store::open(data, &opts)?;
+        let r = store.open_report();
+        tracing::info!(
+            "store at {} opened in {:.2} s ({}), {} items",
+            data.display(),
+            r.seconds,
+            if r.created {
+                "created"
+            } else if r.clean {
+                "index checkpoint"
+            } else {
+                "log scan after a crash"
+            },
+            r.keys
+        );
+        Ok(CacheStore::over(store, memory_bytes))
+    }
+
+    /// A cache over an open store (any device, the fault-injecting one
+    /// included), in its default namespace.
+    pub fn over(store: Store, memory_bytes: u64) -> CacheStore {
+        let ns = store.default_namespace();
+        CacheStore {
+            store,
+            dram: DramTier::new(usize::try_from(memory_bytes).unwrap_or(usize::MAX)),
+            ns,
+            memory_bytes,
+            expired_reclaimed: AtomicU64::new(0),
+        }
+    }
+
+    /// The engine underneath (for stats and tests).
+    pub fn engine(&self) -> &Store {
+        &self.store
+    }
+
+    /// The DRAM tier's budget in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+
+    /// Largest item data the engine accepts: its value limit less the
+    /// envelope.
+    pub fn item_bytes_max(&self) -> usize {
+        self.store.value_bytes_max().saturating_sub(ENVELOPE_BYTES)
+    }
+
+    /// Writes the index checkpoint and closes (fast warm restart).
+    pub fn close(self) -> Result<(), Error> {
+        Ok(self.store.close()?)
+    }
+
+    /// The item under `key`, expired or not (expiry is the face's rule).
+    /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
+    /// the device (through the ring inside a worker) and fills the tier.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Item>, Error> {
+        let epoch = match self.dram.get(key) {
+            Ok(item) => return Ok(Some(item)),
+            Err(epoch) => epoch,
+        };
+        match self.store.get_versioned_async(self.ns, key).await? {
+            Some((raw, version)) => {
+                let item = envelope::decode(raw, version)?;
+                self.dram.fill(key, &item, epoch);
+                Ok(Some(item))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One blind engine put (no read); write-through to the DRAM tier, as
+    /// the item just stored is the hottest there is. Returns its CAS.
+    pub async fn set(&self, key: &[u8], value: &[u8], envelope: Envelope) -> Result<u64, Error> {
+        let write = DramWrite::begin(&self.dram, key);
+        let raw = envelope::encode(value, envelope, 0);
+        let put = self
+            .store
+            .put_versioned_async(self.ns, key, &raw, PutMode::Upsert)
+            .await;
+        let cas = match put {
+            Ok(Some(cas)) => cas,
+            Ok(None) => unreachable!("an upsert always writes"),
+            Err(e) => {
+                write.end(None);
+                return Err(e.into());
+            }
+        };
+        let item = Item {
+            value: value.to_vec(),
+            envelope,
+            cas,
+        };
+        write.end(Some(&item));
+        Ok(cas)
+    }
+
+    /// The engine's update step: under the key's stripe lock, one device
+    /// read of the record, the decision, and at most one durable write.
+    /// `decide` sees the item expired or not.
+    pub async fn update<R>(
+        &self,
+        key: &[u8],
+        mut decide: impl FnMut(Option<Item>) -> (Change, R),
+    ) -> Result<(R, Updated), Error> {
+        let write = DramWrite::begin(&self.dram, key);
+        let mut expired = false;
+        let result = self
+            .store
+            .update_async(self.ns, key, |current| {
+                let item = match current.map(|c| envelope::decode(c.value.to_vec(), c.version)) {
+                    Some(Err(e)) => return (engine::Change::Keep, Err(e)),
+                    Some(Ok(item)) => Some(item),
+                    None => None,
+                };
+                expired = item
+                    .as_ref()
+                    .is_some_and(|it| !it.envelope.is_live(unix_now()));
+                let (change, out) = decide(item);
+                match change {
+                    Change::Keep => (engine::Change::Keep, Ok((out, None))),
+                    Change::Delete => (engine::Change::Delete, Ok((out, None))),
+                    Change::Put(new) => {
+                        let kept = new.kept_cas.unwrap_or(0);
+                        let raw = envelope::encode(&new.value, new.envelope, kept);
+                        (engine::Change::Put(raw), Ok((out, Some(new))))
+                    }
+                }
+            })
+            .await;
+        let (decided, done) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                write.end(None);
+                return Err(e.into());
+            }
+        };
+        let (out, new) = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                write.unchanged();
+                return Err(e);
+            }
+        };
+        let done = match (done, new) {
+            (engine::Updated::Kept, _) => {
+                write.unchanged();
+                Updated::Kept
+            }
+            (engine::Updated::Deleted, _) => {
+                write.end(None);
+                if expired {
+                    self.expired_reclaimed.fetch_add(1, Ordering::Relaxed);
+                }
+                Updated::Deleted
+            }
+            (engine::Updated::Put(version), Some(new)) => {
+                let cas = new.kept_cas.unwrap_or(version);
+                let item = Item {
+                    value: new.value,
+                    envelope: new.envelope,
+                    cas,
+                };
+                write.end(Some(&item));
+                Updated::Stored { cas }
+            }
+            (engine::Updated::Put(_), None) => unreachable!("a put is decided with its item"),
+        };
+        Ok((out, done))
+    }
+
+    /// Removes every item (memcached's `flush_all`, Redis's `FLUSHDB`).
+    pub fn clear(&self) -> Result<(), Error> {
+        let result = self.store.clear(self.ns);
+        self.dram.clear();
+        Ok(result?)
+    }
+
+    /// Items stored.
+    pub fn items(&self) -> u64 {
+        self.store.count(self.ns)
+    }
+
+    /// Expired items deleted by updates.
+    pub fn expired_reclaimed(&self) -> u64 {
+        self.expired_reclaimed.load(Ordering::Relaxed)
+    }
+
+    /// The engine's and the DRAM tier's figures, named `nvdepot_<what>`,
+    /// for a face's stats reply or metrics.
+    pub fn stats(&self) -> Vec<(String, String)> {
+        let s = self.store.stats();
+        // What the last crash recovery found (cache mode drops damaged
+        // records and goes on; each stretch was also logged at open).
+        let damage = &self.store.open_report().damage;
+        let lost = damage
+            .iter()
+            .filter(|d| d.kind == engine::DamageKind::Lost)
+            .count();
+        let torn = damage.len() - lost;
+        let ours = [
+            ("capacity_bytes", s.capacity_bytes.to_string()),
+            ("live_bytes", s.live_bytes.to_string()),
+            ("segments_total", s.segments_total.to_string()),
+            ("segments_free", s.segments_free.to_string()),
+            ("device_bytes_written", s.device_bytes_written.to_string()),
+            ("user_bytes_written", s.user_bytes_written.to_string()),
+            (
+                "write_amplification",
+                format!("{:.3}", s.write_amplification),
+            ),
+            ("flushes", s.flushes.to_string()),
+            ("evictions", s.evictions.to_string()),
+            ("evictions_logged", s.evictions_logged.to_string()),
+            ("recovery_torn_stretches", torn.to_string()),
+            ("recovery_damaged_stretches", lost.to_string()),
+            ("dram_items", self.dram.items().to_string()),
+            ("dram_bytes", self.dram.bytes().to_string()),
+            (
+                "dram_hits",
+                self.dram.stats.hits.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "dram_misses",
+                self.dram.stats.misses.load(Ordering::Relaxed).to_string(),
+            ),
+            ("index_bytes", s.index_memory_bytes.to_string()),
+            (
+                "index_bytes_per_key",
+                format!("{:.2}", s.index_bytes_per_key),
+            ),
+        ];
+        ours.into_iter()
+            .map(|(k, v)| (format!("nvdepot_{k}"), v))
+            .collect()
+    }
+}
+
+/// A flash write's bracket in the DRAM tier ([`DramTier::begin_write`] ..
+/// [`DramTier::end_write`]). If the write's future is dropped before it
+/// ends (a panicking connection), the key is dropped from the tier, since
+/// the flash may or may not hold the new item.
+struct DramWrite<'a> {
+    dram: &'a DramTier,
+    key: &'a [u8],
+    epoch: u64,
+    ended: bool,
+}
+
+impl<'a> DramWrite<'a> {
+    fn begin(dram: &'a DramTier, key: &'a [u8]) -> DramWrite<'a> {
+        let epoch = dram.begin_write(key);
+        DramWrite {
+            dram,
+            key,
+            epoch,
+            ended: false,
+        }
+    }
+
+    /// Caches `written` (the item now on flash) unless another write
+    /// overtook this one; `None` drops the key.
+    fn end(mut self, written: Option<&Item>) {
+        self.ended = true;
+        self.dram.end_write(self.key, written, self.epoch);
+    }
+
+    /// Nothing was written: whatever the tier holds is still the flash's.
+    fn unchanged(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for DramWrite<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.dram.end_write(self.key, None, self.epoch);
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! What a face (a protocol served over the kit) gives the kit: a
+//! [`Face`] for the server as a whole and a [`Session`] per connection.
+//!
+//! The kit owns sockets, threads, buffers, limits and shutdown; a face owns
+//! the bytes: it parses requests out of what the kit received, executes
+//! them against its storage and composes the replies into the kit's output
+//! buffer. The split is Pelikan's (`core/server` bound only by the
+//! protocol's `Parse`/`Compose`/`Execute` traits): the kit never names a
+//! protocol, so the memcache face and the Redis-protocol face run on the
+//! same acceptor and workers.
+
+use std::future::Future;
+
+/// What [`Session::feed`] did with the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fed {
+    /// Bytes of input consumed (complete requests). The kit keeps the rest
+    /// and feeds it again with more bytes appended.
+    pub consumed: usize,
+    /// Close the connection once the output is sent (`quit`, or a protocol
+    /// error after which the protocol's reference server closes).
+    pub close: bool,
+}
+
+/// One connection's protocol state.
+///
+/// Sessions live on one worker thread (each worker runs a single-threaded
+/// io_uring runtime), so neither they nor their futures need be `Send`.
+pub trait Session {
+    /// Executes the complete requests at the start of `input`, appending
+    /// their replies to `out` in request order. A request that is not
+    /// complete yet is left unconsumed. The future may wait for storage
+    /// IO; the worker runs other connections meanwhile.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> impl Future<Output = Fed>;
+}
+
+/// A protocol served by the kit, shared by every worker.
+pub trait Face: Send + Sync + 'static {
+    /// Per-connection state.
+    type Session: Session;
+
+    /// Short name for thread names and logs (`memcache`, `resp`).
+    fn name(&self) -> &'static str;
+
+    /// The state of a new connection.
+    fn session(&self) -> Self::Session;
+
+    /// Bytes the largest request the face accepts may take, whole. A
+    /// connection's read buffer grows up to this; a request that does not
+    /// fit is answered [`Face::request_too_large`] and the connection
+    /// closed, so one client cannot grow the server's memory without bound.
+    fn request_bytes_max(&self) -> usize;
+
+    /// Sent to a connection turned away over the connection limit, before
+    /// it is closed.
+    fn too_many_connections(&self) -> &'static [u8];
+
+    /// Sent when a request outgrows [`Face::request_bytes_max`], before the
+    /// connection is closed.
+    fn request_too_large(&self) -> &'static [u8];
+
+    /// A connection was admitted (for the face's own counters).
+    fn connection_opened(&self) {}
+
+    /// An admitted connection ended.
+    fn connection_closed(&self) {}
+
+    /// A connection was turned away over the limit.
+    fn connection_rejected(&self) {}
+}
