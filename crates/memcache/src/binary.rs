@@ -235,7 +235,11 @@ impl<S: Storage> Connection<S> {
         match base {
             op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => {
                 let vlen = body - k - ext;
-                if vlen > self.limits.item_bytes_max {
+                let flags = match extras {
+                    [a, b, c, d, ..] => u32::from_be_bytes([*a, *b, *c, *d]),
+                    _ => 0,
+                };
+                if !self.limits.item_fits(k, flags, vlen) {
                     put_error(out, &h, status::E2BIG);
                     self.swallow = vlen as u64;
                     if base == op::SET {

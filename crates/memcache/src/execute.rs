@@ -263,7 +263,7 @@ impl<S: Storage> Connection<S> {
         append: bool,
         cas: u64,
     ) -> Result<StoreOutcome, ExecError> {
-        let (now, max) = (self.now(), self.limits.item_bytes_max);
+        let (now, limits) = (self.now(), self.limits);
         let (outcome, done) = self
             .storage
             .update(key, |it| {
@@ -273,7 +273,7 @@ impl<S: Storage> Connection<S> {
                 if cas != 0 && cas != old.cas {
                     return (Change::Keep, StoreOutcome::Exists);
                 }
-                if old.value.len() + data.len() > max {
+                if !limits.item_fits(key.len(), old.flags, old.value.len() + data.len()) {
                     return (Change::Keep, StoreOutcome::NotStored);
                 }
                 let mut v = Vec::with_capacity(old.value.len() + data.len());

@@ -335,6 +335,26 @@ pub struct Limits {
     pub item_bytes_max: usize,
 }
 
+/// memcached's per-item overhead against `-I`: the item header with its
+/// CAS (48 + 8 bytes on 64-bit), the key's NUL and the value's CRLF. An
+/// item's total is this plus the key, the value and, for non-zero client
+/// flags, 4 bytes for them.
+const ITEM_OVERHEAD_BYTES: usize = 48 + 8 + 1 + 2;
+
+impl Limits {
+    /// Whether an item of this key length, client flags and value length
+    /// fits `item_bytes_max` as memcached counts it (so an item of exactly
+    /// 1 MiB is refused under `-I 1m`, as memcached refuses it).
+    pub fn item_fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        let flags_len = if flags != 0 { 4 } else { 0 };
+        ITEM_OVERHEAD_BYTES
+            .saturating_add(key_len)
+            .saturating_add(flags_len)
+            .saturating_add(value_len)
+            <= self.item_bytes_max
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -423,6 +443,9 @@ pub struct Connection<S: Storage> {
     closed: bool,
     /// Counters not yet added to the shared [`ServerStats`].
     pub(crate) counters: stats::Counters,
+    /// Input of this `feed` from the request being run on, not yet in
+    /// `counters.bytes_read` (what a `stats` adds to `bytes_read`).
+    pub(crate) unread_bytes: u64,
     /// Scratch buffer for a decoded base64 key (reused, no allocation per
     /// request).
     pub(crate) key_buf: Vec<u8>,
@@ -443,6 +466,7 @@ impl<S: Storage> Connection<S> {
             limits,
             protocol: None,
             swallow: 0,
+            unread_bytes: 0,
             closed: false,
             counters: stats::Counters::default(),
             key_buf: Vec::new(),
@@ -461,7 +485,6 @@ impl<S: Storage> Connection<S> {
                 close: true,
             };
         }
-        let out_start = out.len();
         let mut pos = 0;
         let mut close = false;
         loop {
@@ -469,6 +492,7 @@ impl<S: Storage> Connection<S> {
                 let n = self.swallow.min((input.len() - pos) as u64);
                 pos += n as usize;
                 self.swallow -= n;
+                self.counters.bytes_read += n;
                 if self.swallow > 0 {
                     break;
                 }
@@ -489,18 +513,28 @@ impl<S: Storage> Connection<S> {
                     p
                 }
             };
+            // memcached counts what it read from the socket before it runs
+            // the commands in it; a `stats` here reports these bytes too.
+            self.unread_bytes = rest.len() as u64;
+            let out_before = out.len();
             let step = match protocol {
                 Protocol::Text => self.text_step(rest, out).await,
                 Protocol::Binary => self.binary_step(rest, out).await,
             };
-            match step {
+            self.unread_bytes = 0;
+            let n = match step {
                 Step::Incomplete => break,
-                Step::Done(n) => pos += n,
+                Step::Done(n) => n,
                 Step::Close(n) => {
-                    pos += n;
                     close = true;
-                    break;
+                    n
                 }
+            };
+            pos += n;
+            self.counters.bytes_read += n as u64;
+            self.counters.bytes_written += (out.len() - out_before) as u64;
+            if close {
+                break;
             }
         }
         debug_assert!(pos <= input.len());
@@ -508,8 +542,6 @@ impl<S: Storage> Connection<S> {
         if close {
             self.closed = true;
         }
-        self.counters.bytes_read += pos as u64;
-        self.counters.bytes_written += (out.len() - out_start) as u64;
         self.counters.flush_into(&self.stats);
         Fed {
             consumed: pos,

@@ -392,7 +392,7 @@ impl<S: Storage> Connection<S> {
             _ => return refuse(self, out, b"CLIENT_ERROR invalid mode for ms M token"),
         };
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
-        if vlen > self.limits.item_bytes_max {
+        if !self.limits.item_fits(key.len(), f.client_flags, vlen) {
             let after = refuse(self, out, b"SERVER_ERROR object too large for cache");
             if let Err(e) = self.delete(key, None).await {
                 server_error(out, false, &e);

@@ -118,7 +118,7 @@ impl<S: Storage> Connection<S> {
                     ("cas_badval", l(&s.cas_badval)),
                     ("touch_hits", l(&s.touch_hits)),
                     ("touch_misses", l(&s.touch_misses)),
-                    ("bytes_read", l(&s.bytes_read)),
+                    ("bytes_read", l(&s.bytes_read) + self.unread_bytes),
                     ("bytes_written", l(&s.bytes_written)),
                 ] {
                     put(name, v, f);

@@ -265,10 +265,70 @@ impl<S: Storage> Connection<S> {
                 reply(out, false, b"ERROR: shutdown not enabled");
                 After::Line
             }
+            b"slabs" => {
+                self.text_slabs(&tok, out);
+                After::Line
+            }
+            // Commands memcached knows that do not apply here.
+            b"lru_crawler" | b"lru" | b"watch" | b"cache_memlimit" | b"extstore" | b"debugtime"
+            | b"misbehave" => {
+                reply(out, false, b"ERROR");
+                After::Line
+            }
+            // Not memcached's protocol: an HTTP request line (`GET /
+            // HTTP/1.0`) or the like. memcached closes without a word.
+            _ if tok.t[tok.n - 1].starts_with(b"HTTP/") => After::Close,
             _ => {
                 reply(out, false, b"ERROR");
                 After::Line
             }
+        }
+    }
+
+    /// `slabs reassign <src> <dst>` and `slabs automove <0|1|2|ratio N>`,
+    /// answered as memcached answers them on a server whose slab classes
+    /// have no spare pages: nvdepot has no slab classes to move memory
+    /// between (items live in log segments), so a reassignment never has
+    /// anything to move, and automove settings are accepted and have no
+    /// effect.
+    fn text_slabs(&self, tok: &Tokens<'_>, out: &mut Vec<u8>) {
+        let nt = tok.ntokens();
+        if nt == 5 && tok.t[1] == b"reassign" {
+            let (Some(src), Some(dst)) = (safe_strtol(tok.t[2]), safe_strtol(tok.t[3])) else {
+                reply(out, false, b"CLIENT_ERROR bad command line format");
+                return;
+            };
+            let largest = slab_class_largest(self.limits.item_bytes_max);
+            let line: &[u8] = if src == dst {
+                b"SAME src and dst class are identical"
+            } else if !(0..=largest).contains(&src) || !(0..=largest).contains(&dst) {
+                b"BADCLASS invalid src or dst class id"
+            } else {
+                b"NOSPARE source class has no spare pages"
+            };
+            reply(out, false, line);
+        } else if nt >= 4 && tok.t[1] == b"automove" {
+            let noreply = tok.noreply();
+            let line: &[u8] = if tok.t[2] == b"ratio" {
+                let ratio = (nt >= 5)
+                    .then(|| std::str::from_utf8(tok.t[3]).ok())
+                    .flatten()
+                    .and_then(|t| t.parse::<f64>().ok());
+                if ratio.is_some() {
+                    b"OK"
+                } else {
+                    b"ERROR"
+                }
+            } else {
+                match safe_strtoul(tok.t[2]) {
+                    None => b"CLIENT_ERROR bad command line format",
+                    Some(0..=2) => b"OK",
+                    Some(_) => b"ERROR",
+                }
+            };
+            reply(out, noreply, line);
+        } else {
+            reply(out, false, b"ERROR");
         }
     }
 
@@ -403,7 +463,7 @@ impl<S: Storage> Connection<S> {
             return After::Line;
         }
         let vlen = vlen as usize;
-        if vlen > self.limits.item_bytes_max {
+        if !self.limits.item_fits(key.len(), flags, vlen) {
             reply(out, noreply, b"SERVER_ERROR object too large for cache");
             self.swallow = vlen as u64 + 2;
             // memcached drops the old value of a refused set, so a reader
@@ -618,4 +678,31 @@ const PREFETCH_KEYS_MAX: usize = 256;
 /// A `get` or `gets` line (the commands whose reads may be started early).
 fn is_plain_get(line: &[u8]) -> bool {
     line.starts_with(b"get ") || line.starts_with(b"gets ")
+}
+
+/// The largest slab class id memcached 1.6 would have (`power_largest`)
+/// for this item size limit, with its defaults: classes from 96-byte
+/// chunks growing by a factor of 1.25 up to the slab chunk limit (512 KiB,
+/// or the item limit if smaller). `slabs reassign` names classes by id.
+fn slab_class_largest(item_bytes_max: usize) -> i32 {
+    let chunk_max = (item_bytes_max as f64).min(f64::from(512 * 1024));
+    let mut size: u32 = 96;
+    let mut class = 0;
+    loop {
+        class += 1;
+        if class >= 63 || f64::from(size) >= chunk_max / 1.25 {
+            return class;
+        }
+        size = size.next_multiple_of(8);
+        size = (f64::from(size) * 1.25) as u32;
+    }
+}
+
+#[cfg(test)]
+mod slab_tests {
+    #[test]
+    fn memcached_default_has_39_slab_classes() {
+        assert_eq!(super::slab_class_largest(1 << 20), 39);
+        assert_eq!(super::slab_class_largest(4 << 20), 39);
+    }
 }

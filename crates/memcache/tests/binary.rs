@@ -550,23 +550,25 @@ fn protocol_errors() {
 fn limits() {
     let mut h = Harness::with_limits(Limits {
         key_bytes_max: 250,
-        item_bytes_max: 100,
+        // memcached's 59 bytes of item overhead + the 1-byte key: values
+        // of up to 340 bytes fit.
+        item_bytes_max: 400,
     });
     let (r, _) = run(
         &mut h,
         &[
             set(SET, &[b'k'; 250], b"v", 0, 0, 0),
-            set(SET, b"a", &[b'v'; 100], 0, 0, 0),
-            set(SET, b"a", &[b'v'; 101], 0, 0, 0),
+            set(SET, b"a", &[b'v'; 340], 0, 0, 0),
+            set(SET, b"a", &[b'v'; 341], 0, 0, 0),
             simple(GET, b"a"),
-            set(SETQ, b"b", &[b'v'; 101], 0, 0, 0),
+            set(SETQ, b"b", &[b'v'; 341], 0, 0, 0),
             simple(NOOP, b""),
         ],
     );
     let st: Vec<u16> = r.iter().map(|r| r.status).collect();
     assert_eq!(st, vec![0, 0, 3, 1, 3, 0]);
     // The oversized body is swallowed across feeds.
-    let big = set(SET, b"c", &[b'v'; 200], 0, 0, 0);
+    let big = set(SET, b"c", &[b'v'; 500], 0, 0, 0);
     let (out, fed) = h.feed(&big[..50]);
     assert_eq!(parse(&out)[0].status, 3);
     assert_eq!(fed.consumed, 50);

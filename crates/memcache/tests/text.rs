@@ -170,7 +170,8 @@ fn key_length_limit() {
 fn item_size_limit() {
     let limits = Limits {
         key_bytes_max: 250,
-        item_bytes_max: 100,
+        // memcached's 59 bytes of item overhead + a 1-byte key + 100.
+        item_bytes_max: 160,
     };
     let mut h = Harness::with_limits(limits);
     let v100 = "v".repeat(100);
@@ -502,7 +503,10 @@ fn stats_command() {
         assert!(out.contains(want), "{want:?} missing from {out}");
     }
     assert!(out.ends_with("END\r\n"));
-    assert!(out.contains("STAT bytes_read 25\r\n"), "{out}");
+    // As memcached: every byte read so far, the `stats` line included,
+    // and every byte written before this reply.
+    assert!(out.contains("STAT bytes_read 32\r\n"), "{out}");
+    assert!(out.contains("STAT bytes_written 29\r\n"), "{out}");
     check(&mut h, "stats reset\r\n", "RESET\r\n");
     assert!(h.run(b"stats\r\n").contains("STAT cmd_get 0\r\n"));
     check(
@@ -591,4 +595,103 @@ fn mem_storage_contract() {
         s.delete_now(b"k", Some(cas)).unwrap(),
         StoreOutcome::Stored { .. }
     ));
+}
+
+/// What memcached 1.6.18 answers, tried against it: an unknown command
+/// whose last token starts with `HTTP/` closes the connection silently;
+/// a known command or a one-letter one does not.
+#[test]
+fn another_protocol_closes_the_connection() {
+    for line in [
+        "GET / HTTP/1.0\r\n",
+        "POST /x HTTP/1.1\r\n",
+        "HTTP/1.0\r\n",
+        "foo bar baz HTTP/1.1\r\n",
+    ] {
+        let mut h = Harness::new();
+        let (out, fed) = h.feed(line.as_bytes());
+        assert!(out.is_empty() && fed.close, "{line:?}: {out:?}");
+    }
+    let mut h = Harness::new();
+    check(&mut h, "G HTTP/1.0\r\n", "ERROR\r\n");
+    check(&mut h, "stats HTTP/1.0\r\n", "ERROR\r\n");
+    check(&mut h, "lru_crawler HTTP/1.0\r\n", "ERROR\r\n");
+    check(&mut h, "get / HTTP/1.1\r\n", "END\r\n");
+    check(&mut h, "foo http/1.0\r\n", "ERROR\r\n");
+}
+
+#[test]
+fn slabs_commands_answer_as_memcached() {
+    let mut h = Harness::new();
+    for (req, want) in [
+        (
+            "slabs reassign 1 2\r\n",
+            "NOSPARE source class has no spare pages\r\n",
+        ),
+        (
+            "slabs reassign 0 39\r\n",
+            "NOSPARE source class has no spare pages\r\n",
+        ),
+        (
+            "slabs reassign 1 40\r\n",
+            "BADCLASS invalid src or dst class id\r\n",
+        ),
+        (
+            "slabs reassign -1 2\r\n",
+            "BADCLASS invalid src or dst class id\r\n",
+        ),
+        (
+            "slabs reassign 3 3\r\n",
+            "SAME src and dst class are identical\r\n",
+        ),
+        (
+            "slabs reassign x y\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+        ("slabs reassign 1 2 noreply\r\n", "ERROR\r\n"),
+        ("slabs reassign 1\r\n", "ERROR\r\n"),
+        ("slabs automove 1\r\n", "OK\r\n"),
+        ("slabs automove 2 extra\r\n", "OK\r\n"),
+        ("slabs automove 3\r\n", "ERROR\r\n"),
+        (
+            "slabs automove -1\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+        ("slabs automove ratio 0.5\r\n", "OK\r\n"),
+        ("slabs automove ratio\r\n", "ERROR\r\n"),
+        ("slabs automove\r\n", "ERROR\r\n"),
+        ("slabs automove 1 noreply\r\n", ""),
+        ("slabs\r\n", "ERROR\r\n"),
+    ] {
+        check(&mut h, req, want);
+    }
+}
+
+/// memcached counts its item header (48 bytes + 8 of CAS), the key, its
+/// NUL, 4 bytes for non-zero flags and the value's CRLF against `-I`.
+#[test]
+fn item_overhead_counts_against_the_limit() {
+    let mut h = Harness::new();
+    let fits = |n: usize| "v".repeat(n);
+    for (key, flags, max) in [
+        ("k", 0, 1_048_516),
+        ("k", 1, 1_048_512),
+        ("kkkkkkkkkk", 0, 1_048_507),
+    ] {
+        check(
+            &mut h,
+            &format!("set {key} {flags} 0 {max}\r\n{}\r\n", fits(max)),
+            "STORED\r\n",
+        );
+        check(
+            &mut h,
+            &format!("set {key} {flags} 0 {}\r\n{}\r\n", max + 1, fits(max + 1)),
+            "SERVER_ERROR object too large for cache\r\n",
+        );
+    }
+    check(
+        &mut h,
+        &format!("set k 0 0 {}\r\n{}\r\n", 1 << 20, fits(1 << 20)),
+        "SERVER_ERROR object too large for cache\r\n",
+    );
 }
