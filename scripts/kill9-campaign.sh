@@ -12,6 +12,12 @@
 # make the load cross segment boundaries).
 # Prints one line per trial and `N passed, M failed`; exits 1 if any failed.
 # A failed trial's store and logs are kept for inspection.
+#
+# Then the server: `nvdepot memcache` under a set load from four
+# connections is killed with SIGKILL and restarted at once, TRIALS times
+# (SERVER_TRIALS overrides; 0 skips), and every set answered STORED in the
+# default mode must be served after each restart
+# (crates/nvdepot/tests/memcache_crash.rs, NVDEPOT_RESTART_CYCLES).
 set -euo pipefail
 
 trials=${1:-20}
@@ -89,4 +95,17 @@ for ((t = 1; t <= trials; t++)); do
         "value seed $vseed: $result"
 done
 echo "$passed passed, $failed failed"
-(( failed == 0 ))
+
+server_trials=${SERVER_TRIALS:-$trials}
+server_ok=true
+if (( server_trials > 0 )); then
+    echo "== server: $server_trials kill -9 + immediate restart cycles of nvdepot memcache"
+    if (cd "$repo" && NVDEPOT_RESTART_CYCLES=$server_trials cargo test --release -q -p nvdepot \
+        --test memcache_crash immediate_restarts -- --nocapture); then
+        echo "server: $server_trials cycles passed"
+    else
+        echo "server: FAILED"
+        server_ok=false
+    fi
+fi
+(( failed == 0 )) && $server_ok
