@@ -37,6 +37,7 @@
 #   BUDGET_MB, ITEMS    big scenario's DRAM budget and item count
 #   RSS_ITEMS           items for the RSS measurement
 #   KEEP=1              keep BENCH_DIR's data files at the end
+#   NVDEPOT_ARGS        extra flags for every nvdepot memcache (e.g. --ack buffered)
 #   SKIP="hot big rss"  scenarios to leave out (e.g. SKIP=rss)
 # Needs root (memory cgroups), memcached, memcaslap (libmemcached-tools), fio;
 # installs the missing ones with apt-get, and gnuplot-nox for the plot (the
@@ -167,7 +168,7 @@ start_nvdepot() {
   dir=$BENCH_DIR/data-$name
   rm -rf "$dir"
   DATA_DIRS+=("$dir")
-  cmd=("$NVDEPOT" memcache -p "$port" -l 127.0.0.1 -m "$mb" --data "$dir" --size "$size")
+  cmd=("$NVDEPOT" memcache -p "$port" -l 127.0.0.1 -m "$mb" --data "$dir" --size "$size" ${NVDEPOT_ARGS:-})
   if [ -n "$limit" ]; then
     fresh_cgroup "$name"
     cmd=("$HARNESS/in_memcg.sh" "${limit}M" "$name" -- "${cmd[@]}")

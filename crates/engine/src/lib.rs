@@ -47,6 +47,7 @@ mod gc;
 mod iter;
 mod layout;
 mod loc_cache;
+mod log_writer;
 #[cfg(test)]
 mod model;
 mod namespace;

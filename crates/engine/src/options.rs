@@ -48,6 +48,15 @@ pub struct Options {
     /// Open the O_DIRECT files without O_DIRECT (for filesystems such as
     /// tmpfs that refuse it; never for production). Default: false.
     pub buffered_io: bool,
+    /// Write-behind: acknowledge a put once its record is in the DRAM write
+    /// buffer and the index points to it, before the device write; a
+    /// log-writer thread writes the buffers out every 500 µs, and reads of
+    /// a record not yet written are served from its buffered copy. A
+    /// process crash (`kill -9`) or a power loss loses the puts of the last
+    /// write (about a millisecond); deletes and updates still wait for
+    /// their write (and so write out every put before them). Falls back to
+    /// waiting when 32 MiB are buffered. Default: false.
+    pub write_behind: bool,
 }
 
 impl Default for Options {
@@ -67,6 +76,7 @@ impl Default for Options {
             progress: false,
             salvage: false,
             buffered_io: false,
+            write_behind: false,
         }
     }
 }

@@ -109,6 +109,34 @@ pub(crate) async fn read_record_in(
         std::mem::replace(&mut buf, bigger).recycle();
         start = at;
     }
+    Ok(verify(layout, loc, span, buf, start))
+}
+
+/// The record of a write-behind put whose buffer is not written yet:
+/// `bytes` is its whole encoded record, verified as a device read is.
+pub(crate) fn buffered_record(layout: &Layout, loc: Location, span: Span, bytes: &[u8]) -> Fetched {
+    let mut buf = layout.buffer(bytes.len());
+    buf[..bytes.len()].copy_from_slice(bytes);
+    verify(layout, loc, span, buf, 0)
+}
+
+/// Checks the record read into `buf[start..]` from `loc`.
+fn verify(layout: &Layout, loc: Location, span: Span, buf: AlignedBuf, start: usize) -> Fetched {
+    let (segment, offset) = layout.split(loc.pba);
+    let grain = layout.grain_bytes as usize;
+    let stored = loc.grains as usize * grain;
+    let invalid = |reason: String| {
+        let (device, at) = layout.describe(segment, offset);
+        Fetched::Invalid(Error::Corrupt {
+            device,
+            offset: at,
+            reason,
+        })
+    };
+    let Some(h) = RecordHeader::decode_fields(&buf[start..]) else {
+        return invalid("bad record header".into());
+    };
+    let body = h.body_bytes();
     let check = match span {
         Span::Whole => format::check_record(&buf[start..]),
         _ => format::check_record_head(&buf[start..]),
@@ -116,28 +144,27 @@ pub(crate) async fn read_record_in(
     match check {
         RecordCheck::Valid(header) => {
             if header.kind == format::RecordKind::Pad {
-                return Ok(invalid("pad record where a key was expected".into()));
+                return invalid("pad record where a key was expected".into());
             }
             if span == Span::Whole
                 && loc.grains < GRAINS_MAX
                 && body.div_ceil(grain) != loc.grains as usize
             {
-                return Ok(invalid(format!(
+                return invalid(format!(
                     "record spans {} grains, index says {}",
                     body.div_ceil(grain),
                     loc.grains
-                )));
+                ));
             }
-            Ok(Fetched::Record(Record {
+            Fetched::Record(Record {
                 buf: Some(buf),
                 start,
                 header,
-            }))
+            })
         }
-        RecordCheck::Truncated { need } => Ok(invalid(format!(
-            "record needs {need} bytes, {} stored",
-            stored
-        ))),
-        RecordCheck::Invalid(why) => Ok(invalid(why.to_string())),
+        RecordCheck::Truncated { need } => {
+            invalid(format!("record needs {need} bytes, {} stored", stored))
+        }
+        RecordCheck::Invalid(why) => invalid(why.to_string()),
     }
 }

@@ -24,12 +24,12 @@ use crate::layout::Layout;
 use crate::loc_cache::{key_hash2, LocationCache};
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
-use crate::read::{read_record_in, Fetched, Record, Span};
+use crate::read::{buffered_record, read_record_in, Fetched, Record, Span};
 use crate::segments::Segments;
 use crate::stats::Counters;
 use crate::stripes::{StripeGuard, Stripes};
 use crate::update::{Change, Current, Updated};
-use crate::writer::{Appended, Appender, RecordParts, Writer};
+use crate::writer::{Appended, Appender, Placed, RecordParts, Writer};
 
 const STRIPES: usize = 4096;
 
@@ -270,7 +270,7 @@ impl Inner {
         cands.clear();
         self.index.lookup(fp, cands);
         for &loc in cands.iter() {
-            match read_record_in(mode, &self.layout, loc, span).await? {
+            match self.read_at(mode, loc, span).await? {
                 Fetched::Record(r) => {
                     if self.holds(&r, physical, key) {
                         let e = Existing {
@@ -349,7 +349,7 @@ impl Inner {
             self.index.lookup(fp, &mut cands);
             let mut corrupt = None;
             for &loc in &cands {
-                match read_record_in(mode, &self.layout, loc, span).await? {
+                match self.read_at(mode, loc, span).await? {
                     Fetched::Record(r) => {
                         if self.holds(&r, physical, key) {
                             return Ok(Some((r, loc)));
@@ -464,12 +464,35 @@ impl Inner {
         let header = self.header(RecordKind::Put, at.physical, key, value.len());
         let version = header.seq;
         let parts = RecordParts { header, key, value };
+        if self.opts.write_behind && !self.writer.unwritten_over_budget() {
+            // Acknowledged from the write buffer: the index points to the
+            // record now, reads find its buffered copy until the log
+            // writer has written it.
+            let Some(placed) = self.writer.try_append_buffered(&parts, Appender::Put)? else {
+                return Ok(None);
+            };
+            self.linked_put(at, placed, version, existing, cands, count)?;
+            return Ok(Some(version));
+        }
         let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
             return Ok(None);
         };
         self.writer.wait_durable_in(mode, app.lsn).await?;
-        self.linked_put(at, &app, version, existing, cands, count)?;
+        let placed = Placed {
+            pba: app.pba,
+            grains: app.grains,
+        };
+        self.linked_put(at, placed, version, existing, cands, count)?;
         Ok(Some(version))
+    }
+
+    /// Reads the record at `loc`: from the write buffer if it is a
+    /// write-behind record not yet written, else from the device.
+    pub(crate) async fn read_at(&self, mode: Mode, loc: Location, span: Span) -> Result<Fetched> {
+        if let Some(bytes) = self.writer.unwritten_record(loc.pba) {
+            return Ok(buffered_record(&self.layout, loc, span, &bytes));
+        }
+        read_record_in(mode, &self.layout, loc, span).await
     }
 
     /// After a put's record is durable: the index, the location cache and
@@ -477,7 +500,7 @@ impl Inner {
     fn linked_put(
         &self,
         at: &KeyAt,
-        app: &Appended,
+        app: Placed,
         version: u64,
         existing: Option<Existing>,
         cands: &[Location],
@@ -750,7 +773,11 @@ impl Inner {
             let Some(app) = &p.app else { continue };
             match ops[i] {
                 WriteOp::Put { .. } => {
-                    self.linked_put(&p.at, app, p.seq, p.existing, &p.cands, &count)?
+                    let placed = Placed {
+                        pba: app.pba,
+                        grains: app.grains,
+                    };
+                    self.linked_put(&p.at, placed, p.seq, p.existing, &p.cands, &count)?
                 }
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
@@ -895,6 +922,8 @@ fn validate_ns_name(name: &str) -> Result<()> {
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
     gc: Option<crate::gc::GcThread>,
+    /// Write-behind stores only.
+    log_writer: Option<crate::log_writer::LogWriterThread>,
     report: OpenReport,
 }
 
@@ -924,7 +953,15 @@ impl Store {
         let gc = opts
             .background_gc
             .then(|| crate::gc::GcThread::start(inner.clone()));
-        Ok(Store { inner, gc, report })
+        let log_writer = opts
+            .write_behind
+            .then(|| crate::log_writer::LogWriterThread::start(inner.clone()));
+        Ok(Store {
+            inner,
+            gc,
+            log_writer,
+            report,
+        })
     }
 
     /// Longest value `put` accepts (`Options::value_bytes_max`, capped at a
@@ -1160,12 +1197,14 @@ impl Store {
         crate::stats::collect(&self.inner)
     }
 
-    /// Flushes the devices' volatile caches now. With `sync` off, every
-    /// write acknowledged before the call is then on the device (the
-    /// background thread does this every `flush_interval_ms`). If the
-    /// flush fails, the store accepts no more writes (a failed flush is
-    /// never retried as if it had succeeded); reads go on.
+    /// Writes out what write-behind puts left in the write buffer, then
+    /// flushes the devices' volatile caches. With `sync` off, every write
+    /// acknowledged before the call is then on the device (the background
+    /// threads do this every 500 µs and `flush_interval_ms`). If the flush
+    /// fails, the store accepts no more writes (a failed flush is never
+    /// retried as if it had succeeded); reads go on.
     pub fn flush(&self) -> Result<()> {
+        self.inner.writer.sync_all()?;
         self.inner.writer.flush_devices()
     }
 
@@ -1181,6 +1220,7 @@ impl Store {
         if let Some(gc) = self.gc.take() {
             gc.stop();
         }
+        drop(self.log_writer.take());
         self.inner.writer.sync_all()?;
         self.inner.writer.seal();
         crate::checkpoint::write(&self.inner)
@@ -1192,5 +1232,7 @@ impl Drop for Store {
         if let Some(gc) = self.gc.take() {
             gc.stop();
         }
+        // Writes out what write-behind puts left buffered.
+        drop(self.log_writer.take());
     }
 }

@@ -24,7 +24,7 @@ use nvdepot_index::Location;
 use crate::aio::Mode;
 use crate::error::Result;
 use crate::namespace::Namespace;
-use crate::read::{read_record_in, Fetched, Record, Span};
+use crate::read::{Fetched, Record, Span};
 use crate::store::{Existing, Inner, KeyAt};
 use crate::writer::Appender;
 
@@ -121,7 +121,7 @@ impl Inner {
         cands.clear();
         if let Some(e) = self.loc_cache.get(self.stripe_of(at.h), at.h, at.h2) {
             if self.still_indexed(at.fp, e.loc) {
-                match read_record_in(mode, &self.layout, e.loc, Span::Whole).await? {
+                match self.read_at(mode, e.loc, Span::Whole).await? {
                     Fetched::Record(r) if self.holds(&r, at.physical, key) => {
                         return Ok(Some((e, r)));
                     }

@@ -12,7 +12,8 @@
 //! Buffers always end on the device alignment (a pad record fills the gap)
 //! so no block is ever written twice.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,11 @@ use crate::segments::{SegState, Segments};
 
 /// Size of a write buffer (a record larger than this gets its own).
 const BUFFER_BYTES: usize = 1 << 20;
+
+/// Write-behind puts wait for their write instead once this many bytes of
+/// acknowledged records are not yet written (bounds their DRAM copies and
+/// what a crash can lose).
+const UNWRITTEN_BYTES_MAX: usize = 32 << 20;
 
 /// Free segments kept back for garbage collection to relocate into.
 pub(crate) const GC_RESERVE_SEGMENTS: usize = 2;
@@ -74,6 +80,30 @@ pub(crate) struct Appended {
     pub grains: u64,
     /// Log position to wait for with [`Writer::wait_durable`].
     pub lsn: u64,
+    _in_flight: InFlight,
+}
+
+/// Where a write-behind put's record went.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placed {
+    pub pba: u64,
+    pub grains: u64,
+}
+
+/// Records acknowledged before their device write (write-behind), kept
+/// readable by grain address until the batch holding them is written.
+/// Each keeps its segment's in-flight count up meanwhile, so GC and
+/// eviction leave the segment alone.
+#[derive(Default)]
+struct Unwritten {
+    by_pba: HashMap<u64, Buffered>,
+    /// (log position, grain address) in append order.
+    order: VecDeque<(u64, u64)>,
+    bytes: usize,
+}
+
+struct Buffered {
+    record: Box<[u8]>,
     _in_flight: InFlight,
 }
 
@@ -152,6 +182,10 @@ pub(crate) struct Writer {
     seq: Arc<AtomicU64>,
     state: Mutex<State>,
     done: Condvar,
+    /// Write-behind records not yet written (lock order: after `state`).
+    unwritten: Mutex<Unwritten>,
+    /// `unwritten.order.len()`, read without the lock on every read.
+    unwritten_records: AtomicUsize,
     pub stats: WriterStats,
 }
 
@@ -183,6 +217,8 @@ impl Writer {
                 wakers: Vec::new(),
             }),
             done: Condvar::new(),
+            unwritten: Mutex::new(Unwritten::default()),
+            unwritten_records: AtomicUsize::new(0),
             stats: WriterStats::default(),
         }
     }
@@ -228,6 +264,123 @@ impl Writer {
             }
         }
         Ok(Some(self.copy_in(&mut st, rec, len)))
+    }
+
+    /// Appends a write-behind record (as [`Writer::try_append`]) and keeps
+    /// a copy readable through [`Writer::unwritten_record`] until it is
+    /// written. `Ok(None)`: no segment is free; `Err` also when too much
+    /// is buffered already (the caller then appends and waits instead).
+    pub fn try_append_buffered(
+        &self,
+        rec: &RecordParts<'_>,
+        who: Appender,
+    ) -> Result<Option<Placed>> {
+        let len = format::record_bytes(
+            rec.key.len(),
+            rec.value.len(),
+            self.layout.grain_bytes as usize,
+        );
+        let Some(app) = self.try_append_then(rec, who, |st| {
+            let active = st.active.as_ref().expect("the record's buffer");
+            active.buf[active.len - len..active.len].into()
+        })?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(app))
+    }
+
+    /// [`Writer::try_append`], then (under the same lock, so no leader can
+    /// take the buffer first) `copy` of the record's bytes into the
+    /// unwritten map.
+    fn try_append_then(
+        &self,
+        rec: &RecordParts<'_>,
+        who: Appender,
+        copy: impl FnOnce(&State) -> Box<[u8]>,
+    ) -> Result<Option<Placed>> {
+        let len = format::record_bytes(
+            rec.key.len(),
+            rec.value.len(),
+            self.layout.grain_bytes as usize,
+        );
+        let mut st = self.state.lock();
+        if let Some(why) = &st.failed {
+            return Err(Error::Unusable(why.clone()));
+        }
+        let fits = st
+            .open
+            .as_ref()
+            .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
+        if !fits {
+            match self.segments.take_free(who.reserve()) {
+                Some(id) => self.switch_segment(&mut st, id),
+                None => return Ok(None),
+            }
+        }
+        let app = self.copy_in(&mut st, rec, len);
+        let record = copy(&st);
+        let placed = Placed {
+            pba: app.pba,
+            grains: app.grains,
+        };
+        let mut u = self.unwritten.lock();
+        u.bytes += record.len();
+        u.order.push_back((app.lsn, app.pba));
+        u.by_pba.insert(
+            app.pba,
+            Buffered {
+                record,
+                _in_flight: app._in_flight,
+            },
+        );
+        self.unwritten_records
+            .store(u.order.len(), Ordering::Release);
+        Ok(Some(placed))
+    }
+
+    /// Whether write-behind puts should wait instead (too much buffered).
+    pub fn unwritten_over_budget(&self) -> bool {
+        self.unwritten_records.load(Ordering::Acquire) > 0
+            && self.unwritten.lock().bytes >= UNWRITTEN_BYTES_MAX
+    }
+
+    /// Whether any write-behind record still waits for its write.
+    pub fn has_unwritten(&self) -> bool {
+        self.unwritten_records.load(Ordering::Acquire) > 0
+    }
+
+    /// The bytes of the write-behind record at `pba`, if it is not written
+    /// yet (the device does not hold it).
+    pub fn unwritten_record(&self, pba: u64) -> Option<Vec<u8>> {
+        if self.unwritten_records.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.unwritten
+            .lock()
+            .by_pba
+            .get(&pba)
+            .map(|b| b.record.to_vec())
+    }
+
+    /// Forgets the write-behind records up to log position `lsn`, now
+    /// written.
+    fn release_unwritten(&self, lsn: u64) {
+        if self.unwritten_records.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut u = self.unwritten.lock();
+        while let Some(&(at, pba)) = u.order.front() {
+            if at > lsn {
+                break;
+            }
+            u.order.pop_front();
+            if let Some(b) = u.by_pba.remove(&pba) {
+                u.bytes -= b.record.len();
+            }
+        }
+        self.unwritten_records
+            .store(u.order.len(), Ordering::Release);
     }
 
     /// Waits until a segment is free to `who`, or fails with `StoreFull`
@@ -462,6 +615,11 @@ impl Writer {
                 Err(e) => st.failed = Some(format!("log write failed: {e}")),
             }
             drop(st);
+            if result.is_ok() {
+                // Only now that the device holds them: a reader that misses
+                // them here reads them there.
+                self.release_unwritten(target);
+            }
             self.done.notify_all();
             for w in wakers {
                 w.wake();

@@ -109,6 +109,33 @@ pub struct MemcacheArgs {
     /// 127.0.0.1:9150). Default: off.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// When a write is acknowledged: `buffered` (in the DRAM write buffer;
+    /// written within about a millisecond: a kill -9 or a power loss loses
+    /// that last millisecond), `written` (its O_DIRECT write completed: a
+    /// kill -9 loses nothing acknowledged, a power loss the last 100 ms the
+    /// device cache held), `flushed` (the device cache was flushed:
+    /// nothing acknowledged is lost).
+    #[arg(long, value_name = "WHEN", default_value = "written", value_parser = parse_ack)]
+    ack: Ack,
+}
+
+/// `--ack`: when a write is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ack {
+    Buffered,
+    Written,
+    Flushed,
+}
+
+fn parse_ack(text: &str) -> Result<Ack, String> {
+    match text {
+        "buffered" => Ok(Ack::Buffered),
+        "written" => Ok(Ack::Written),
+        "flushed" => Ok(Ack::Flushed),
+        _ => Err(format!(
+            "unknown --ack {text:?}: use buffered, written or flushed"
+        )),
+    }
 }
 
 fn parse_eviction(text: &str) -> Result<Eviction, String> {
@@ -168,13 +195,18 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     eprintln!(
         "nvdepot memcache listening on {} (data {}, size {}, memory {} MB, \
-         item max {}, connections max {})",
+         item max {}, connections max {}, writes acknowledged {})",
         addrs.join(","),
         args.data.display(),
         human(args.size),
         args.memory_limit,
         human(args.max_item_size),
-        args.conn_limit
+        args.conn_limit,
+        match args.ack {
+            Ack::Buffered => "buffered",
+            Ack::Written => "written",
+            Ack::Flushed => "flushed",
+        }
     );
     let stats = Arc::new(ServerStats::default());
     let metrics = match &args.metrics {
@@ -226,6 +258,8 @@ fn open_storage(args: &MemcacheArgs) -> Result<MemcacheStorage, BoxError> {
         opts = opts.segment_bytes(bytes);
     }
     opts.eviction = args.eviction;
+    opts.sync = args.ack == Ack::Flushed;
+    opts.write_behind = args.ack == Ack::Buffered;
     let cache = CacheStore::open(&args.data, opts, args.memory_limit << 20)?;
     let holds = cache.item_bytes_max() as u64;
     if args.max_item_size > holds {
