@@ -23,8 +23,23 @@
 #        data set's size on the same disk.
 #   rss  memcached -m 2048, nvdepot -m 1024 and nvdepot -m 0 get the same
 #        1 M items (QUICK: 200 k); (VmRSS after - VmRSS after start) / items.
-# Output: a table, then last `ratio vs_memcached=... vs_extstore=...
-# vs_device=...`; bench/results/memcache-vs-memcached[-quick].{json,md,png}.
+# Output: a table, then last
+#   ratio vs_memcached=A vs_extstore=B vs_device=C cpu_per_req_vs_memcached=D
+# and bench/results/memcache-vs-memcached[-quick].{json,md,png}, where
+#   A  hot: the LOWEST nvdepot ops/s / memcached ops/s (medians of the
+#      repetitions) over every measured concurrency (the JSON's
+#      vs_memcached_concurrency names it);
+#   B  big: nvdepot GET hits/s / GET hits/s of the memcached + extstore
+#      variant with the most GET hits/s (vs_extstore_reference), medians,
+#      both at concurrency 64 (hits/s = hits / seconds of the run phase);
+#   C  big: nvdepot GETs/s at concurrency 64 / fio 4k randread IOPS at QD 64;
+#   D  hot: the HIGHEST nvdepot / memcached server CPU time per request
+#      over the measured concurrencies: (utime + stime of the server
+#      process, all its threads, from /proc/PID/stat, read just before and
+#      just after each memaslap run; WORK/cpu.tsv) / that run's ops (median
+#      of the repetitions).
+# The JSON's ratios also hold latency_vs_memcached: the HIGHEST nvdepot /
+# memcached memaslap average latency over the hot concurrencies.
 #
 # Environment (defaults in brackets):
 #   QUICK [0]           1: the short run
@@ -196,6 +211,24 @@ start_extstore() {
 }
 
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$WORK/runs.tsv"; }
+CLK_TCK=$(getconf CLK_TCK)
+# cpu_ticks PID: utime + stime (fields 14 and 15 of /proc/PID/stat, every
+# thread of the process) in clock ticks; empty if the process is gone. The
+# fields are counted after the ")" that ends field 2 (comm may hold spaces).
+cpu_ticks() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat   # $1 is field 3 (state): utime is $12, stime $13
+  echo $(( ${12} + ${13} ))
+}
+# record_cpu SCENARIO SERVER CONCURRENCY REP TICKS_BEFORE TICKS_AFTER -> cpu.tsv
+record_cpu() {
+  [ -n "$5" ] && [ -n "$6" ] || return 0
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" \
+    "$(awk -v t=$(( $6 - $5 )) -v hz="$CLK_TCK" 'BEGIN {printf "%.3f", t / hz}')" >>"$WORK/cpu.tsv"
+}
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 # bench_client ARGS...: nvdepot bench memcache, bounded in time.
@@ -216,10 +249,12 @@ bench_client() {
   printf 'load_average_at_start\t%s (other work on the machine adds noise)\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
   printf 'seconds_per_point\t%s\n' "$SECS"
   printf 'repetitions\t%s\n' "$REPS"
+  printf 'clk_tck\t%s (server CPU time resolution: 1/%s s)\n' "$CLK_TCK" "$CLK_TCK"
   printf 'hot\tconcurrency %s; memcached -m 1024; nvdepot -m 1024 --size 4G\n' "${HOT_CONCS[*]}"
   printf 'big\tbudget %s MiB, %s items x %s B, concurrency %s\n' "$BUDGET_MB" "$ITEMS" "$VALUE" "${BIG_CONCS[*]}"
 } >"$WORK/meta.tsv"
 : >"$WORK/runs.tsv"
+: >"$WORK/cpu.tsv"
 started=$(date +%s)
 
 # ---- hot ------------------------------------------------------------------
@@ -230,14 +265,19 @@ if ! skipped hot; then
   mc_pid=$SERVER_PID
   start_nvdepot nvdepot-hot "${HOT_PORT[nvdepot]}" 1024 4G || die "nvdepot did not start"
   nv_pid=$SERVER_PID
+  declare -A HOT_PID=([memcached]=$mc_pid [nvdepot]=$nv_pid)
   for rep in $(seq 1 "$REPS"); do
     for c in "${HOT_CONCS[@]}"; do
       for server in memcached nvdepot; do
         out=$LOGS/hot-$server-c$c-r$rep.log
+        # The server's CPU time (utime + stime) around the memaslap run.
+        cpu_before=$(cpu_ticks "${HOT_PID[$server]}")
         if LOG=$out "$HARNESS/memaslap.sh" 127.0.0.1 "${HOT_PORT[$server]}" "$SECS" "$c" \
             >"$out.result" 2>"$out.err"; then
+          cpu_after=$(cpu_ticks "${HOT_PID[$server]}")
           log "hot $server c=$c rep $rep: $(tail -1 "$out.result" | cut -d' ' -f2-3)"
           record hot "$server" "$c" "$rep" memaslap "$out"
+          record_cpu hot "$server" "$c" "$rep" "$cpu_before" "$cpu_after"
         else
           log "hot $server c=$c rep $rep failed: $(tail -1 "$out.err")"
           record hot "$server" "$c" "$rep" failed "memaslap failed, see $out.err"

@@ -4,17 +4,33 @@
 usage: memcache_summary.py WORKDIR PREFIX
 
 Reads WORKDIR/runs.tsv (scenario server concurrency rep kind path),
-WORKDIR/rss.tsv, WORKDIR/memcg.tsv and WORKDIR/meta.tsv; writes PREFIX.json
-and PREFIX.md, WORKDIR/plot-SERVER.dat for gnuplot, and prints the table
-with the `ratio ...` line last.
+WORKDIR/cpu.tsv (scenario server concurrency rep cpu_seconds: the server's
+utime + stime over one memaslap run), WORKDIR/rss.tsv, WORKDIR/memcg.tsv and
+WORKDIR/meta.tsv; writes PREFIX.json and PREFIX.md, WORKDIR/plot-SERVER.dat
+for gnuplot, and prints the table with the ratio line last:
+
+  ratio vs_memcached=A vs_extstore=B vs_device=C cpu_per_req_vs_memcached=D
+
+  A  hot: the LOWEST nvdepot / memcached ops/s (medians of the repetitions)
+     over every concurrency both were measured at.
+  B  big: nvdepot GET hits/s / GET hits/s of the memcached + extstore variant
+     with the most GET hits/s, medians, at the same concurrency (64).
+  C  big: nvdepot GETs/s at 64 / fio 4k randread IOPS at QD 64.
+  D  hot: the HIGHEST nvdepot / memcached server CPU us per request over the
+     hot concurrencies (per point: cpu_seconds * 1e6 / memaslap's ops; the
+     median of the repetitions).
+The JSON's `ratios` also has latency_vs_memcached: the HIGHEST nvdepot /
+memcached memaslap average latency (avg_us) over the hot concurrencies, and
+the concurrency that gave each extreme.
 
 Numbers per kind of measurement:
   memaslap  ops/s and average latency from memaslap.sh's result line; p50/p99
             from memcaslap's log2 latency histogram ("Total Statistics"), so
             they are bucket upper bounds (powers of two, in us); hit ratio =
-            1 - get_misses / cmd_get.
+            1 - get_misses / cmd_get; ops = the result line's `ops=` (total
+            requests of the run; ops/s x seconds_per_point when missing).
   bench     `nvdepot bench memcache --json`: ops/s, GET p50/p99 (HDR), hit
-            ratio = get hits / gets.
+            ratio = get hits / gets, GET hits/s = hits / seconds of the run.
   fio       fio_4k.sh's last line (IOPS, p50/p99 completion latency).
 """
 import json
@@ -29,6 +45,11 @@ def read_tsv(path):
         return []
     with open(path) as f:
         return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def memaslap_point(log):
@@ -64,8 +85,12 @@ def memaslap_point(log):
     hit = None
     if gets and int(gets.group(1)) > 0:
         hit = 1 - misses / int(gets.group(1))
+    total = fields.get("ops")
+    run_time = fields.get("run_time", "").rstrip("s")
     return {
         "ops_per_sec": ops,
+        "ops": int(total) if total and total.isdigit() else None,
+        "run_seconds": float(run_time) if re.fullmatch(r"[0-9.]+", run_time) else None,
         "avg_us": float(fields.get("avg_latency_us", "nan")),
         "p50_us": p50,
         "p99_us": p99,
@@ -87,6 +112,8 @@ def bench_point(path):
         "set_p99_us": run["set"]["p99_us"],
         "hit_ratio": run["hit_ratio"],
         "gets_per_sec": run["gets"] / run["seconds"] if run["seconds"] else 0,
+        "hits_per_sec": (run["hits"] if "hits" in run else run["gets"] * run["hit_ratio"])
+        / run["seconds"] if run["seconds"] else 0,
         "mismatches": run["mismatches"],
         "verified": run["verified"],
         "errors": run["errors"],
@@ -101,6 +128,17 @@ def main():
     points = {}  # (scenario, server, conc) -> [point]
     preloads, fio, failures = [], None, []
     held = {server: (items, ev) for server, items, ev in read_tsv(os.path.join(work, "items.tsv"))}
+    # (scenario, server, conc, rep) -> the server's CPU seconds over that run
+    cpu = {}
+    for scenario, server, conc, rep, secs, *_ in read_tsv(os.path.join(work, "cpu.tsv")):
+        try:
+            cpu[(scenario, server, int(conc), int(rep))] = float(secs)
+        except ValueError:
+            pass
+    try:
+        seconds_per_point = float(meta.get("seconds_per_point", "").split()[0])
+    except (ValueError, IndexError):
+        seconds_per_point = None
     for scenario, server, conc, rep, kind, path in read_tsv(os.path.join(work, "runs.tsv")):
         try:
             if kind == "memaslap":
@@ -134,6 +172,12 @@ def main():
                              "what": f"unreadable result {path}: {e}"})
             continue
         p["rep"] = int(rep)
+        p["cpu_seconds"] = cpu.get((scenario, server, int(conc), int(rep)))
+        # Requests of the run: memaslap's own count, else ops/s x seconds.
+        requests = p.get("ops") or (p["ops_per_sec"] * seconds_per_point
+                                    if seconds_per_point else None)
+        p["cpu_us_per_req"] = (p["cpu_seconds"] * 1e6 / requests
+                               if p["cpu_seconds"] is not None and requests else None)
         points.setdefault((scenario, server, int(conc)), []).append(p)
 
     rows = []
@@ -150,6 +194,9 @@ def main():
             "p50_us": mid.get("p50_us"), "p99_us": mid.get("p99_us"),
             "hit_ratio": mid.get("hit_ratio"), "latency_kind": mid["latency_kind"],
             "gets_per_sec_median": statistics.median(r.get("gets_per_sec", 0) for r in runs),
+            "hits_per_sec_median": (statistics.median(r["hits_per_sec"] for r in runs)
+                                    if all("hits_per_sec" in r for r in runs) else None),
+            "cpu_us_per_req": median_or_none(r.get("cpu_us_per_req") for r in runs),
             "mismatches": sum(r.get("mismatches", 0) for r in runs),
             "errors": sum(r.get("errors", 0) for r in runs),
             "runs": runs,
@@ -164,20 +211,50 @@ def main():
     def ratio(a, b):
         return a / b if a is not None and b else None
 
-    hot_concs = sorted({r["concurrency"] for r in rows if r["scenario"] == "hot"})
-    top = hot_concs[-1] if hot_concs else None
-    nv_hot, mc_hot = row("hot", "nvdepot", top), row("hot", "memcached", top)
-    nv_big = row("big", "nvdepot", 64)
-    # The stronger extstore variant at 64 is the reference.
-    exts = [r for r in (row("big", "extstore", 64), row("big", "extstore-io8", 64)) if r]
-    ext_big = max(exts, key=lambda r: r["ops_median"]) if exts else None
+    def extreme(key, pick):
+        """Over the hot concurrencies with both servers: (ratio, concurrency)
+        of nvdepot[key] / memcached[key] chosen by pick (min or max), plus
+        every concurrency's ratio."""
+        per = {}
+        for c in sorted({r["concurrency"] for r in rows if r["scenario"] == "hot"}):
+            nv, mc = row("hot", "nvdepot", c), row("hot", "memcached", c)
+            x = ratio(nv and nv[key], mc and mc[key])
+            if x is not None:
+                per[c] = x
+        if not per:
+            return None, None, per
+        c = pick(per, key=per.get)
+        return per[c], c, per
+
+    vs_mc, vs_mc_c, vs_mc_all = extreme("ops_median", min)
+    lat, lat_c, lat_all = extreme("avg_us", max)
+    cpu_r, cpu_c, cpu_all = extreme("cpu_us_per_req", max)
+    # big: at 64 (both QUICK and full runs measure it), else the lowest
+    # concurrency nvdepot was measured at.
+    big_concs = sorted(r["concurrency"] for r in rows
+                       if r["scenario"] == "big" and r["server"] == "nvdepot")
+    big_c = 64 if 64 in big_concs or not big_concs else big_concs[0]
+    nv_big = row("big", "nvdepot", big_c)
+    # The extstore variant with the most GET hits/s at big_c is the reference.
+    exts = [r for r in (row("big", "extstore", big_c), row("big", "extstore-io8", big_c))
+            if r and r["hits_per_sec_median"] is not None]
+    ext_big = max(exts, key=lambda r: r["hits_per_sec_median"]) if exts else None
     ratios = {
-        "vs_memcached": ratio(nv_hot and nv_hot["ops_median"], mc_hot and mc_hot["ops_median"]),
-        "vs_memcached_concurrency": top,
-        "vs_extstore": ratio(nv_big and nv_big["ops_median"], ext_big and ext_big["ops_median"]),
+        "vs_memcached": vs_mc,
+        "vs_memcached_concurrency": vs_mc_c,
+        "vs_memcached_by_concurrency": vs_mc_all,
+        "latency_vs_memcached": lat,
+        "latency_vs_memcached_concurrency": lat_c,
+        "latency_vs_memcached_by_concurrency": lat_all,
+        "cpu_per_req_vs_memcached": cpu_r,
+        "cpu_per_req_vs_memcached_concurrency": cpu_c,
+        "cpu_per_req_vs_memcached_by_concurrency": cpu_all,
+        "vs_extstore": ratio(nv_big and nv_big["hits_per_sec_median"],
+                             ext_big and ext_big["hits_per_sec_median"]),
         "vs_extstore_reference": ext_big and ext_big["server"],
+        "vs_extstore_metric": "GET hits/s",
         "vs_device": ratio(nv_big and nv_big["gets_per_sec_median"], fio and fio["iops"]),
-        "big_concurrency": 64,
+        "big_concurrency": big_c,
     }
 
     rss = []
@@ -194,22 +271,30 @@ def main():
 
     lines = []
     lines.append(f"| server | scenario | concurrency | ops/s median (min-max, n) | p50 us | p99 us "
-                 f"| avg us | hit ratio |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+                 f"| avg us | hit ratio | GET hits/s | server CPU us/req |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         bound = "<" if r["latency_kind"].startswith("all ops") else ""
+        big = r["scenario"] == "big"
         lines.append(
             f"| {r['server']} | {r['scenario']} | {r['concurrency']} | {f(r['ops_median'])} "
             f"({f(r['ops_min'])}-{f(r['ops_max'])}, {r['repetitions']}) | "
             f"{bound}{f(r['p50_us'])} | {bound}{f(r['p99_us'])} | {f(r['avg_us'])} | "
-            f"{f(r['hit_ratio'], '{:.3f}')} |")
+            f"{f(r['hit_ratio'], '{:.3f}')} | "
+            f"{f(r['hits_per_sec_median'] if big else None)} | "
+            f"{f(None if big else r['cpu_us_per_req'], '{:.2f}')} |")
     if fio:
         lines.append(f"| fio {fio['engine']} 4k randread | big | qd {fio['qd']} | "
-                     f"{f(fio['iops'])} IOPS | {f(fio['p50_us'])} | {f(fio['p99_us'])} | - | - |")
+                     f"{f(fio['iops'])} IOPS | {f(fio['p50_us'])} | {f(fio['p99_us'])} | - | - "
+                     f"| - | - |")
     out = ["## Throughput and latency", "",
            "hot: memaslap.sh (90 % get / 10 % set, 1 KiB, its own small key window); latencies "
-           "are memcaslap's log2 buckets (upper bounds, all ops). big: `nvdepot bench memcache` "
-           "(uniform 9:1 over every preloaded key); latencies are GET percentiles (HDR).", ""]
+           "are memcaslap's log2 buckets (upper bounds, all ops); server CPU us/req = the server "
+           "process's utime + stime (all threads, /proc/PID/stat) over the memaslap run / the "
+           "run's requests, median of the repetitions. big: `nvdepot bench memcache` "
+           "(uniform 9:1 over every preloaded key); latencies are GET percentiles (HDR); "
+           "GET hits/s = gets answered with a value per second (gets/s x hit ratio), median "
+           "of the repetitions.", ""]
     out += lines
     if preloads:
         out += ["", "## Preload (big scenario)", "",
@@ -247,15 +332,36 @@ def main():
         return "n/a" if x is None else f"{x:.2f}"
 
     ratio_line = (f"ratio vs_memcached={rf(ratios['vs_memcached'])} "
-                  f"vs_extstore={rf(ratios['vs_extstore'])} vs_device={rf(ratios['vs_device'])}")
+                  f"vs_extstore={rf(ratios['vs_extstore'])} vs_device={rf(ratios['vs_device'])} "
+                  f"cpu_per_req_vs_memcached={rf(ratios['cpu_per_req_vs_memcached'])}")
     out += ["", "```", ratio_line, "```", ""]
     header = ["# memcache vs memcached: " + ("QUICK run" if meta.get("quick") == "1" else "full run"),
               "", "Generated by bench/memcache-vs-memcached.sh (see README.md here for what each "
               "number means).", ""]
     header += [f"- {k}: {v}" for k, v in meta.items()]
-    header += ["", f"vs_memcached: hot nvdepot/memcached ops/s at concurrency {top}; vs_extstore: "
-               f"big nvdepot/{ratios['vs_extstore_reference']} ops/s at 64 (the faster extstore "
-               "variant); vs_device: big nvdepot GET/s at 64 / fio 4k randread IOPS at QD 64.", ""]
+
+    def at(c):
+        return "" if c is None else f" (at concurrency {c})"
+
+    def each(per):
+        return ", ".join(f"{c}: {x:.2f}" for c, x in per.items()) or "n/a"
+
+    header += [
+        "", "What the ratios mean:", "",
+        f"- vs_memcached = {rf(ratios['vs_memcached'])}{at(vs_mc_c)}: the LOWEST, over the hot "
+        f"concurrencies, of nvdepot median ops/s / memcached median ops/s (each: {each(vs_mc_all)}).",
+        f"- latency_vs_memcached = {rf(lat)}{at(lat_c)}: the HIGHEST, over the hot "
+        f"concurrencies, of nvdepot / memcached memaslap average latency (avg us; "
+        f"each: {each(lat_all)}). In the JSON, not in the ratio line.",
+        f"- cpu_per_req_vs_memcached = {rf(cpu_r)}{at(cpu_c)}: the HIGHEST, over the hot "
+        f"concurrencies, of nvdepot / memcached server CPU us per request (utime + stime of the "
+        f"server process over a memaslap run / its requests, median of the repetitions; "
+        f"each: {each(cpu_all)}).",
+        f"- vs_extstore = {rf(ratios['vs_extstore'])}: big nvdepot GET hits/s / GET hits/s of "
+        f"{ratios['vs_extstore_reference'] or 'n/a'} (the memcached + extstore variant with the "
+        f"most GET hits/s), medians, both at concurrency {big_c}.",
+        f"- vs_device = {rf(ratios['vs_device'])}: big nvdepot GETs/s at concurrency {big_c} / "
+        f"fio 4k randread IOPS at QD 64.", ""]
     with open(prefix + ".md", "w") as fh:
         fh.write("\n".join(header + out))
     doc = {"meta": meta, "rows": rows, "preload": preloads, "fio": fio, "rss": rss,

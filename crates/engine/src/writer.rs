@@ -186,6 +186,9 @@ pub(crate) struct Writer {
     unwritten: Mutex<Unwritten>,
     /// `unwritten.order.len()`, read without the lock on every read.
     unwritten_records: AtomicUsize,
+    /// The log-writer thread, woken when the first record is buffered
+    /// after it has written everything (it sleeps while nothing is).
+    log_writer: std::sync::OnceLock<std::thread::Thread>,
     pub stats: WriterStats,
 }
 
@@ -219,6 +222,7 @@ impl Writer {
             done: Condvar::new(),
             unwritten: Mutex::new(Unwritten::default()),
             unwritten_records: AtomicUsize::new(0),
+            log_writer: std::sync::OnceLock::new(),
             stats: WriterStats::default(),
         }
     }
@@ -336,7 +340,20 @@ impl Writer {
         );
         self.unwritten_records
             .store(u.order.len(), Ordering::Release);
+        let first = u.order.len() == 1;
+        drop(u);
+        drop(st);
+        if first {
+            if let Some(t) = self.log_writer.get() {
+                t.unpark();
+            }
+        }
         Ok(Some(placed))
+    }
+
+    /// Registers the thread that writes write-behind records out.
+    pub fn set_log_writer(&self, thread: std::thread::Thread) {
+        let _ = self.log_writer.set(thread);
     }
 
     /// Whether write-behind puts should wait instead (too much buffered).
