@@ -33,7 +33,10 @@ pub(crate) use nvdepot_io::uring::run_ready as now;
 /// rerun over the async paths: `NVDEPOT_BACKEND=uring cargo test`).
 pub(crate) fn drive<F: Future>(op: impl FnOnce(Mode) -> F) -> F::Output {
     if ring_backend() && !uring::in_runtime() {
-        if let Some(out) = RING.with(|rt| rt.as_ref().map(|rt| rt.block_on(op(Mode::Ring)))) {
+        DRIVING.with(|d| d.set(true));
+        let out = RING.with(|rt| rt.as_ref().map(|rt| rt.block_on(op(Mode::Ring))));
+        DRIVING.with(|d| d.set(false));
+        if let Some(out) = out {
             return out;
         }
         unreachable!("NVDEPOT_BACKEND=uring but io_uring is unavailable");
@@ -53,6 +56,16 @@ fn ring_backend() -> bool {
 
 thread_local! {
     static RING: Option<uring::Runtime> = uring::Runtime::new().ok();
+    /// Inside [`drive`]: the thread's runtime runs only until this one
+    /// operation ends, so it must not be left a task to finish later.
+    static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a task spawned now on this thread's runtime will keep being
+/// run: on a runtime that serves (a server worker), not one that
+/// [`drive`] runs for one blocking call.
+pub(crate) fn runtime_keeps_running() -> bool {
+    uring::in_runtime() && !DRIVING.with(|d| d.get())
 }
 
 pub(crate) async fn read(

@@ -1,7 +1,9 @@
 //! The log-writer thread of write-behind stores ([`Options::write_behind`]):
-//! puts are acknowledged from the write buffer, and this thread writes the
-//! buffers out [`INTERVAL`] after the first of them was buffered, leading a
-//! group commit as any waiting writer would. Deletes and updates still wait
+//! puts are acknowledged from the write buffer. A put made on an io_uring
+//! runtime has a task on that ring write the buffers out
+//! (`Writer::write_behind`); for the others this thread writes them
+//! [`INTERVAL`] after the first of them was buffered, leading a group
+//! commit as any waiting writer would (and it looks every 100 ms anyway). Deletes and updates still wait
 //! for their own write, which writes out every buffered put before them.
 //!
 //! Why a wake only for the first buffered record, and then a fixed delay:

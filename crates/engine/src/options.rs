@@ -49,9 +49,10 @@ pub struct Options {
     /// tmpfs that refuse it; never for production). Default: false.
     pub buffered_io: bool,
     /// Write-behind: acknowledge a put once its record is in the DRAM write
-    /// buffer and the index points to it, before the device write; a
-    /// log-writer thread writes the buffers out every 500 µs, and reads of
-    /// a record not yet written are served from its buffered copy. A
+    /// buffer and the index points to it, before the device write, which
+    /// starts in the same loop turn on an io_uring worker (else within
+    /// 500 µs, from a log-writer thread); reads of a record not yet
+    /// written are served from its buffered copy. A
     /// process crash (`kill -9`) or a power loss loses the puts of the last
     /// write (about a millisecond); deletes and updates still wait for
     /// their write (and so write out every put before them). Falls back to

@@ -122,7 +122,7 @@ pub(crate) struct Inner {
     pub layout: Arc<Layout>,
     pub segments: Arc<Segments>,
     pub index: Index,
-    pub writer: Writer,
+    pub writer: Arc<Writer>,
     pub seq: Arc<AtomicU64>,
     pub namespaces: Namespaces,
     pub(crate) stripes: Stripes,
@@ -165,13 +165,13 @@ impl Inner {
         uuid: u128,
     ) -> Inner {
         let loc_cache = LocationCache::new(opts.location_cache_entries, STRIPES);
-        let writer = Writer::new(
+        let writer = Arc::new(Writer::new(
             layout.clone(),
             segments.clone(),
             uuid,
             opts.sync,
             seq.clone(),
-        );
+        ));
         Inner {
             layout,
             segments,
@@ -468,10 +468,12 @@ impl Inner {
             // Acknowledged from the write buffer: the index points to the
             // record now, reads find its buffered copy until the log
             // writer has written it.
-            let Some(placed) = self.writer.try_append_buffered(&parts, Appender::Put)? else {
+            let Some((placed, first)) = self.writer.try_append_buffered(&parts, Appender::Put)?
+            else {
                 return Ok(None);
             };
             self.linked_put(at, placed, version, existing, cands, count)?;
+            self.writer.write_behind(mode, first);
             return Ok(Some(version));
         }
         let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {

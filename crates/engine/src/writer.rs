@@ -13,7 +13,7 @@
 //! so no block is ever written twice.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +81,16 @@ pub(crate) struct Appended {
     /// Log position to wait for with [`Writer::wait_durable`].
     pub lsn: u64,
     _in_flight: InFlight,
+}
+
+/// A scheduled write-behind task's hold on the writer: if the task is
+/// dropped unrun (its runtime ended), the next put schedules another.
+struct Scheduled(Arc<Writer>);
+
+impl Drop for Scheduled {
+    fn drop(&mut self) {
+        self.0.ring_write_scheduled.store(false, Ordering::Release);
+    }
 }
 
 /// Where a write-behind put's record went.
@@ -189,6 +199,8 @@ pub(crate) struct Writer {
     /// The log-writer thread, woken when the first record is buffered
     /// after it has written everything (it sleeps while nothing is).
     log_writer: std::sync::OnceLock<std::thread::Thread>,
+    /// A ring task is about to lead a write of the buffered records.
+    ring_write_scheduled: AtomicBool,
     pub stats: WriterStats,
 }
 
@@ -223,6 +235,7 @@ impl Writer {
             unwritten: Mutex::new(Unwritten::default()),
             unwritten_records: AtomicUsize::new(0),
             log_writer: std::sync::OnceLock::new(),
+            ring_write_scheduled: AtomicBool::new(false),
             stats: WriterStats::default(),
         }
     }
@@ -274,11 +287,13 @@ impl Writer {
     /// a copy readable through [`Writer::unwritten_record`] until it is
     /// written. `Ok(None)`: no segment is free; `Err` also when too much
     /// is buffered already (the caller then appends and waits instead).
+    /// Also says whether it is the first record buffered since the last
+    /// write (see [`Writer::write_behind`]).
     pub fn try_append_buffered(
         &self,
         rec: &RecordParts<'_>,
         who: Appender,
-    ) -> Result<Option<Placed>> {
+    ) -> Result<Option<(Placed, bool)>> {
         let len = format::record_bytes(
             rec.key.len(),
             rec.value.len(),
@@ -302,7 +317,7 @@ impl Writer {
         rec: &RecordParts<'_>,
         who: Appender,
         copy: impl FnOnce(&State) -> Box<[u8]>,
-    ) -> Result<Option<Placed>> {
+    ) -> Result<Option<(Placed, bool)>> {
         let len = format::record_bytes(
             rec.key.len(),
             rec.value.len(),
@@ -340,15 +355,39 @@ impl Writer {
         );
         self.unwritten_records
             .store(u.order.len(), Ordering::Release);
-        let first = u.order.len() == 1;
-        drop(u);
-        drop(st);
-        if first {
+        Ok(Some((placed, u.order.len() == 1)))
+    }
+
+    /// Sees that a just buffered write-behind record gets written. On an
+    /// io_uring runtime (a server worker): a task on that ring leads the
+    /// write, unless one is scheduled already, so the write is submitted
+    /// in the same `io_uring_enter` as the worker's sends and receives of
+    /// this loop turn, and every record buffered meanwhile joins it: no
+    /// thread wake, no extra system call. Elsewhere: the log-writer thread
+    /// is woken for the first record of a batch.
+    pub fn write_behind(self: &Arc<Self>, mode: Mode, first: bool) {
+        if mode == Mode::Ring && aio::runtime_keeps_running() {
+            if self.ring_write_scheduled.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            let scheduled = Scheduled(Arc::clone(self));
+            drop(nvdepot_io::uring::spawn(async move {
+                let w = &scheduled.0;
+                // Cleared before the target is read: a record appended
+                // after this either is covered or schedules another task.
+                w.ring_write_scheduled.store(false, Ordering::Release);
+                let lsn = w.state.lock().appended;
+                if let Err(e) = w.wait_durable_in(Mode::Ring, lsn).await {
+                    // The writer is failed for good; every later write
+                    // says why.
+                    tracing::debug!("write-behind write failed: {e}");
+                }
+            }));
+        } else if first {
             if let Some(t) = self.log_writer.get() {
                 t.unpark();
             }
         }
-        Ok(Some(placed))
     }
 
     /// Registers the thread that writes write-behind records out.
