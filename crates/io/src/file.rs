@@ -371,6 +371,7 @@ fn size_regular_file(file: &File, meta: &Metadata, size: Option<u64>) -> Result<
     // only integers and touches no memory of ours.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, start, grow) };
     if rc == 0 {
+        write_zeros(file, len, size)?;
         return Ok(size);
     }
     let e = std::io::Error::last_os_error();
@@ -381,6 +382,37 @@ fn size_regular_file(file: &File, meta: &Metadata, size: Option<u64>) -> Result<
             .map_err(|e| format!("cannot extend the file to {size} bytes: {e}")),
         _ => Err(format!("cannot allocate {size} bytes for the file: {e}")),
     }
+}
+
+/// Writes zeros over `[from, to)` of a freshly allocated file, once, at
+/// creation. Why: fallocate leaves *unwritten* extents, and on ext4 the
+/// first O_DIRECT write into one converts it under the inode lock taken
+/// exclusively; io_uring reads and writes that then cannot take it without
+/// waiting fall back to kernel worker threads (measured: 21 % of the
+/// server's CPU in io-wq workers with reads from the device, a third of
+/// the device's read rate lost). Zeroed once, every later write is an
+/// overwrite. Costs one sequential write of the file (≈ 0.4 s per GiB
+/// here).
+fn write_zeros(file: &File, from: u64, to: u64) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 8 << 20;
+    // Aligned for O_DIRECT (4 KiB covers every logical block size).
+    let buf = crate::AlignedBuf::new(CHUNK, 4096);
+    // Whole blocks only: a partial block at `from` holds existing bytes.
+    let mut at = from.next_multiple_of(4096);
+    while at < to {
+        let n = (to - at).min(CHUNK as u64) as usize;
+        // A tail shorter than the alignment stays unwritten (the store
+        // never uses it: capacity is rounded down to the alignment).
+        let n = n / 4096 * 4096;
+        if n == 0 {
+            break;
+        }
+        file.write_all_at(&buf[..n], at)
+            .map_err(|e| format!("cannot write the new file's blocks at {at}: {e}"))?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// `_IOR(0x12, 114, size_t)`: the size in bytes of a block device.
