@@ -87,7 +87,7 @@ impl GcThread {
                             }) => {
                                 // Nothing to gain: let waiting writers fail fast.
                                 inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
-                                inner.segments.freed.notify_all();
+                                inner.segments.notify_freed();
                                 std::thread::park_timeout(Duration::from_millis(20));
                             }
                             Ok(_) => *inner.segments.gc_failed.lock() = None,
@@ -95,7 +95,7 @@ impl GcThread {
                                 tracing::error!("garbage collection failed: {e}");
                                 *inner.segments.gc_failed.lock() = Some(e.to_string());
                                 inner.segments.gc_gave_up.fetch_add(1, Ordering::Relaxed);
-                                inner.segments.freed.notify_all();
+                                inner.segments.notify_freed();
                                 std::thread::park_timeout(Duration::from_millis(200));
                             }
                         }

@@ -98,6 +98,8 @@ pub(crate) struct Segments {
     /// Signalled when segments are freed (writers waiting for space) and
     /// when GC gives up (so they stop waiting).
     pub freed: Condvar,
+    /// Tasks of the async API waiting for space (woken with `freed`).
+    space_wakers: Mutex<Vec<std::task::Waker>>,
     /// Bumped each time GC finds nothing worth collecting, so writers
     /// waiting for space give up instead of waiting out their timeout.
     pub gc_gave_up: AtomicU64,
@@ -112,6 +114,7 @@ impl Segments {
             infos: (0..count).map(|_| SegmentInfo::new()).collect(),
             free: Mutex::new(VecDeque::new()),
             freed: Condvar::new(),
+            space_wakers: Mutex::new(Vec::new()),
             gc_gave_up: AtomicU64::new(0),
             gc_failed: Mutex::new(None),
         }
@@ -137,7 +140,35 @@ impl Segments {
         debug_assert!(!free.contains(&s));
         free.push_back(s);
         drop(free);
+        self.notify_freed();
+    }
+
+    /// Wakes every writer waiting for space, blocked or parked.
+    pub fn notify_freed(&self) {
         self.freed.notify_all();
+        let wakers = std::mem::take(&mut *self.space_wakers.lock());
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Resolves once a segment is freed (or GC gives up), or after
+    /// `timeout`, whichever comes first, without blocking the thread (an
+    /// io_uring runtime's other tasks run meanwhile). Spurious wakes are
+    /// possible: the caller re-checks.
+    pub async fn freed_in(&self, timeout: std::time::Duration) {
+        use std::future::Future;
+        let mut timer = Box::pin(nvdepot_io::uring::sleep(timeout));
+        let mut waited = false;
+        std::future::poll_fn(|cx| {
+            if waited {
+                return std::task::Poll::Ready(());
+            }
+            waited = true;
+            self.space_wakers.lock().push(cx.waker().clone());
+            timer.as_mut().poll(cx)
+        })
+        .await
     }
 
     /// Takes a free segment if more than `reserve` are free.

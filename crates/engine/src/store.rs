@@ -439,7 +439,7 @@ impl Inner {
                 None => {
                     // GC may need this stripe to make room: wait without it.
                     drop(stripe);
-                    self.writer.wait_for_space(Appender::Put)?;
+                    self.writer.wait_for_space_in(mode, Appender::Put).await?;
                 }
             }
         }
@@ -629,7 +629,9 @@ impl Inner {
                 return Ok(DeleteOutcome::Deleted);
             }
             drop(stripe);
-            self.writer.wait_for_space(Appender::Delete)?;
+            self.writer
+                .wait_for_space_in(mode, Appender::Delete)
+                .await?;
         }
     }
 

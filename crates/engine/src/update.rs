@@ -103,7 +103,7 @@ impl Inner {
             }
             // No free segment: GC may need this stripe to make room.
             drop(stripe);
-            self.writer.wait_for_space(who)?;
+            self.writer.wait_for_space_in(mode, who).await?;
         }
     }
 

@@ -442,6 +442,13 @@ impl Writer {
     /// Waits until a segment is free to `who`, or fails with `StoreFull`
     /// when GC cannot free one (or `Unusable` when GC failed).
     pub fn wait_for_space(&self, who: Appender) -> Result<()> {
+        now(self.wait_for_space_in(Mode::Blocking, who))
+    }
+
+    /// [`Writer::wait_for_space`], waiting as `mode` says: a task of the
+    /// async API parks (the runtime's other tasks go on), a blocking
+    /// caller blocks.
+    pub async fn wait_for_space_in(&self, mode: Mode, who: Appender) -> Result<()> {
         let gave_up = self.segments.gc_gave_up.load(Ordering::Relaxed);
         let mut waited = Duration::ZERO;
         loop {
@@ -457,8 +464,12 @@ impl Writer {
             if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
                 return Err(self.full_error());
             }
-            self.segments.wait_freed(Duration::from_millis(50));
-            waited += Duration::from_millis(50);
+            let step = Duration::from_millis(50);
+            match mode {
+                Mode::Ring if nvdepot_io::uring::in_runtime() => self.segments.freed_in(step).await,
+                _ => self.segments.wait_freed(step),
+            }
+            waited += step;
         }
     }
 
