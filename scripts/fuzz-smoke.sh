@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A short run of every fuzz target (the on-device format parsers in fuzz/,
-# the memcached protocol parsers in crates/memcache/fuzz/): what CI runs.
+# the memcached protocol parsers in crates/memcache/fuzz/, the Redis
+# protocol parsers in crates/resp/fuzz/): what CI runs.
 #
 #     bash scripts/fuzz-smoke.sh [SECONDS_PER_TARGET]   (default 15)
 #
@@ -27,4 +28,5 @@ fi
 export FUZZ_EXTRA=${FUZZ_EXTRA:--seed=1}
 bash "$repo/fuzz/smoke.sh" "$secs"
 bash "$repo/crates/memcache/fuzz/smoke.sh" "$secs"
+bash "$repo/crates/resp/fuzz/smoke.sh" "$secs"
 echo "fuzz smoke: every target ran ${secs}s without a failure"
