@@ -32,6 +32,8 @@ const ENTRY_OVERHEAD: usize = 80;
 /// An entry's key and value in one allocation (one cache miss for both),
 /// with the item's fields.
 struct Entry {
+    /// The namespace (keyspace) the key is in.
+    ns: u32,
     /// Key, then value.
     data: Box<[u8]>,
     key_len: u32,
@@ -43,11 +45,12 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(key: &[u8], item: &Item, generation: u64) -> Entry {
+    fn new(ns: u32, key: &[u8], item: &Item, generation: u64) -> Entry {
         let mut data = Vec::with_capacity(key.len() + item.value.len());
         data.extend_from_slice(key);
         data.extend_from_slice(&item.value);
         Entry {
+            ns,
             data: data.into_boxed_slice(),
             key_len: key.len() as u32,
             envelope: item.envelope,
@@ -59,6 +62,10 @@ impl Entry {
 
     fn key(&self) -> &[u8] {
         &self.data[..self.key_len as usize]
+    }
+
+    fn is(&self, ns: u32, key: &[u8]) -> bool {
+        self.ns == ns && self.key() == key
     }
 
     fn item(&self) -> Item {
@@ -150,20 +157,20 @@ impl DramTier {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> (u64, &Mutex<Shard>) {
-        let h = xxhash_rust::xxh3::xxh3_64(key);
+    fn shard(&self, ns: u32, key: &[u8]) -> (u64, &Mutex<Shard>) {
+        let h = xxhash_rust::xxh3::xxh3_64_with_seed(key, u64::from(ns));
         (h, &self.shards[(h as usize) % SHARDS])
     }
 
     /// The cached item, or `None` with the shard's epoch to pass to
     /// [`DramTier::fill`] after reading flash.
-    pub fn get(&self, key: &[u8]) -> Result<Item, u64> {
+    pub fn get(&self, ns: u32, key: &[u8]) -> Result<Item, u64> {
         if self.shard_bytes_max == 0 {
             return Err(0);
         }
-        let (h, shard) = self.shard(key);
+        let (h, shard) = self.shard(ns, key);
         let mut shard = shard.lock();
-        if let Some(e) = shard.map.get_mut(&h).filter(|e| e.key() == key) {
+        if let Some(e) = shard.map.get_mut(&h).filter(|e| e.is(ns, key)) {
             e.referenced = true;
             let item = e.item();
             drop(shard);
@@ -178,35 +185,35 @@ impl DramTier {
 
     /// Caches an item read from flash, unless the shard was invalidated
     /// since `epoch` was taken.
-    pub fn fill(&self, key: &[u8], item: &Item, epoch: u64) {
+    pub fn fill(&self, ns: u32, key: &[u8], item: &Item, epoch: u64) {
         if self.shard_bytes_max == 0 {
             return;
         }
-        let (h, shard) = self.shard(key);
+        let (h, shard) = self.shard(ns, key);
         let mut shard = shard.lock();
-        if shard.epoch != epoch || shard.map.get(&h).is_some_and(|e| e.key() == key) {
+        if shard.epoch != epoch || shard.map.get(&h).is_some_and(|e| e.is(ns, key)) {
             return;
         }
-        self.insert(&mut shard, h, key, item);
+        self.insert(&mut shard, h, ns, key, item);
     }
 
     /// The epoch to pass to [`DramTier::end_write`] (take it before the
     /// flash write).
-    pub fn begin_write(&self, key: &[u8]) -> u64 {
+    pub fn begin_write(&self, ns: u32, key: &[u8]) -> u64 {
         if self.shard_bytes_max == 0 {
             return 0;
         }
-        self.shard(key).1.lock().epoch
+        self.shard(ns, key).1.lock().epoch
     }
 
     /// After a flash write of `key`: caches `written` (the item now on
     /// flash, `None` after a delete or a failed write) if no other write
     /// touched the shard since `epoch`; otherwise drops the key.
-    pub fn end_write(&self, key: &[u8], written: Option<&Item>, epoch: u64) {
+    pub fn end_write(&self, ns: u32, key: &[u8], written: Option<&Item>, epoch: u64) {
         if self.shard_bytes_max == 0 {
             return;
         }
-        let (h, shard) = self.shard(key);
+        let (h, shard) = self.shard(ns, key);
         let mut shard = shard.lock();
         let unchanged = shard.epoch == epoch;
         shard.epoch += 1;
@@ -214,11 +221,11 @@ impl DramTier {
             Self::compact(&mut shard);
         }
         if let (true, Some(item)) = (unchanged, written) {
-            self.insert(&mut shard, h, key, item);
+            self.insert(&mut shard, h, ns, key, item);
         }
     }
 
-    fn insert(&self, shard: &mut Shard, h: u64, key: &[u8], item: &Item) {
+    fn insert(&self, shard: &mut Shard, h: u64, ns: u32, key: &[u8], item: &Item) {
         let size = key.len() + item.value.len() + ENTRY_OVERHEAD;
         if size > self.shard_bytes_max / 4 {
             return;
@@ -235,7 +242,7 @@ impl DramTier {
         let generation = shard.next_generation;
         shard.next_generation += 1;
         shard.ring.push_back((h, generation));
-        let entry = Entry::new(key, item, generation);
+        let entry = Entry::new(ns, key, item, generation);
         shard.bytes += entry.bytes();
         shard.map.insert(h, entry);
     }
@@ -302,13 +309,13 @@ mod tests {
         let c = DramTier::new(64 << 20);
         for i in 0..100_000u64 {
             let key = format!("k{}", i % 10);
-            let w = c.begin_write(key.as_bytes());
-            c.end_write(key.as_bytes(), Some(&item(b"v", i + 1)), w);
+            let w = c.begin_write(0, key.as_bytes());
+            c.end_write(0, key.as_bytes(), Some(&item(b"v", i + 1)), w);
         }
         let slots: usize = c.shards.iter().map(|s| s.lock().ring.len()).sum();
         assert!(slots <= SHARDS * 130, "{slots} ring slots for 10 keys");
         assert_eq!(c.items(), 10);
-        assert_eq!(c.get(b"k3").unwrap().cas, 100_000 - 6);
+        assert_eq!(c.get(0, b"k3").unwrap().cas, 100_000 - 6);
     }
 
     fn item(v: &[u8], cas: u64) -> Item {
@@ -322,25 +329,28 @@ mod tests {
     #[test]
     fn fill_hit_invalidate_and_races() {
         let c = DramTier::new(1 << 20);
-        let epoch = c.get(b"k").unwrap_err();
-        c.fill(b"k", &item(b"v1", 1), epoch);
-        assert_eq!(c.get(b"k").unwrap().value, b"v1");
+        let epoch = c.get(0, b"k").unwrap_err();
+        c.fill(0, b"k", &item(b"v1", 1), epoch);
+        assert_eq!(c.get(0, b"k").unwrap().value, b"v1");
         // A read that started before a write must not cache its old value.
-        let w = c.begin_write(b"k");
-        c.end_write(b"k", None, w);
+        let w = c.begin_write(0, b"k");
+        c.end_write(0, b"k", None, w);
         let stale_epoch = epoch;
-        c.fill(b"k", &item(b"v1", 1), stale_epoch);
-        assert!(c.get(b"k").is_err());
+        c.fill(0, b"k", &item(b"v1", 1), stale_epoch);
+        assert!(c.get(0, b"k").is_err());
         // Write-through caches what was written...
-        let w = c.begin_write(b"k");
-        c.end_write(b"k", Some(&item(b"v2", 2)), w);
-        assert_eq!(c.get(b"k").unwrap().value, b"v2");
+        let w = c.begin_write(0, b"k");
+        c.end_write(0, b"k", Some(&item(b"v2", 2)), w);
+        assert_eq!(c.get(0, b"k").unwrap().value, b"v2");
         // ...unless another write overtook it: then nothing is cached.
-        let slow = c.begin_write(b"k");
-        let fast = c.begin_write(b"k");
-        c.end_write(b"k", Some(&item(b"v4", 4)), fast);
-        c.end_write(b"k", Some(&item(b"v3", 3)), slow);
-        assert!(c.get(b"k").is_err(), "the older write must not stay cached");
+        let slow = c.begin_write(0, b"k");
+        let fast = c.begin_write(0, b"k");
+        c.end_write(0, b"k", Some(&item(b"v4", 4)), fast);
+        c.end_write(0, b"k", Some(&item(b"v3", 3)), slow);
+        assert!(
+            c.get(0, b"k").is_err(),
+            "the older write must not stay cached"
+        );
         c.clear();
         assert_eq!(c.items(), 0);
     }
@@ -350,12 +360,12 @@ mod tests {
     #[test]
     fn a_hash_collision_never_answers_for_the_other_key() {
         let c = DramTier::new(1 << 20);
-        let e = c.get(b"a").unwrap_err();
-        c.fill(b"a", &item(b"va", 1), e);
-        let (h, shard) = c.shard(b"a");
+        let e = c.get(0, b"a").unwrap_err();
+        c.fill(0, b"a", &item(b"va", 1), e);
+        let (h, shard) = c.shard(0, b"a");
         // "b" stored under "a"'s hash, as if the two collided.
-        c.insert(&mut shard.lock(), h, b"b", &item(b"vb", 2));
-        assert!(c.get(b"a").is_err(), "a's slot now holds b");
+        c.insert(&mut shard.lock(), h, 0, b"b", &item(b"vb", 2));
+        assert!(c.get(0, b"a").is_err(), "a's slot now holds b");
         let s = shard.lock();
         assert_eq!(s.map.len(), 1);
         assert_eq!(s.map[&h].key(), b"b");
@@ -367,8 +377,8 @@ mod tests {
         let c = DramTier::new(64 * 1024);
         for i in 0..10_000u32 {
             let k = format!("key{i}");
-            let e = c.get(k.as_bytes()).unwrap_err();
-            c.fill(k.as_bytes(), &item(&[7u8; 100], i as u64), e);
+            let e = c.get(0, k.as_bytes()).unwrap_err();
+            c.fill(0, k.as_bytes(), &item(&[7u8; 100], i as u64), e);
         }
         assert!(c.bytes() <= 64 * 1024, "{}", c.bytes());
         assert!(c.stats.evictions.load(Ordering::Relaxed) > 0);

@@ -10,6 +10,7 @@
 //! cache is flushed every 100 ms (`sync = false`); with `sync` every `set`
 //! is flushed before `STORED`.
 
+use nvdepot_engine::Namespace;
 use nvdepot_memcache::{Change, Item, ItemState, Storage, StorageError, Updated};
 
 use crate::envelope::{self, Envelope};
@@ -23,6 +24,8 @@ const KEY_BINARY: u8 = 4;
 /// The cache store, seen as a memcached item store.
 pub struct MemcacheStorage {
     cache: CacheStore,
+    /// Items live in the store's default namespace.
+    ns: Namespace,
 }
 
 fn err(e: Error) -> StorageError {
@@ -56,7 +59,8 @@ fn item(it: envelope::Item) -> Result<Item, StorageError> {
 
 impl MemcacheStorage {
     pub fn new(cache: CacheStore) -> MemcacheStorage {
-        MemcacheStorage { cache }
+        let ns = cache.default_namespace();
+        MemcacheStorage { cache, ns }
     }
 
     /// The cache store underneath.
@@ -76,7 +80,7 @@ impl MemcacheStorage {
 /// outside one (tests, tools) they block.
 impl Storage for MemcacheStorage {
     async fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
-        match self.cache.get(key).await.map_err(err)? {
+        match self.cache.get(self.ns, key).await.map_err(err)? {
             Some(it) => Ok(Some(item(it)?)),
             None => Ok(None),
         }
@@ -95,7 +99,10 @@ impl Storage for MemcacheStorage {
             expires: exptime,
             marks: marks(state),
         };
-        self.cache.set(key, value, envelope).await.map_err(err)
+        self.cache
+            .set(self.ns, key, value, envelope)
+            .await
+            .map_err(err)
     }
 
     async fn update<R>(
@@ -106,7 +113,7 @@ impl Storage for MemcacheStorage {
         let mut refused = None;
         let (out, done) = self
             .cache
-            .update(key, |current| {
+            .update(self.ns, key, |current| {
                 let current = match current.map(item) {
                     Some(Err(e)) => {
                         refused = Some(e);
@@ -146,7 +153,7 @@ impl Storage for MemcacheStorage {
     }
 
     fn flush_all(&self) -> Result<(), StorageError> {
-        self.cache.clear().map_err(err)
+        self.cache.clear(self.ns).map_err(err)
     }
 
     fn now(&self) -> u32 {
@@ -160,7 +167,7 @@ impl Storage for MemcacheStorage {
                 "limit_maxbytes".into(),
                 self.cache.memory_bytes().to_string(),
             ),
-            ("curr_items".into(), self.cache.items().to_string()),
+            ("curr_items".into(), self.cache.items(self.ns).to_string()),
             ("bytes".into(), engine.live_bytes.to_string()),
             ("evictions".into(), engine.evictions.to_string()),
             (

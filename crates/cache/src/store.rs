@@ -48,7 +48,6 @@ pub struct CacheStore {
     store: Store,
     /// The DRAM tier (`-m`): hot items, so a hit costs no IO.
     dram: DramTier,
-    ns: Namespace,
     memory_bytes: u64,
     /// Expired items an update deleted (memcached's `reclaimed`).
     expired_reclaimed: AtomicU64,
@@ -98,13 +97,11 @@ impl CacheStore {
     }
 
     /// A cache over an open store (any device, the fault-injecting one
-    /// included), in its default namespace.
+    /// included). Items live in the namespaces the faces pass.
     pub fn over(store: Store, memory_bytes: u64) -> CacheStore {
-        let ns = store.default_namespace();
         CacheStore {
             store,
             dram: DramTier::new(usize::try_from(memory_bytes).unwrap_or(usize::MAX)),
-            ns,
             memory_bytes,
             expired_reclaimed: AtomicU64::new(0),
         }
@@ -134,15 +131,15 @@ impl CacheStore {
     /// The item under `key`, expired or not (expiry is the face's rule).
     /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
     /// the device (through the ring inside a worker) and fills the tier.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Item>, Error> {
-        let epoch = match self.dram.get(key) {
+    pub async fn get(&self, ns: Namespace, key: &[u8]) -> Result<Option<Item>, Error> {
+        let epoch = match self.dram.get(ns.id(), key) {
             Ok(item) => return Ok(Some(item)),
             Err(epoch) => epoch,
         };
-        match self.store.get_versioned_async(self.ns, key).await? {
+        match self.store.get_versioned_async(ns, key).await? {
             Some((raw, version)) => {
                 let item = envelope::decode(raw, version)?;
-                self.dram.fill(key, &item, epoch);
+                self.dram.fill(ns.id(), key, &item, epoch);
                 Ok(Some(item))
             }
             None => Ok(None),
@@ -151,12 +148,18 @@ impl CacheStore {
 
     /// One blind engine put (no read); write-through to the DRAM tier, as
     /// the item just stored is the hottest there is. Returns its CAS.
-    pub async fn set(&self, key: &[u8], value: &[u8], envelope: Envelope) -> Result<u64, Error> {
-        let write = DramWrite::begin(&self.dram, key);
+    pub async fn set(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        value: &[u8],
+        envelope: Envelope,
+    ) -> Result<u64, Error> {
+        let write = DramWrite::begin(&self.dram, ns.id(), key);
         let raw = envelope::encode(value, envelope, 0);
         let put = self
             .store
-            .put_versioned_async(self.ns, key, &raw, PutMode::Upsert)
+            .put_versioned_async(ns, key, &raw, PutMode::Upsert)
             .await;
         let cas = match put {
             Ok(Some(cas)) => cas,
@@ -180,14 +183,15 @@ impl CacheStore {
     /// `decide` sees the item expired or not.
     pub async fn update<R>(
         &self,
+        ns: Namespace,
         key: &[u8],
         mut decide: impl FnMut(Option<Item>) -> (Change, R),
     ) -> Result<(R, Updated), Error> {
-        let write = DramWrite::begin(&self.dram, key);
+        let write = DramWrite::begin(&self.dram, ns.id(), key);
         let mut expired = false;
         let result = self
             .store
-            .update_async(self.ns, key, |current| {
+            .update_async(ns, key, |current| {
                 let item = match current.map(|c| envelope::decode(c.value.to_vec(), c.version)) {
                     Some(Err(e)) => return (engine::Change::Keep, Err(e)),
                     Some(Ok(item)) => Some(item),
@@ -249,16 +253,23 @@ impl CacheStore {
         Ok((out, done))
     }
 
-    /// Removes every item (memcached's `flush_all`, Redis's `FLUSHDB`).
-    pub fn clear(&self) -> Result<(), Error> {
-        let result = self.store.clear(self.ns);
+    /// Removes every item of `ns` (memcached's `flush_all`, Redis's
+    /// `FLUSHDB`). The DRAM tier is emptied whole (rare; simpler than
+    /// finding one namespace's entries).
+    pub fn clear(&self, ns: Namespace) -> Result<(), Error> {
+        let result = self.store.clear(ns);
         self.dram.clear();
         Ok(result?)
     }
 
-    /// Items stored.
-    pub fn items(&self) -> u64 {
-        self.store.count(self.ns)
+    /// Items stored in `ns` (expired ones not yet removed included).
+    pub fn items(&self, ns: Namespace) -> u64 {
+        self.store.count(ns)
+    }
+
+    /// The store's default namespace.
+    pub fn default_namespace(&self) -> Namespace {
+        self.store.default_namespace()
     }
 
     /// Expired items deleted by updates.
@@ -322,16 +333,18 @@ impl CacheStore {
 /// the flash may or may not hold the new item.
 struct DramWrite<'a> {
     dram: &'a DramTier,
+    ns: u32,
     key: &'a [u8],
     epoch: u64,
     ended: bool,
 }
 
 impl<'a> DramWrite<'a> {
-    fn begin(dram: &'a DramTier, key: &'a [u8]) -> DramWrite<'a> {
-        let epoch = dram.begin_write(key);
+    fn begin(dram: &'a DramTier, ns: u32, key: &'a [u8]) -> DramWrite<'a> {
+        let epoch = dram.begin_write(ns, key);
         DramWrite {
             dram,
+            ns,
             key,
             epoch,
             ended: false,
@@ -342,7 +355,7 @@ impl<'a> DramWrite<'a> {
     /// overtook this one; `None` drops the key.
     fn end(mut self, written: Option<&Item>) {
         self.ended = true;
-        self.dram.end_write(self.key, written, self.epoch);
+        self.dram.end_write(self.ns, self.key, written, self.epoch);
     }
 
     /// Nothing was written: whatever the tier holds is still the flash's.
@@ -354,7 +367,7 @@ impl<'a> DramWrite<'a> {
 impl Drop for DramWrite<'_> {
     fn drop(&mut self) {
         if !self.ended {
-            self.dram.end_write(self.key, None, self.epoch);
+            self.dram.end_write(self.ns, self.key, None, self.epoch);
         }
     }
 }
