@@ -6,7 +6,7 @@
 //! ```text
 //!   memcache face ─► memcache::MemcacheStorage ─┐
 //!                                               ├─► CacheStore ─► engine
-//!   (resp face)   ─► (resp binding)  ───────────┘     │
+//!   Redis face    ─► resp::RespStore  ──────────┘     │
 //!                                                    DramTier (-m)
 //! ```
 //!
@@ -17,6 +17,7 @@
 mod dram;
 mod envelope;
 pub mod memcache;
+pub mod resp;
 mod store;
 
 pub use dram::{DramTier, DramTierStats};

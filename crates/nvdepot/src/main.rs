@@ -5,6 +5,8 @@
 //! - `nvdepot check ...` verifies a store offline (see [`check`]).
 //! - `nvdepot memcache ...` serves a store over the memcached protocols
 //!   until SIGTERM/SIGINT (see [`memcache`]).
+//! - `nvdepot serve ...` serves a store over the Redis protocol until
+//!   SIGTERM/SIGINT or `SHUTDOWN` (see [`serve`]).
 //! - `nvdepot bench memcache ...` loads a memcached-protocol server (see [`bench`]).
 //! - `nvdepot bench index ...` measures the in-DRAM index (see [`bench_index`]).
 //! - `nvdepot bench engine ...` measures the store in process (see [`bench_engine`]).
@@ -23,6 +25,8 @@ mod check;
 mod error;
 mod kv;
 mod memcache;
+mod serve;
+mod signals;
 mod size;
 mod workload;
 
@@ -52,6 +56,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Serve a store as a memcached-compatible server (memcached's flags).
     Memcache(memcache::MemcacheArgs),
+    /// Serve a store as a durable Redis-compatible server (RESP2/RESP3).
+    Serve(serve::ServeArgs),
     /// Load generators: `bench memcache --server HOST:PORT ...`.
     Bench(bench::BenchArgs),
 }
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
         Command::Kv(args) => kv::run(args),
         Command::Check(args) => check::run(args),
         Command::Memcache(args) => return memcache::run(args),
+        Command::Serve(args) => return serve::run(args),
         Command::Bench(args) => return bench::run(args),
     };
     match result {

@@ -20,7 +20,7 @@ mod request;
 mod value;
 
 pub use reply::{Reply, Version};
-pub use request::{parse_command, Command, ParseError, Parsed};
+pub use request::{parse_command, string2ll, Command, ParseError, Parsed};
 pub use value::{parse_value, Value, ValueError};
 
 /// Limits enforced while parsing requests (Redis's defaults).

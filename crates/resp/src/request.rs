@@ -82,8 +82,9 @@ fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
 }
 
 /// Redis's `string2ll`: an optional `-`, decimal digits, no leading zeros
-/// (except "0"), no spaces, no `+`, within i64.
-pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
+/// (except "0"), no spaces, no `+`, within i64. Commands read their integer
+/// arguments (and INCR its stored value) with it.
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.split_first() {
         Some((b'-', d)) => (true, d),
         _ => (false, s),

@@ -11,7 +11,7 @@
 //! started, and one thread takes them with `sigwait`, so no code runs in a
 //! signal handler.
 
-use std::io::{self, IsTerminal};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -186,9 +186,9 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         ..Limits::default()
     };
     // Before any other thread exists, so that every thread inherits it.
-    let signals = block_termination_signals()?;
+    let signals = crate::signals::block_termination_signals()?;
     let shutdown = Shutdown::new()?;
-    spawn_signal_thread(signals, shutdown.clone())?;
+    crate::signals::spawn_signal_thread(signals, shutdown.clone(), "memcache")?;
     // Bind first: a port in use fails at once, not after a long recovery.
     let server = Server::bind(config)?;
     let storage = Arc::new(open_storage(&args)?);
@@ -272,52 +272,6 @@ fn open_storage(args: &MemcacheArgs) -> Result<MemcacheStorage, BoxError> {
         return Err(message.into());
     }
     Ok(MemcacheStorage::new(cache))
-}
-
-/// Blocks SIGTERM and SIGINT in the calling thread (and so in every thread
-/// it starts afterwards); returns the set for `sigwait`.
-fn block_termination_signals() -> io::Result<libc::sigset_t> {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it before any
-    // other use, and sigaddset/pthread_sigmask get valid pointers to it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        Ok(set)
-    }
-}
-
-/// A thread that turns the first SIGTERM or SIGINT into a shutdown.
-fn spawn_signal_thread(set: libc::sigset_t, shutdown: Shutdown) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name("signals".to_owned())
-        .spawn(move || loop {
-            let mut signal = 0;
-            // SAFETY: `set` is an initialised signal set and `signal` a
-            // valid place for the result.
-            let rc = unsafe { libc::sigwait(&set, &mut signal) };
-            if rc != 0 {
-                warn!("sigwait: {}", io::Error::from_raw_os_error(rc));
-                return;
-            }
-            let name = if signal == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            };
-            if shutdown.is_triggered() {
-                warn!("memcache: {name} again; still shutting down");
-            } else {
-                info!("memcache: {name}: shutting down");
-                shutdown.trigger();
-            }
-        })
-        .map(drop)
 }
 
 #[cfg(test)]

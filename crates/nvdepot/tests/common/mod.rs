@@ -42,15 +42,26 @@ impl Server {
 
     /// Like `start`, with the store's size and segment size among `args`.
     pub fn start_sized(data: &Path, args: &[&str]) -> Server {
+        let face = ["memcache", "-p", "0", "-l", "127.0.0.1", "--data"];
+        Server::spawn(&face, data, args, "nvdepot memcache listening on ")
+    }
+
+    /// `nvdepot serve` (the Redis-protocol face) on a store in `data`.
+    pub fn start_serve(data: &Path, args: &[&str]) -> Server {
+        let face = ["serve", "--port", "0", "--bind", "127.0.0.1", "--data"];
+        Server::spawn(&face, data, args, "nvdepot serve listening on ")
+    }
+
+    fn spawn(face: &[&str], data: &Path, args: &[&str], listening: &'static str) -> Server {
         let mut child = Command::new(BIN)
-            .args(["memcache", "-p", "0", "-l", "127.0.0.1", "--data"])
+            .args(face)
             .arg(data)
             .args(args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn nvdepot memcache");
+            .expect("spawn nvdepot");
         let stderr = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel();
         let pipe = child.stderr.take().expect("piped stderr");
@@ -58,7 +69,7 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.strip_prefix("nvdepot memcache listening on ") {
+                if let Some(rest) = line.strip_prefix(listening) {
                     let addr = rest.split([' ', ',']).next().unwrap_or("").to_owned();
                     let _ = tx.send(addr);
                 }

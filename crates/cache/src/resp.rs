@@ -1,0 +1,258 @@
+//! The Redis-protocol face's binding: [`RespStore`] keeps Redis databases
+//! (`SELECT n`) as engine namespaces over one [`CacheStore`].
+//!
+//! A Redis string is one enveloped cache item whose envelope flags hold the
+//! value type (0 = string; the only type so far) and whose envelope expiry
+//! is the expiry in whole seconds, rounded up (for the cache layer's
+//! accounting); the item's data is the expiry in Unix milliseconds (u64 LE,
+//! 0 = none, Redis's `PEXPIREAT` precision) followed by the value. Layout
+//! documented in docs/FORMAT.md ("Redis items").
+//!
+//! Expired keys are never returned; an update that finds one removes it
+//! (lazy expiry, as Redis's).
+
+use nvdepot_engine::Namespace;
+
+use crate::envelope::{Envelope, Item};
+use crate::store::{self, CacheStore, NewItem};
+use crate::Error;
+
+/// The value type code of a string (envelope flags).
+const TYPE_STRING: u32 = 0;
+/// Bytes of the expiry in front of a value.
+const EXPIRY_BYTES: usize = 8;
+
+/// A live value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Value {
+    /// Expiry, then the value.
+    raw: Vec<u8>,
+}
+
+impl Value {
+    /// The value's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.raw[EXPIRY_BYTES..]
+    }
+
+    /// Unix milliseconds at which it expires; 0 = never.
+    pub fn expire_at_ms(&self) -> u64 {
+        u64::from_le_bytes(self.raw[..EXPIRY_BYTES].try_into().expect("8 bytes"))
+    }
+
+    /// The value's bytes, owned.
+    pub fn into_data(mut self) -> Vec<u8> {
+        self.raw.drain(..EXPIRY_BYTES);
+        self.raw
+    }
+}
+
+/// What an update decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Keep,
+    /// Store this value with this expiry (Unix ms, 0 = none).
+    Put {
+        data: Vec<u8>,
+        expire_at_ms: u64,
+    },
+    Delete,
+}
+
+/// What an update did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Updated {
+    Kept,
+    Deleted,
+    Stored,
+}
+
+/// The cache store seen as Redis databases.
+pub struct RespStore {
+    cache: CacheStore,
+    dbs: Vec<Namespace>,
+}
+
+fn encode(data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
+    let mut raw = Vec::with_capacity(EXPIRY_BYTES + data.len());
+    raw.extend_from_slice(&expire_at_ms.to_le_bytes());
+    raw.extend_from_slice(data);
+    let expires = if expire_at_ms == 0 {
+        0
+    } else {
+        u32::try_from(expire_at_ms.div_ceil(1000)).unwrap_or(u32::MAX)
+    };
+    let envelope = Envelope {
+        flags: TYPE_STRING,
+        expires,
+        marks: 0,
+    };
+    (raw, envelope)
+}
+
+/// The live value of an item at `now_ms`; `Ok(None)` when it expired.
+fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
+    if item.envelope.flags != TYPE_STRING || item.value.len() < EXPIRY_BYTES {
+        return Err(Error::Envelope(format!(
+            "not a Redis string item (type {}, {} bytes)",
+            item.envelope.flags,
+            item.value.len()
+        )));
+    }
+    let v = Value { raw: item.value };
+    let at = v.expire_at_ms();
+    Ok((at == 0 || at > now_ms).then_some(v))
+}
+
+/// Unix time in milliseconds.
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl RespStore {
+    /// Redis databases 0..`databases` over `cache`: 0 is the store's
+    /// default namespace, n the namespace `db<n>` (created when missing).
+    pub fn new(cache: CacheStore, databases: usize) -> Result<RespStore, Error> {
+        let mut dbs = vec![cache.default_namespace()];
+        for n in 1..databases {
+            let name = format!("db{n}");
+            let ns = match cache.engine().namespace(&name) {
+                Some(ns) => ns,
+                None => cache.engine().create_namespace(&name)?,
+            };
+            dbs.push(ns);
+        }
+        Ok(RespStore { cache, dbs })
+    }
+
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The cache store underneath.
+    pub fn cache(&self) -> &CacheStore {
+        &self.cache
+    }
+
+    /// Writes the index checkpoint and closes.
+    pub fn close(self) -> Result<(), Error> {
+        self.cache.close()
+    }
+
+    fn ns(&self, db: usize) -> Namespace {
+        self.dbs[db]
+    }
+
+    /// The live value of `key`, or `None` (absent or expired). An expired
+    /// key found here is removed (Redis's lazy expiry), so it stops
+    /// counting in DBSIZE.
+    pub async fn get(&self, db: usize, key: &[u8], now_ms: u64) -> Result<Option<Value>, Error> {
+        let Some(item) = self.cache.get(self.ns(db), key).await? else {
+            return Ok(None);
+        };
+        let value = live(item, now_ms)?;
+        if value.is_none() {
+            // An update that keeps an expired key removes it.
+            self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
+        }
+        Ok(value)
+    }
+
+    /// Stores `data` unconditionally (one blind write).
+    pub async fn set(
+        &self,
+        db: usize,
+        key: &[u8],
+        data: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<(), Error> {
+        let (raw, envelope) = encode(data, expire_at_ms);
+        self.cache.set(self.ns(db), key, &raw, envelope).await?;
+        Ok(())
+    }
+
+    /// One atomic read-modify-write of `key`: `decide` sees the live value
+    /// (an expired one is absent, and is removed if `decide` keeps it).
+    pub async fn update<R>(
+        &self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        mut decide: impl FnMut(Option<&Value>) -> (Change, R),
+    ) -> Result<(R, Updated), Error> {
+        let mut refused = None;
+        let (out, done) = self
+            .cache
+            .update(self.ns(db), key, |current| {
+                let present = current.is_some();
+                let value = match current.map(|it| live(it, now_ms)) {
+                    Some(Err(e)) => {
+                        refused = Some(e);
+                        return (store::Change::Keep, None);
+                    }
+                    Some(Ok(v)) => v,
+                    None => None,
+                };
+                let (change, out) = decide(value.as_ref());
+                let change = match change {
+                    // An expired key the decision leaves alone goes now.
+                    Change::Keep if present && value.is_none() => store::Change::Delete,
+                    Change::Keep => store::Change::Keep,
+                    Change::Delete => store::Change::Delete,
+                    Change::Put { data, expire_at_ms } => {
+                        let (raw, envelope) = encode(&data, expire_at_ms);
+                        store::Change::Put(NewItem {
+                            value: raw,
+                            envelope,
+                            kept_cas: None,
+                        })
+                    }
+                };
+                (change, Some(out))
+            })
+            .await?;
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        let done = match done {
+            store::Updated::Kept => Updated::Kept,
+            store::Updated::Deleted => Updated::Deleted,
+            store::Updated::Stored { .. } => Updated::Stored,
+        };
+        Ok((out.expect("decided unless refused"), done))
+    }
+
+    /// Keys stored in `db`, expired ones not yet removed included.
+    pub fn dbsize(&self, db: usize) -> u64 {
+        self.cache.items(self.ns(db))
+    }
+
+    /// Removes every key of `db`.
+    pub fn flushdb(&self, db: usize) -> Result<(), Error> {
+        self.cache.clear(self.ns(db))
+    }
+
+    /// The live keys of `db` at `now_ms`, in log order (a full scan: for
+    /// KEYS and SCAN).
+    pub fn keys(&self, db: usize, now_ms: u64) -> Result<Vec<Vec<u8>>, Error> {
+        let mut keys = Vec::new();
+        for entry in self.cache.engine().iter(self.ns(db)) {
+            let (key, raw) = entry?;
+            if raw.len() < crate::ENVELOPE_BYTES + EXPIRY_BYTES {
+                continue;
+            }
+            let at = u64::from_le_bytes(
+                raw[crate::ENVELOPE_BYTES..crate::ENVELOPE_BYTES + EXPIRY_BYTES]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
+            if at == 0 || at > now_ms {
+                keys.push(key);
+            }
+        }
+        Ok(keys)
+    }
+}

@@ -1,0 +1,572 @@
+//! The Redis-protocol face: the `nvdepot_resp` protocol crate served by the
+//! server kit over the cache layer's Redis binding (`RespStore`). This file
+//! holds the connection state and the connection and server commands; the
+//! string and key commands are in `keys.rs`.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nvdepot_cache::resp::{unix_now_ms, RespStore};
+use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
+use nvdepot_server::{Face, Fed, Session, Shutdown};
+
+use super::keys;
+
+/// The version this server reports (`HELLO`, `INFO`): Redis 7.0's
+/// behaviour, which the face follows.
+pub const REDIS_VERSION: &str = "7.0.0";
+
+/// Fixed at start-up.
+pub struct Config {
+    /// `--requirepass`: clients must `AUTH` first.
+    pub password: Option<String>,
+    pub limits: Limits,
+    pub port: u16,
+    /// What `INFO persistence` and `CONFIG GET appendfsync` report.
+    pub appendfsync: &'static str,
+}
+
+/// Server-wide counters (`INFO`).
+#[derive(Default)]
+pub struct Counters {
+    pub connected: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub rejected: AtomicU64,
+    pub commands: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    next_id: AtomicU64,
+    started_ms: AtomicU64,
+}
+
+/// What every connection shares.
+pub struct Shared {
+    pub store: Arc<RespStore>,
+    pub config: Config,
+    pub counters: Counters,
+    shutdown: Shutdown,
+}
+
+/// The face the kit serves.
+pub struct RespFace(Arc<Shared>);
+
+impl RespFace {
+    pub fn new(store: Arc<RespStore>, config: Config, shutdown: Shutdown) -> RespFace {
+        let counters = Counters::default();
+        counters.started_ms.store(unix_now_ms(), Ordering::Relaxed);
+        RespFace(Arc::new(Shared {
+            store,
+            config,
+            counters,
+            shutdown,
+        }))
+    }
+}
+
+/// One connection's state.
+pub struct RespSession {
+    shared: Arc<Shared>,
+    pub db: usize,
+    version: Version,
+    authed: bool,
+    name: Vec<u8>,
+    id: u64,
+    close: bool,
+}
+
+const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
+const TOO_LARGE: &[u8] = b"-ERR Protocol error: too big request\r\n";
+
+impl Face for RespFace {
+    type Session = RespSession;
+
+    fn name(&self) -> &'static str {
+        "resp"
+    }
+
+    fn session(&self) -> RespSession {
+        RespSession {
+            shared: Arc::clone(&self.0),
+            db: 0,
+            version: Version::Resp2,
+            authed: self.0.config.password.is_none(),
+            name: Vec::new(),
+            id: self.0.counters.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            close: false,
+        }
+    }
+
+    fn request_bytes_max(&self) -> usize {
+        // One bulk string at the limit plus room for the rest of the
+        // command (an MSET of several large values is refused whole).
+        self.0
+            .config
+            .limits
+            .bulk_bytes_max
+            .saturating_mul(2)
+            .saturating_add(1 << 20)
+    }
+
+    fn too_many_connections(&self) -> &'static [u8] {
+        TOO_MANY
+    }
+
+    fn request_too_large(&self) -> &'static [u8] {
+        TOO_LARGE
+    }
+
+    fn connection_opened(&self) {
+        let c = &self.0.counters;
+        c.connected.fetch_add(1, Ordering::Relaxed);
+        c.total_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn connection_closed(&self) {
+        self.0.counters.connected.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn connection_rejected(&self) {
+        self.0.counters.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Session for RespSession {
+    async fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
+        let mut pos = 0;
+        while pos < input.len() && !self.close {
+            match parse_command(&input[pos..], &self.shared.config.limits) {
+                Ok(Parsed::Command(cmd, n)) => {
+                    pos += n;
+                    let args: Vec<&[u8]> = cmd.args.iter().map(Cow::as_ref).collect();
+                    self.execute(&args, out).await;
+                }
+                Ok(Parsed::Skip(n)) => pos += n,
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => {
+                    // Redis answers a protocol error and closes.
+                    Reply::new(out, self.version).error(&e.message());
+                    return Fed {
+                        consumed: input.len(),
+                        close: true,
+                    };
+                }
+            }
+        }
+        Fed {
+            consumed: pos,
+            close: self.close,
+        }
+    }
+}
+
+/// `ERR wrong number of arguments …` unless `args.len()` is within
+/// `min..=max` (command name included).
+pub fn arity(args: &[&[u8]], min: usize, max: Option<usize>, r: &mut Reply<'_>) -> bool {
+    let n = args.len();
+    if n < min || max.is_some_and(|m| n > m) {
+        r.error(&errors::wrong_arity(args[0]));
+        return false;
+    }
+    true
+}
+
+fn upper(name: &[u8]) -> Vec<u8> {
+    name.to_ascii_uppercase()
+}
+
+impl RespSession {
+    async fn execute(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let shared = Arc::clone(&self.shared);
+        shared.counters.commands.fetch_add(1, Ordering::Relaxed);
+        let mut r = Reply::new(out, self.version);
+        let name = upper(args[0]);
+        if !self.authed && !matches!(name.as_slice(), b"AUTH" | b"HELLO" | b"QUIT") {
+            r.error(errors::NOAUTH);
+            return;
+        }
+        match name.as_slice() {
+            b"PING" => {
+                if arity(args, 1, Some(2), &mut r) {
+                    match args.get(1) {
+                        Some(msg) => r.bulk(msg),
+                        None => r.simple("PONG"),
+                    }
+                }
+            }
+            b"ECHO" => {
+                if arity(args, 2, Some(2), &mut r) {
+                    r.bulk(args[1]);
+                }
+            }
+            b"QUIT" => {
+                r.ok();
+                self.close = true;
+            }
+            b"HELLO" => self.hello(args, &mut r),
+            b"AUTH" => {
+                if arity(args, 2, Some(3), &mut r) {
+                    let given = args[args.len() - 1];
+                    let user_ok = args.len() == 2 || args[1] == b"default";
+                    match &shared.config.password {
+                        None => r.error(
+                            "ERR AUTH <password> called without any password configured for the \
+                             default user. Are you sure your configuration is correct?",
+                        ),
+                        Some(p) if user_ok && p.as_bytes() == given => {
+                            self.authed = true;
+                            r.ok();
+                        }
+                        Some(_) => r.error(errors::WRONGPASS),
+                    }
+                }
+            }
+            b"SELECT" => {
+                if arity(args, 2, Some(2), &mut r) {
+                    match keys::int_arg(args[1]) {
+                        None => r.error(errors::NOT_INTEGER),
+                        Some(n) if n < 0 || n as usize >= shared.store.databases() => {
+                            r.error(errors::INVALID_DB)
+                        }
+                        Some(n) => {
+                            self.db = n as usize;
+                            r.ok();
+                        }
+                    }
+                }
+            }
+            b"CLIENT" => self.client(args, &mut r),
+            b"COMMAND" => match args.get(1).map(|a| upper(a)).as_deref() {
+                Some(b"COUNT") => r.integer(keys::COMMANDS.len() as i64),
+                Some(b"DOCS") => r.map(0),
+                None => r.array(0),
+                Some(_) => r.array(0),
+            },
+            b"INFO" => {
+                let section = args
+                    .get(1)
+                    .map(|a| String::from_utf8_lossy(a).to_lowercase());
+                let text = self.info(section.as_deref());
+                r.verbatim("txt", text.as_bytes());
+            }
+            b"DBSIZE" => {
+                if arity(args, 1, Some(1), &mut r) {
+                    r.integer(shared.store.dbsize(self.db) as i64);
+                }
+            }
+            b"FLUSHDB" | b"FLUSHALL" => {
+                if arity(args, 1, Some(2), &mut r) {
+                    let dbs = if name == b"FLUSHDB" {
+                        self.db..self.db + 1
+                    } else {
+                        0..shared.store.databases()
+                    };
+                    let mut failed = None;
+                    for db in dbs {
+                        if let Err(e) = shared.store.flushdb(db) {
+                            failed = Some(e);
+                        }
+                    }
+                    match failed {
+                        Some(e) => r.error(&format!("ERR {e}")),
+                        None => r.ok(),
+                    }
+                }
+            }
+            b"TIME" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                r.array(2);
+                r.bulk(now.as_secs().to_string().as_bytes());
+                r.bulk(now.subsec_micros().to_string().as_bytes());
+            }
+            b"CONFIG" => self.config(args, &mut r),
+            b"WAIT" => {
+                // Writes are on the device when answered; no replicas.
+                if arity(args, 3, Some(3), &mut r) {
+                    r.integer(0);
+                }
+            }
+            b"SAVE" | b"BGSAVE" => match shared.store.cache().engine().flush() {
+                Ok(()) if name == b"SAVE" => r.ok(),
+                Ok(()) => r.simple("Background saving started"),
+                Err(e) => r.error(&format!("ERR {e}")),
+            },
+            b"LASTSAVE" => r.integer((unix_now_ms() / 1000) as i64),
+            b"SHUTDOWN" => {
+                // Redis closes the connection without a reply, then exits;
+                // here the server stops gracefully (writing the index
+                // checkpoint).
+                shared.shutdown.trigger();
+                self.close = true;
+            }
+            b"DEBUG" => match args.get(1).map(|a| upper(a)).as_deref() {
+                Some(b"SLEEP") => r.ok(),
+                _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
+            },
+            _ => {
+                if !keys::execute(&shared, self.db, &name, args, &mut r).await {
+                    r.error(&errors::unknown_command(args));
+                }
+            }
+        }
+    }
+
+    fn hello(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let mut version = self.version;
+        let mut i = 1;
+        if let Some(v) = args.get(1) {
+            match keys::int_arg(v) {
+                Some(2) => version = Version::Resp2,
+                Some(3) => version = Version::Resp3,
+                Some(_) => {
+                    r.error("NOPROTO unsupported protocol version");
+                    return;
+                }
+                None => {
+                    r.error("ERR Protocol version is not an integer or out of range");
+                    return;
+                }
+            }
+            i = 2;
+        }
+        let mut authed = self.authed;
+        let mut name = None;
+        while i < args.len() {
+            match upper(args[i]).as_slice() {
+                b"AUTH" if i + 2 < args.len() => {
+                    let ok = args[i + 1] == b"default"
+                        && self
+                            .shared
+                            .config
+                            .password
+                            .as_ref()
+                            .is_none_or(|p| p.as_bytes() == args[i + 2]);
+                    if !ok {
+                        r.error(errors::WRONGPASS);
+                        return;
+                    }
+                    authed = true;
+                    i += 3;
+                }
+                b"SETNAME" if i + 1 < args.len() => {
+                    name = Some(args[i + 1].to_vec());
+                    i += 2;
+                }
+                _ => {
+                    r.error(&format!(
+                        "ERR Syntax error in HELLO option '{}'",
+                        String::from_utf8_lossy(args[i])
+                    ));
+                    return;
+                }
+            }
+        }
+        if !authed {
+            r.error(errors::NOAUTH);
+            return;
+        }
+        self.authed = true;
+        self.version = version;
+        r.version = version;
+        if let Some(n) = name {
+            self.name = n;
+        }
+        r.map(7);
+        r.bulk(b"server");
+        r.bulk(b"redis");
+        r.bulk(b"version");
+        r.bulk(REDIS_VERSION.as_bytes());
+        r.bulk(b"proto");
+        r.integer(if version == Version::Resp3 { 3 } else { 2 });
+        r.bulk(b"id");
+        r.integer(self.id as i64);
+        r.bulk(b"mode");
+        r.bulk(b"standalone");
+        r.bulk(b"role");
+        r.bulk(b"master");
+        r.bulk(b"modules");
+        r.array(0);
+    }
+
+    fn client(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let Some(sub) = args.get(1).map(|a| upper(a)) else {
+            r.error(&errors::wrong_arity(args[0]));
+            return;
+        };
+        match sub.as_slice() {
+            b"SETNAME" if args.len() == 3 => {
+                if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
+                    r.error(
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    );
+                } else {
+                    self.name = args[2].to_vec();
+                    r.ok();
+                }
+            }
+            b"GETNAME" if args.len() == 2 => {
+                if self.name.is_empty() {
+                    r.null();
+                } else {
+                    r.bulk(&self.name.clone());
+                }
+            }
+            b"ID" if args.len() == 2 => r.integer(self.id as i64),
+            b"SETINFO" if args.len() == 4 => r.ok(),
+            b"LIST" | b"INFO" => {
+                let line = format!(
+                    "id={} name={} db={} resp={} cmd=client|{}\n",
+                    self.id,
+                    String::from_utf8_lossy(&self.name),
+                    self.db,
+                    if self.version == Version::Resp3 { 3 } else { 2 },
+                    String::from_utf8_lossy(&sub).to_lowercase()
+                );
+                r.verbatim("txt", line.as_bytes());
+            }
+            b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" => {
+                r.error(&format!(
+                    "ERR wrong number of arguments for 'client|{}' command",
+                    String::from_utf8_lossy(&sub).to_lowercase()
+                ));
+            }
+            _ => r.error(&format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(args[1])
+            )),
+        }
+    }
+
+    fn config(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let sub = args.get(1).map(|a| upper(a));
+        match sub.as_deref() {
+            Some(b"GET") if args.len() >= 3 => {
+                let c = &self.shared.config;
+                let known: [(&str, String); 8] = [
+                    ("port", c.port.to_string()),
+                    ("databases", self.shared.store.databases().to_string()),
+                    ("appendonly", "yes".into()),
+                    ("appendfsync", c.appendfsync.into()),
+                    ("save", String::new()),
+                    ("maxmemory", "0".into()),
+                    ("maxmemory-policy", "noeviction".into()),
+                    ("proto-max-bulk-len", c.limits.bulk_bytes_max.to_string()),
+                ];
+                let found: Vec<&(&str, String)> = known
+                    .iter()
+                    .filter(|(k, _)| {
+                        args[2..]
+                            .iter()
+                            .any(|p| super::glob::matches(&p.to_ascii_lowercase(), k.as_bytes()))
+                    })
+                    .collect();
+                r.map(found.len());
+                for (k, v) in found {
+                    r.bulk(k.as_bytes());
+                    r.bulk(v.as_bytes());
+                }
+            }
+            Some(b"SET") if args.len() >= 4 => r.error(&format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
+                String::from_utf8_lossy(args[2])
+            )),
+            Some(b"RESETSTAT") => r.ok(),
+            _ => r.error(&errors::wrong_arity(args[0])),
+        }
+    }
+
+    fn info(&self, section: Option<&str>) -> String {
+        let s = &self.shared;
+        let c = &s.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let all = matches!(
+            section,
+            None | Some("all") | Some("everything") | Some("default")
+        );
+        let want = |name: &str| all || section == Some(name);
+        let mut out = String::new();
+        let mut add = |title: &str, lines: Vec<(String, String)>| {
+            if !out.is_empty() {
+                out.push_str("\r\n");
+            }
+            out.push_str(&format!("# {title}\r\n"));
+            for (k, v) in lines {
+                out.push_str(&format!("{k}:{v}\r\n"));
+            }
+        };
+        let uptime = (unix_now_ms().saturating_sub(l(&c.started_ms))) / 1000;
+        if want("server") {
+            add(
+                "Server",
+                vec![
+                    ("redis_version".into(), REDIS_VERSION.into()),
+                    ("nvdepot_version".into(), env!("CARGO_PKG_VERSION").into()),
+                    ("redis_mode".into(), "standalone".into()),
+                    ("os".into(), std::env::consts::OS.into()),
+                    ("process_id".into(), std::process::id().to_string()),
+                    ("tcp_port".into(), s.config.port.to_string()),
+                    ("uptime_in_seconds".into(), uptime.to_string()),
+                ],
+            );
+        }
+        if want("clients") {
+            add(
+                "Clients",
+                vec![("connected_clients".into(), l(&c.connected).to_string())],
+            );
+        }
+        let engine = s.store.cache().engine().stats();
+        if want("memory") {
+            add(
+                "Memory",
+                vec![
+                    ("used_memory".into(), engine.index_memory_bytes.to_string()),
+                    ("maxmemory".into(), "0".into()),
+                ],
+            );
+        }
+        if want("persistence") {
+            add(
+                "Persistence",
+                vec![
+                    ("loading".into(), "0".into()),
+                    ("aof_enabled".into(), "1".into()),
+                    ("appendfsync".into(), s.config.appendfsync.into()),
+                ],
+            );
+        }
+        if want("stats") {
+            add(
+                "Stats",
+                vec![
+                    (
+                        "total_connections_received".into(),
+                        l(&c.total_connections).to_string(),
+                    ),
+                    (
+                        "total_commands_processed".into(),
+                        l(&c.commands).to_string(),
+                    ),
+                    ("rejected_connections".into(), l(&c.rejected).to_string()),
+                    ("keyspace_hits".into(), l(&c.hits).to_string()),
+                    ("keyspace_misses".into(), l(&c.misses).to_string()),
+                ],
+            );
+        }
+        if want("keyspace") {
+            let lines = (0..s.store.databases())
+                .filter_map(|db| {
+                    let n = s.store.dbsize(db);
+                    (n > 0).then(|| (format!("db{db}"), format!("keys={n},expires=0,avg_ttl=0")))
+                })
+                .collect();
+            add("Keyspace", lines);
+        }
+        if want("nvdepot") {
+            add("nvdepot", s.store.cache().stats());
+        }
+        out
+    }
+}

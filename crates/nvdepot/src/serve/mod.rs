@@ -1,0 +1,156 @@
+//! `nvdepot serve`: a durable Redis-compatible store over the engine, on
+//! the server kit (Redis-style flags where they apply).
+//!
+//! Every write is on the device when its reply is sent (`--appendfsync
+//! always`, the default: written and the device cache flushed, with group
+//! commit across connections); `everysec` acknowledges after the O_DIRECT
+//! write and flushes the device cache every second. SIGTERM, SIGINT or
+//! `SHUTDOWN` stop it gracefully (index checkpoint written).
+
+mod face;
+mod glob;
+mod keys;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use nvdepot_cache::resp::RespStore;
+use nvdepot_cache::CacheStore;
+use nvdepot_resp::Limits;
+use nvdepot_server::{default_threads, Server, ServerConfig, Shutdown};
+use tracing::{info, warn};
+
+use crate::size::parse_size;
+use face::{Config, RespFace};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TCP port; 0 lets the system pick one (printed at start-up).
+    #[arg(long, value_name = "NUM", default_value_t = 6379)]
+    port: u16,
+    /// Addresses to listen on (Redis's `bind`), comma-separated or
+    /// repeated.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        value_delimiter = ',',
+        default_value = "127.0.0.1"
+    )]
+    bind: Vec<String>,
+    /// Clients must `AUTH <password>` (or `HELLO … AUTH default <password>`)
+    /// before other commands.
+    #[arg(long, value_name = "PASSWORD")]
+    requirepass: Option<String>,
+    /// Most simultaneous clients; more get `-ERR max number of clients
+    /// reached` and are closed.
+    #[arg(long, value_name = "NUM", default_value_t = 10000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    maxclients: u32,
+    /// Databases (`SELECT 0..N-1`), each an engine namespace.
+    #[arg(long, value_name = "NUM", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    databases: u32,
+    /// `always`: a write is answered once on the device (flushed);
+    /// `everysec`: once written, the device cache flushed every second (a
+    /// power loss can lose the last second; a kill -9 loses nothing).
+    #[arg(long, value_name = "WHEN", default_value = "always", value_parser = ["always", "everysec"])]
+    appendfsync: String,
+    /// Worker threads. Default: the number of cores.
+    #[arg(long, value_name = "NUM", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+    /// DRAM read cache of hot values, in megabytes (every key and value
+    /// also lives on the device).
+    #[arg(long, value_name = "MB", default_value_t = 64)]
+    cache_mb: u64,
+    /// The store: a directory, data file or block device.
+    #[arg(long, value_name = "PATH", default_value = "./data")]
+    data: PathBuf,
+    /// Bytes to allocate when creating the store; suffixes K, M, G, T.
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_size)]
+    size: u64,
+    /// Segment size when creating the store (values up to a quarter of it).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    segment_size: Option<u64>,
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), BoxError> {
+    let config = ServerConfig {
+        listen: args.bind.clone(),
+        port: args.port,
+        connections_max: args.maxclients as usize,
+        threads: args.threads.map_or_else(default_threads, |t| t as usize),
+    };
+    let signals = crate::signals::block_termination_signals()?;
+    let shutdown = Shutdown::new()?;
+    crate::signals::spawn_signal_thread(signals, shutdown.clone(), "serve")?;
+    let server = Server::bind(config)?;
+    let store = Arc::new(open_store(&args)?);
+    let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
+    eprintln!(
+        "nvdepot serve listening on {} (data {}, databases {}, appendfsync {})",
+        addrs.join(","),
+        args.data.display(),
+        args.databases,
+        args.appendfsync
+    );
+    let limits = Limits {
+        bulk_bytes_max: store.cache().item_bytes_max().saturating_sub(8),
+        ..Limits::default()
+    };
+    let face = Arc::new(RespFace::new(
+        Arc::clone(&store),
+        Config {
+            password: args.requirepass.clone(),
+            limits,
+            port: server.local_addrs().first().map_or(args.port, |a| a.port()),
+            appendfsync: if args.appendfsync == "always" {
+                "always"
+            } else {
+                "everysec"
+            },
+        },
+        shutdown.clone(),
+    ));
+    let served = server.serve(face, &shutdown);
+    if let Err(e) = &served {
+        warn!("serve: the server stopped: {e}");
+    }
+    info!("serve: closing the store (writing the index checkpoint)");
+    let store = Arc::into_inner(store).ok_or("the store is still in use at shutdown")?;
+    store.close()?;
+    Ok(served?)
+}
+
+fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
+    if !args.data.exists() {
+        std::fs::create_dir_all(&args.data)
+            .map_err(|e| format!("creating directory {}: {e}", args.data.display()))?;
+    }
+    // Store mode: nothing is evicted; a full store refuses writes.
+    let mut opts = CacheStore::default_options().create_bytes(args.size);
+    opts.cache_mode = false;
+    opts.key_bytes_max = 64 << 10;
+    opts.progress = std::io::stderr().is_terminal();
+    opts.sync = args.appendfsync == "always";
+    opts.flush_interval_ms = 1000;
+    if let Some(bytes) = args.segment_size {
+        opts = opts.segment_bytes(bytes);
+    }
+    let cache = CacheStore::open(&args.data, opts, args.cache_mb << 20)?;
+    Ok(RespStore::new(cache, args.databases as usize)?)
+}

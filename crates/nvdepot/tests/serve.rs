@@ -1,0 +1,238 @@
+//! `nvdepot serve`, the Redis-protocol face, as clients meet it over
+//! 127.0.0.1: replies in RESP2 and RESP3, errors worded as Redis words
+//! them, expiry, databases, a protocol error closing the connection, and
+//! `kill -9` under a SET load: every acknowledged write is served after
+//! the restart.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{temp_dir, Server};
+use nvdepot_resp::{parse_value, Value};
+
+const ARGS: &[&str] = &["--size", "64M", "--segment-size", "4M"];
+
+/// A RESP client: sends commands as multibulk arrays, reads one value.
+struct Resp {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Resp {
+    fn connect(server: &Server) -> Resp {
+        let stream = TcpStream::connect(server.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Resp {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, args: &[&str]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend(format!("${}\r\n{a}\r\n", a.len()).bytes());
+        }
+        self.stream.write_all(&req).expect("send");
+    }
+
+    fn read(&mut self) -> Value {
+        loop {
+            if let Some((v, n)) = parse_value(&self.buf).expect("valid RESP") {
+                self.buf.drain(..n);
+                return v;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call(&mut self, args: &[&str]) -> Value {
+        self.send(args);
+        self.read()
+    }
+}
+
+fn bulk(s: &str) -> Value {
+    Value::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+fn simple(s: &str) -> Value {
+    Value::Simple(s.as_bytes().to_vec())
+}
+
+fn error(s: &str) -> Value {
+    Value::Error(s.as_bytes().to_vec())
+}
+
+#[test]
+fn strings_keys_expiry_and_errors_as_redis() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    assert_eq!(c.call(&["ping", "hi"]), bulk("hi"));
+    assert_eq!(c.call(&["SET", "k", "v"]), simple("OK"));
+    assert_eq!(c.call(&["GET", "k"]), bulk("v"));
+    assert_eq!(c.call(&["GET", "nope"]), Value::Bulk(None));
+    assert_eq!(c.call(&["SET", "k", "w", "NX"]), Value::Bulk(None));
+    assert_eq!(c.call(&["SET", "k", "w", "XX", "GET"]), bulk("v"));
+    assert_eq!(c.call(&["APPEND", "k", "xy"]), Value::Integer(3));
+    assert_eq!(c.call(&["STRLEN", "k"]), Value::Integer(3));
+    assert_eq!(c.call(&["INCR", "n"]), Value::Integer(1));
+    assert_eq!(c.call(&["INCRBY", "n", "41"]), Value::Integer(42));
+    assert_eq!(
+        c.call(&["INCR", "k"]),
+        error("ERR value is not an integer or out of range")
+    );
+    assert_eq!(c.call(&["SET", "max", "9223372036854775807"]), simple("OK"));
+    assert_eq!(
+        c.call(&["INCR", "max"]),
+        error("ERR increment or decrement would overflow")
+    );
+    // Expiry: TTL, PERSIST, a time in the past deletes at once.
+    assert_eq!(c.call(&["TTL", "k"]), Value::Integer(-1));
+    assert_eq!(c.call(&["TTL", "nope"]), Value::Integer(-2));
+    assert_eq!(c.call(&["EXPIRE", "k", "100"]), Value::Integer(1));
+    assert!(matches!(c.call(&["TTL", "k"]), Value::Integer(99 | 100)));
+    assert_eq!(c.call(&["EXPIRE", "k", "50", "GT"]), Value::Integer(0));
+    assert_eq!(c.call(&["PERSIST", "k"]), Value::Integer(1));
+    assert_eq!(c.call(&["SET", "gone", "x", "PX", "1"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(c.call(&["GET", "gone"]), Value::Bulk(None));
+    assert_eq!(c.call(&["EXISTS", "gone", "k", "k"]), Value::Integer(2));
+    assert_eq!(c.call(&["EXPIRE", "n", "-1"]), Value::Integer(1));
+    assert_eq!(c.call(&["GET", "n"]), Value::Bulk(None));
+    assert_eq!(
+        c.call(&["SET", "k", "v", "EX", "0"]),
+        error("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(
+        c.call(&["SET", "k", "v", "NX", "XX"]),
+        error("ERR syntax error")
+    );
+    // Keys, databases.
+    assert_eq!(c.call(&["MSET", "a", "1", "b", "2"]), simple("OK"));
+    assert_eq!(
+        c.call(&["MGET", "a", "x", "b"]),
+        Value::Array(Some(vec![bulk("1"), Value::Bulk(None), bulk("2")]))
+    );
+    assert_eq!(c.call(&["DEL", "a", "b", "x"]), Value::Integer(2));
+    assert_eq!(c.call(&["TYPE", "k"]), simple("string"));
+    assert_eq!(c.call(&["TYPE", "a"]), simple("none"));
+    assert_eq!(
+        c.call(&["KEYS", "*a*"]),
+        Value::Array(Some(vec![bulk("max")]))
+    );
+    assert_eq!(c.call(&["SELECT", "2"]), simple("OK"));
+    assert_eq!(c.call(&["GET", "k"]), Value::Bulk(None));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(0));
+    assert_eq!(
+        c.call(&["SELECT", "16"]),
+        error("ERR DB index is out of range")
+    );
+    assert_eq!(c.call(&["SELECT", "0"]), simple("OK"));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(2));
+    // Errors as Redis words them; the connection stays usable.
+    assert_eq!(
+        c.call(&["GET"]),
+        error("ERR wrong number of arguments for 'get' command")
+    );
+    assert_eq!(
+        c.call(&["FOO", "bar"]),
+        error("ERR unknown command 'FOO', with args beginning with: 'bar' ")
+    );
+    assert_eq!(c.call(&["GET", "k"]), bulk("wxy"));
+    // Inline commands, as redis-cli and telnet send them.
+    c.stream
+        .write_all(b"SET inline \"a b\"\r\nGET inline\r\n")
+        .unwrap();
+    assert_eq!(c.read(), simple("OK"));
+    assert_eq!(c.read(), bulk("a b"));
+    // RESP3 after HELLO 3: nulls are `_`, maps are maps.
+    assert!(matches!(c.call(&["HELLO", "3"]), Value::Map(_)));
+    assert_eq!(c.call(&["GET", "nope"]), Value::Null);
+    // A protocol error is answered, then the connection is closed.
+    c.stream.write_all(b"*1\r\n+GET\r\n").unwrap();
+    assert_eq!(c.read(), error("ERR Protocol error: expected '$', got '+'"));
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    assert_eq!(server.terminate(), 0);
+}
+
+#[test]
+fn requirepass_gates_every_command_but_auth() {
+    let dir = temp_dir();
+    let args = [ARGS, &["--requirepass", "s3cret"]].concat();
+    let server = Server::start_serve(&dir.path().join("store"), &args);
+    let mut c = Resp::connect(&server);
+    assert_eq!(
+        c.call(&["GET", "k"]),
+        error("NOAUTH Authentication required.")
+    );
+    assert_eq!(
+        c.call(&["AUTH", "wrong"]),
+        error("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(c.call(&["AUTH", "s3cret"]), simple("OK"));
+    assert_eq!(c.call(&["GET", "k"]), Value::Bulk(None));
+    let mut c = Resp::connect(&server);
+    assert!(matches!(
+        c.call(&["HELLO", "3", "AUTH", "default", "s3cret"]),
+        Value::Map(_)
+    ));
+    assert_eq!(c.call(&["PING"]), simple("PONG"));
+    assert_eq!(server.terminate(), 0);
+}
+
+#[test]
+fn kill_9_under_a_set_load_loses_no_acknowledged_write() {
+    let dir = temp_dir();
+    let data = dir.path().join("store");
+    let server = Server::start_serve(&data, ARGS);
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let mut c = Resp::connect(&server);
+            let (stop, acked) = (stop.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("w{w}-{i}");
+                    c.send(&["SET", &key, &key]);
+                    let mut chunk = [0u8; 64];
+                    match c.stream.read(&mut chunk) {
+                        Ok(5) if &chunk[..5] == b"+OK\r\n" => acked.lock().unwrap().push(key),
+                        _ => break, // killed mid-request
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill_9();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let server = Server::start_serve(&data, ARGS);
+    let mut c = Resp::connect(&server);
+    let acked = acked.lock().unwrap();
+    assert!(!acked.is_empty(), "no SET was acknowledged");
+    for key in acked.iter() {
+        assert_eq!(c.call(&["GET", key]), bulk(key), "{key} lost");
+    }
+    assert_eq!(server.terminate(), 0);
+}
