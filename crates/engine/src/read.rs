@@ -85,14 +85,7 @@ pub(crate) async fn read_record_in(
         }
     };
     let (mut buf, mut start) = layout.read_range_in(mode, segment, offset, want).await?;
-    let invalid = |reason: String| {
-        let (device, at) = layout.describe(segment, offset);
-        Fetched::Invalid(Error::Corrupt {
-            device,
-            offset: at,
-            reason,
-        })
-    };
+    let invalid = |reason: String| invalid_at(layout, loc, reason);
     let Some(h) = RecordHeader::decode_fields(&buf[start..]) else {
         return Ok(invalid("bad record header".into()));
     };
@@ -122,17 +115,9 @@ pub(crate) fn buffered_record(layout: &Layout, loc: Location, span: Span, bytes:
 
 /// Checks the record read into `buf[start..]` from `loc`.
 fn verify(layout: &Layout, loc: Location, span: Span, buf: AlignedBuf, start: usize) -> Fetched {
-    let (segment, offset) = layout.split(loc.pba);
     let grain = layout.grain_bytes as usize;
     let stored = loc.grains as usize * grain;
-    let invalid = |reason: String| {
-        let (device, at) = layout.describe(segment, offset);
-        Fetched::Invalid(Error::Corrupt {
-            device,
-            offset: at,
-            reason,
-        })
-    };
+    let invalid = |reason: String| invalid_at(layout, loc, reason);
     let Some(h) = RecordHeader::decode_fields(&buf[start..]) else {
         return invalid("bad record header".into());
     };
@@ -167,4 +152,15 @@ fn verify(layout: &Layout, loc: Location, span: Span, buf: AlignedBuf, start: us
         }
         RecordCheck::Invalid(why) => invalid(why.to_string()),
     }
+}
+
+/// "Not a valid record at `loc`", naming the device and offset.
+fn invalid_at(layout: &Layout, loc: Location, reason: String) -> Fetched {
+    let (segment, offset) = layout.split(loc.pba);
+    let (device, at) = layout.describe(segment, offset);
+    Fetched::Invalid(Error::Corrupt {
+        device,
+        offset: at,
+        reason,
+    })
 }

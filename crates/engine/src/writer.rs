@@ -267,6 +267,15 @@ impl Writer {
             "record of {len} bytes exceeds a segment"
         );
         let mut st = self.state.lock();
+        if !self.make_room(&mut st, len, who)? {
+            return Ok(None);
+        }
+        Ok(Some(self.copy_in(&mut st, rec, len)))
+    }
+
+    /// Sees that a record of `len` bytes fits the open segment, opening a
+    /// free one (if one is free to `who`) when it does not. False: none is.
+    fn make_room(&self, st: &mut State, len: usize, who: Appender) -> Result<bool> {
         if let Some(why) = &st.failed {
             return Err(Error::Unusable(why.clone()));
         }
@@ -276,11 +285,11 @@ impl Writer {
             .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
         if !fits {
             match self.segments.take_free(who.reserve()) {
-                Some(id) => self.switch_segment(&mut st, id),
-                None => return Ok(None),
+                Some(id) => self.switch_segment(st, id),
+                None => return Ok(false),
             }
         }
-        Ok(Some(self.copy_in(&mut st, rec, len)))
+        Ok(true)
     }
 
     /// Appends a write-behind record (as [`Writer::try_append`]) and keeps
@@ -324,18 +333,8 @@ impl Writer {
             self.layout.grain_bytes as usize,
         );
         let mut st = self.state.lock();
-        if let Some(why) = &st.failed {
-            return Err(Error::Unusable(why.clone()));
-        }
-        let fits = st
-            .open
-            .as_ref()
-            .is_some_and(|o| o.next + len as u64 <= self.layout.segment_bytes);
-        if !fits {
-            match self.segments.take_free(who.reserve()) {
-                Some(id) => self.switch_segment(&mut st, id),
-                None => return Ok(None),
-            }
+        if !self.make_room(&mut st, len, who)? {
+            return Ok(None);
         }
         let app = self.copy_in(&mut st, rec, len);
         let record = copy(&st);

@@ -185,15 +185,8 @@ fn buffered_acks_are_written_within_moments_and_survive_kill_9() {
     let data = dir.path().join("store");
     let args = ["--size", "64M", "--segment-size", "8M", "--ack", "buffered"];
     let server = Server::start_sized(&data, &args);
-    assert!(
-        server
-            .stderr
-            .lock()
-            .unwrap()
-            .contains("writes acknowledged buffered"),
-        "{}",
-        server.stderr.lock().unwrap()
-    );
+    let log = server.stderr.lock().unwrap().clone();
+    assert!(log.contains("writes acknowledged buffered"), "{log}");
     let writers: Vec<_> = (0..4)
         .map(|w| {
             let mut client = server.connect();

@@ -446,18 +446,20 @@ enum Expiry {
     Persist,
 }
 
-/// Parses an EX/PX/EXAT/PXAT value into an absolute time (ms).
-fn expiry_at(kind: &[u8], arg: &[u8], now: u64) -> Result<u64, &'static str> {
-    let t = int_arg(arg).ok_or(errors::NOT_INTEGER)?;
+/// Parses the value of `command`'s EX/PX/EXAT/PXAT option into an
+/// absolute time (ms), or the error to answer.
+fn expiry_at(command: &str, kind: &[u8], arg: &[u8], now: u64) -> Result<u64, String> {
+    let t = int_arg(arg).ok_or_else(|| errors::NOT_INTEGER.to_string())?;
+    let invalid = || format!("ERR invalid expire time in '{command}' command");
     if t <= 0 {
-        return Err("invalid");
+        return Err(invalid());
     }
     let ms = match kind {
-        b"EX" | b"EXAT" => t.checked_mul(1000).ok_or("invalid")?,
+        b"EX" | b"EXAT" => t.checked_mul(1000).ok_or_else(invalid)?,
         _ => t,
     };
     let at = match kind {
-        b"EX" | b"PX" => (now as i64).checked_add(ms).ok_or("invalid")?,
+        b"EX" | b"PX" => (now as i64).checked_add(ms).ok_or_else(invalid)?,
         _ => ms,
     };
     Ok(at as u64)
@@ -485,14 +487,10 @@ async fn set(
             b"GET" => get = true,
             b"KEEPTTL" if expiry == Expiry::Unset => expiry = Expiry::Keep,
             b"EX" | b"PX" | b"EXAT" | b"PXAT" if expiry == Expiry::Unset && next.is_some() => {
-                match expiry_at(&opt, next.expect("checked"), now) {
+                match expiry_at("set", &opt, next.expect("checked"), now) {
                     Ok(at) => expiry = Expiry::At(at),
-                    Err("invalid") => {
-                        r.error("ERR invalid expire time in 'set' command");
-                        return Ok(());
-                    }
                     Err(msg) => {
-                        r.error(msg);
+                        r.error(&msg);
                         return Ok(());
                     }
                 }
@@ -558,14 +556,10 @@ async fn getex(
         match opt.as_slice() {
             b"PERSIST" if expiry == Expiry::Unset => expiry = Expiry::Persist,
             b"EX" | b"PX" | b"EXAT" | b"PXAT" if expiry == Expiry::Unset && next.is_some() => {
-                match expiry_at(&opt, next.expect("checked"), now) {
+                match expiry_at("getex", &opt, next.expect("checked"), now) {
                     Ok(at) => expiry = Expiry::At(at),
-                    Err("invalid") => {
-                        r.error("ERR invalid expire time in 'getex' command");
-                        return Ok(());
-                    }
                     Err(msg) => {
-                        r.error(msg);
+                        r.error(&msg);
                         return Ok(());
                     }
                 }

@@ -69,13 +69,17 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
+                // Logged before the address is handed over, so a caller
+                // that reads the log after start-up finds this line.
+                {
+                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(rest) = line.strip_prefix(listening) {
                     let addr = rest.split([' ', ',']).next().unwrap_or("").to_owned();
                     let _ = tx.send(addr);
                 }
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         let Ok(addr) = rx.recv_timeout(Duration::from_secs(120)) else {
