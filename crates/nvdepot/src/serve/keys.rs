@@ -2,15 +2,17 @@
 //! call: a read, a blind write, or one atomic update of its key
 //! (`RespStore::update`: one device read, the decision, at most one write,
 //! under the key's lock). Commands naming several keys (MGET, MSET, DEL,
-//! EXISTS) run key by key: each key is atomic, the command as a whole is
-//! not (Redis runs it in one step).
+//! EXISTS) run their keys' calls together (reads in flight at once, writes
+//! sharing one group commit): each key is atomic, the command as a whole
+//! is not (Redis runs it in one step).
 
-use nvdepot_cache::resp::{unix_now_ms, Change, RespStore, Updated, Value};
+use nvdepot_cache::resp::{unix_now_ms, Change, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::face::{arity, Shared};
 use super::glob;
+use super::join::{join_all, last_of_each};
 
 /// Every command name this face answers (`COMMAND COUNT`).
 pub const COMMANDS: &[&str] = &[
@@ -167,41 +169,27 @@ pub async fn execute(
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let mut values = Vec::with_capacity(args.len() - 1);
-            let mut failed = None;
-            for key in &args[1..] {
-                match store.get(db, key, now).await {
-                    Ok(v) => values.push(v),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
+            let reads = args[1..].iter().map(|k| store.get(db, k, now)).collect();
+            let values: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
+            values.map(|values| {
+                r.array(values.len());
+                for v in values {
+                    bulk_or_null(r, v.as_ref().map(Value::data));
                 }
-            }
-            match failed {
-                Some(e) => Err(e),
-                None => {
-                    r.array(values.len());
-                    for v in values {
-                        bulk_or_null(r, v.as_ref().map(Value::data));
-                    }
-                    Ok(())
-                }
-            }
+            })
         }
         b"MSET" => {
             if args.len() < 3 || args.len().is_multiple_of(2) {
                 r.error(&errors::wrong_arity(args[0]));
                 return true;
             }
-            let mut result = Ok(());
-            for pair in args[1..].chunks(2) {
-                if let Err(e) = store.set(db, pair[0], pair[1], 0).await {
-                    result = Err(e);
-                    break;
-                }
-            }
-            result.map(|()| r.ok())
+            let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
+            let writes = last_of_each(&keys)
+                .into_iter()
+                .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0))
+                .collect();
+            let done: Result<Vec<()>, _> = join_all(writes).await.into_iter().collect();
+            done.map(|_| r.ok())
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {
@@ -299,44 +287,28 @@ pub async fn execute(
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let mut n = 0;
-            let mut result = Ok(());
-            for key in &args[1..] {
-                match store
-                    .update(db, key, now, |cur| match cur {
-                        Some(_) => (Change::Delete, ()),
-                        None => (Change::Keep, ()),
+            let keys = &args[1..];
+            let deletes = last_of_each(keys)
+                .into_iter()
+                .map(|i| {
+                    store.update(db, keys[i], now, |cur| match cur {
+                        Some(_) => (Change::Delete, true),
+                        None => (Change::Keep, false),
                     })
-                    .await
-                {
-                    // An expired key is removed too, but does not count.
-                    Ok(((), Updated::Deleted)) => n += 1,
-                    Ok(_) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            result.map(|()| r.integer(n))
+                })
+                .collect();
+            let done: Result<Vec<_>, _> = join_all(deletes).await.into_iter().collect();
+            // An expired key is removed too, but does not count.
+            done.map(|d| r.integer(d.iter().filter(|(live, _)| *live).count() as i64))
         }
         b"EXISTS" => {
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let mut n = 0;
-            let mut result = Ok(());
-            for key in &args[1..] {
-                match store.get(db, key, now).await {
-                    Ok(Some(_)) => n += 1,
-                    Ok(None) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            result.map(|()| r.integer(n))
+            let reads = args[1..].iter().map(|k| store.get(db, k, now)).collect();
+            let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
+            // A key named twice counts twice, as in Redis.
+            found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
         }
         b"TYPE" => {
             if !arity(args, 2, Some(2), r) {

@@ -9,6 +9,7 @@
 
 mod face;
 mod glob;
+mod join;
 mod keys;
 
 use std::io::IsTerminal;
