@@ -58,6 +58,15 @@ pub struct Options {
     /// their write (and so write out every put before them). Falls back to
     /// waiting when 32 MiB are buffered. Default: false.
     pub write_behind: bool,
+    /// A put (or an update's write) releases its key's lock once the
+    /// record is in the write buffer and the index points to it, then
+    /// waits, unlocked, for the record to be durable before returning.
+    /// Concurrent writers of one key then share a group commit instead of
+    /// each waiting for its own flush under the lock. Readers may see a
+    /// value before its writer is answered (served from the buffered copy
+    /// until it is written), as Redis's `appendfsync always` lets them; a
+    /// value is never acknowledged before it is durable. Default: false.
+    pub unlock_before_durable: bool,
 }
 
 impl Default for Options {
@@ -78,6 +87,7 @@ impl Default for Options {
             salvage: false,
             buffered_io: false,
             write_behind: false,
+            unlock_before_durable: false,
         }
     }
 }

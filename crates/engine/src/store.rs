@@ -154,6 +154,13 @@ pub(crate) struct Existing {
     pub seq: u64,
 }
 
+/// A put whose record is linked: its version, and the log position it
+/// must still wait for (unlocked) before it may be acknowledged.
+pub(crate) struct Committed {
+    pub version: u64,
+    pub wait: Option<u64>,
+}
+
 impl Inner {
     pub fn new(
         layout: Arc<Layout>,
@@ -435,7 +442,10 @@ impl Inner {
                 .commit_put(mode, &at, key, value, existing, &cands, &count)
                 .await?
             {
-                Some(version) => return Ok(Some(version)),
+                Some(committed) => {
+                    drop(stripe);
+                    return self.finish(mode, committed).await.map(Some);
+                }
                 None => {
                     // GC may need this stripe to make room: wait without it.
                     drop(stripe);
@@ -460,21 +470,32 @@ impl Inner {
         existing: Option<Existing>,
         cands: &[Location],
         count: &std::sync::atomic::AtomicI64,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<Committed>> {
         let header = self.header(RecordKind::Put, at.physical, key, value.len());
         let version = header.seq;
         let parts = RecordParts { header, key, value };
-        if self.opts.write_behind && !self.writer.unwritten_over_budget() {
-            // Acknowledged from the write buffer: the index points to the
-            // record now, reads find its buffered copy until the log
-            // writer has written it.
+        let early = self.opts.write_behind || self.opts.unlock_before_durable;
+        if early && !self.writer.unwritten_over_budget() {
+            // The index points to the record now; reads find its buffered
+            // copy until it is written.
             let Some((placed, first)) = self.writer.try_append_buffered(&parts, Appender::Put)?
             else {
                 return Ok(None);
             };
             self.linked_put(at, placed, version, existing, cands, count)?;
-            self.writer.write_behind(mode, first);
-            return Ok(Some(version));
+            if self.opts.write_behind {
+                // Acknowledged from the write buffer.
+                self.writer.write_behind(mode, first);
+                return Ok(Some(Committed {
+                    version,
+                    wait: None,
+                }));
+            }
+            // Acknowledged once durable, waited for without the lock.
+            return Ok(Some(Committed {
+                version,
+                wait: Some(placed.lsn),
+            }));
         }
         let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
             return Ok(None);
@@ -483,9 +504,22 @@ impl Inner {
         let placed = Placed {
             pba: app.pba,
             grains: app.grains,
+            lsn: app.lsn,
         };
         self.linked_put(at, placed, version, existing, cands, count)?;
-        Ok(Some(version))
+        Ok(Some(Committed {
+            version,
+            wait: None,
+        }))
+    }
+
+    /// After a committed put has released its key's lock: waits for the
+    /// durability it still owes (see [`Options::unlock_before_durable`]).
+    pub(crate) async fn finish(&self, mode: Mode, c: Committed) -> Result<u64> {
+        if let Some(lsn) = c.wait {
+            self.writer.wait_durable_in(mode, lsn).await?;
+        }
+        Ok(c.version)
     }
 
     /// Reads the record at `loc`: from the write buffer if it is a
@@ -780,6 +814,7 @@ impl Inner {
                     let placed = Placed {
                         pba: app.pba,
                         grains: app.grains,
+                        lsn: app.lsn,
                     };
                     self.linked_put(&p.at, placed, p.seq, p.existing, &p.cands, &count)?
                 }
@@ -957,8 +992,9 @@ impl Store {
         let gc = opts
             .background_gc
             .then(|| crate::gc::GcThread::start(inner.clone()));
-        let log_writer = opts
-            .write_behind
+        // Write-behind needs it; with unlock-before-durable it writes out a
+        // linked record whose writer went away before its flush.
+        let log_writer = (opts.write_behind || opts.unlock_before_durable)
             .then(|| crate::log_writer::LogWriterThread::start(inner.clone()));
         Ok(Store {
             inner,

@@ -88,7 +88,12 @@ impl Inner {
                     let put = self
                         .commit_put(mode, &at, key, &value, existing, &cands, &count)
                         .await?;
-                    (put.map(Updated::Put), Appender::Put)
+                    if let Some(committed) = put {
+                        drop(stripe);
+                        let version = self.finish(mode, committed).await?;
+                        return Ok((out, Updated::Put(version)));
+                    }
+                    (None, Appender::Put)
                 }
                 Change::Delete => match existing {
                     None => return Ok((out, Updated::Kept)),

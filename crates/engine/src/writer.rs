@@ -98,6 +98,8 @@ impl Drop for Scheduled {
 pub(crate) struct Placed {
     pub pba: u64,
     pub grains: u64,
+    /// Log position to wait for with [`Writer::wait_durable_in`].
+    pub lsn: u64,
 }
 
 /// Records acknowledged before their device write (write-behind), kept
@@ -341,6 +343,7 @@ impl Writer {
         let placed = Placed {
             pba: app.pba,
             grains: app.grains,
+            lsn: app.lsn,
         };
         let mut u = self.unwritten.lock();
         u.bytes += record.len();

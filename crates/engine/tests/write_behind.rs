@@ -148,3 +148,44 @@ fn cache_mode_eviction_and_gc_never_read_unwritten_data() {
     });
     assert!(s.stats().evictions > 0, "the store never filled up");
 }
+
+/// `unlock_before_durable`: writers of one key share group commits, and
+/// every put is durable when it returns (a crash right after keeps it).
+#[test]
+fn unlocked_puts_are_durable_when_they_return() {
+    for seed in 0..10u64 {
+        let dev = Arc::new(MemDevice::named("ub", 32 * MIB, 512));
+        let o = Options {
+            segment_bytes: MIB,
+            sync: true,
+            unlock_before_durable: true,
+            ..Options::default()
+        };
+        let s = Arc::new(open(&dev, &o, true));
+        let ns = s.default_namespace();
+        std::thread::scope(|scope| {
+            for t in 0..4u32 {
+                let s = s.clone();
+                scope.spawn(move || {
+                    for i in 0..50u32 {
+                        s.put(ns, b"shared", &value(t, i)).unwrap();
+                        s.put(ns, &t.to_le_bytes(), &value(t, i)).unwrap();
+                        assert_eq!(s.get(ns, &t.to_le_bytes()).unwrap(), Some(value(t, i)));
+                    }
+                });
+            }
+        });
+        let shared = s.get(ns, b"shared").unwrap().expect("shared");
+        let (after, _) = dev.crash(seed);
+        drop(s);
+        let s = open(&Arc::new(after), &o, false);
+        for t in 0..4u32 {
+            assert_eq!(
+                s.get(ns, &t.to_le_bytes()).unwrap(),
+                Some(value(t, 49)),
+                "seed {seed}: thread {t}'s last acknowledged put"
+            );
+        }
+        assert_eq!(s.get(ns, b"shared").unwrap(), Some(shared), "seed {seed}");
+    }
+}

@@ -148,6 +148,10 @@ fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
     opts.key_bytes_max = 64 << 10;
     opts.progress = std::io::stderr().is_terminal();
     opts.sync = args.appendfsync == "always";
+    // Writers of one key share group commits (Redis's own behaviour: a
+    // reader may see a write before its writer is answered; nothing is
+    // answered before it is durable).
+    opts.unlock_before_durable = true;
     opts.flush_interval_ms = 1000;
     if let Some(bytes) = args.segment_size {
         opts = opts.segment_bytes(bytes);
