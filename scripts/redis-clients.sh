@@ -2,8 +2,8 @@
 # Real Redis clients against `nvdepot serve` (what CI runs): redis-cli
 # (one-shot and an interactive session on stdin), redis-benchmark
 # (set, get, incr, mset; every request must succeed) and redis-py over
-# RESP2 and RESP3 (strings, expiry, scan_iter, pipelines without
-# transactions). Installs redis-tools (apt) and redis-py (pip) if missing.
+# RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
+# transactions, WATCH). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
 set -euo pipefail
@@ -75,9 +75,17 @@ for proto in (2, 3):
     for i in range(30):
         r.set(f"py:scan:{i}", i)
     assert len(set(r.scan_iter(match="py:scan:*", count=7))) == 30
-    p = r.pipeline(transaction=False)
-    p.set("py:p", 1).incr("py:p").get("py:p")
-    assert p.execute() == [True, 2, "2"]
+    for transaction in (False, True):
+        p = r.pipeline(transaction=transaction)
+        p.set("py:p", 1).incr("py:p").get("py:p")
+        assert p.execute() == [True, 2, "2"], transaction
+    # Optimistic locking with WATCH, as redis-py's docs show it.
+    def double(pipe):
+        v = int(pipe.get("py:p"))
+        pipe.multi()
+        pipe.set("py:p", v * 2)
+    assert r.transaction(double, "py:p") == [True]
+    assert r.get("py:p") == "4"
     assert r.delete("py:p", "py:none") == 1
     r.close()
     print(f"redis-py RESP{proto}: ok")

@@ -27,6 +27,8 @@ const EXPIRY_BYTES: usize = 8;
 pub struct Value {
     /// Expiry, then the value.
     raw: Vec<u8>,
+    /// The record's version: changes on every write of the key (WATCH).
+    version: u64,
 }
 
 impl Value {
@@ -38,6 +40,11 @@ impl Value {
     /// Unix milliseconds at which it expires; 0 = never.
     pub fn expire_at_ms(&self) -> u64 {
         u64::from_le_bytes(self.raw[..EXPIRY_BYTES].try_into().expect("8 bytes"))
+    }
+
+    /// Changes on every write of the key, never repeats.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The value's bytes, owned.
@@ -99,7 +106,10 @@ fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
             item.value.len()
         )));
     }
-    let v = Value { raw: item.value };
+    let v = Value {
+        raw: item.value,
+        version: item.cas,
+    };
     let at = v.expire_at_ms();
     Ok((at == 0 || at > now_ms).then_some(v))
 }

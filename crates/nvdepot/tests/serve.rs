@@ -236,3 +236,76 @@ fn kill_9_under_a_set_load_loses_no_acknowledged_write() {
     }
     assert_eq!(server.terminate(), 0);
 }
+
+#[test]
+fn transactions_queue_abort_watch_and_isolate() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["SET", "a", "1"]), simple("QUEUED"));
+    assert_eq!(c.call(&["INCR", "a"]), simple("QUEUED"));
+    assert_eq!(c.call(&["GET", "a"]), simple("QUEUED"));
+    assert_eq!(
+        c.call(&["EXEC"]),
+        Value::Array(Some(vec![simple("OK"), Value::Integer(2), bulk("2")]))
+    );
+    assert_eq!(c.call(&["EXEC"]), error("ERR EXEC without MULTI"));
+    // A refused command aborts the whole transaction.
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(
+        c.call(&["MULTI"]),
+        error("ERR MULTI calls can not be nested")
+    );
+    assert_eq!(c.call(&["INCR", "a"]), simple("QUEUED"));
+    assert_eq!(
+        c.call(&["GET"]),
+        error("ERR wrong number of arguments for 'get' command")
+    );
+    assert_eq!(
+        c.call(&["EXEC"]),
+        error("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(c.call(&["GET", "a"]), bulk("2"));
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["DISCARD"]), simple("OK"));
+    // WATCH: a write by another client makes EXEC run nothing.
+    let mut other = Resp::connect(&server);
+    assert_eq!(c.call(&["WATCH", "a"]), simple("OK"));
+    assert_eq!(other.call(&["SET", "a", "other"]), simple("OK"));
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["SET", "a", "mine"]), simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]), Value::Array(None));
+    assert_eq!(c.call(&["GET", "a"]), bulk("other"));
+    // Isolation: another client's INCRs never interleave with a
+    // transaction's, so its replies are consecutive.
+    let stop = Arc::new(AtomicBool::new(false));
+    let hammer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                assert!(matches!(other.call(&["INCR", "ctr"]), Value::Integer(_)));
+            }
+        })
+    };
+    for _ in 0..30 {
+        assert_eq!(c.call(&["MULTI"]), simple("OK"));
+        for _ in 0..5 {
+            assert_eq!(c.call(&["INCR", "ctr"]), simple("QUEUED"));
+        }
+        let Value::Array(Some(replies)) = c.call(&["EXEC"]) else {
+            panic!("EXEC");
+        };
+        let n: Vec<i64> = replies
+            .iter()
+            .map(|v| match v {
+                Value::Integer(n) => *n,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(n.windows(2).all(|w| w[1] == w[0] + 1), "interleaved: {n:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    hammer.join().unwrap();
+    assert_eq!(server.terminate(), 0);
+}

@@ -11,7 +11,9 @@ use nvdepot_cache::resp::{unix_now_ms, RespStore};
 use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
 use nvdepot_server::{Face, Fed, Session, Shutdown};
 
+use super::gate::Gate;
 use super::keys;
+use super::multi::{Multi, Watched};
 
 /// The version this server reports (`HELLO`, `INFO`): Redis 7.0's
 /// behaviour, which the face follows.
@@ -45,6 +47,8 @@ pub struct Shared {
     pub store: Arc<RespStore>,
     pub config: Config,
     pub counters: Counters,
+    /// Transactions' isolation (see `gate.rs`).
+    pub gate: Gate,
     shutdown: Shutdown,
 }
 
@@ -59,6 +63,7 @@ impl RespFace {
             store,
             config,
             counters,
+            gate: Gate::default(),
             shutdown,
         }))
     }
@@ -73,6 +78,10 @@ pub struct RespSession {
     name: Vec<u8>,
     id: u64,
     close: bool,
+    /// Inside MULTI: the queued commands.
+    pub(super) multi: Option<Multi>,
+    /// WATCHed keys.
+    pub(super) watched: Vec<Watched>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -94,6 +103,8 @@ impl Face for RespFace {
             name: Vec::new(),
             id: self.0.counters.next_id.fetch_add(1, Ordering::Relaxed) + 1,
             close: false,
+            multi: None,
+            watched: Vec::new(),
         }
     }
 
@@ -139,7 +150,7 @@ impl Session for RespSession {
                 Ok(Parsed::Command(cmd, n)) => {
                     pos += n;
                     let args: Vec<&[u8]> = cmd.args.iter().map(Cow::as_ref).collect();
-                    self.execute(&args, out).await;
+                    self.dispatch(&args, out).await;
                 }
                 Ok(Parsed::Skip(n)) => pos += n,
                 Ok(Parsed::Incomplete) => break,
@@ -176,7 +187,28 @@ fn upper(name: &[u8]) -> Vec<u8> {
 }
 
 impl RespSession {
-    async fn execute(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+    pub(super) fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.shared)
+    }
+
+    pub(super) fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Transaction commands and queueing inside MULTI; every other command
+    /// runs holding a shared pass of the isolation gate.
+    async fn dispatch(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let name = upper(args[0]);
+        if self.authed && self.transaction(&name, args, out).await {
+            return;
+        }
+        let shared = self.shared();
+        let _pass = shared.gate.shared().await;
+        self.execute(args, out).await;
+    }
+
+    /// Runs one command (the caller holds a pass of the gate).
+    pub(super) async fn execute(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
         let shared = Arc::clone(&self.shared);
         shared.counters.commands.fetch_add(1, Ordering::Relaxed);
         let mut r = Reply::new(out, self.version);

@@ -8,9 +8,11 @@
 //! `SHUTDOWN` stop it gracefully (index checkpoint written).
 
 mod face;
+mod gate;
 mod glob;
 mod join;
 mod keys;
+mod multi;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
