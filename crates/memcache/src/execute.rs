@@ -135,6 +135,22 @@ impl<S: Storage> Connection<S> {
         }
     }
 
+    /// [`Connection::live_from`] of an item read ahead, together with
+    /// other keys: an expired one is read again, since an earlier request
+    /// of the same batch (the same key named twice) may have reclaimed it
+    /// meanwhile. memcached then counts one expired get and one miss, and
+    /// so does this, however the requests were batched.
+    pub(crate) async fn live_fetched(
+        &mut self,
+        key: &[u8],
+        got: Result<Option<Item>, StorageError>,
+    ) -> Result<Option<Item>, StorageError> {
+        match got {
+            Ok(Some(it)) if !it.is_live(self.now()) => self.live(key).await,
+            other => self.live_from(key, other).await,
+        }
+    }
+
     /// Reads the keys up to the first one over the key limit, all at once
     /// (their futures are polled together), in key order.
     pub(crate) async fn fetch_many(
@@ -208,7 +224,7 @@ impl<S: Storage> Connection<S> {
         key: &[u8],
     ) -> Result<Option<Item>, StorageError> {
         match self.prefetched.pop_front() {
-            Some((k, got)) if k == key => self.live_from(key, got).await,
+            Some((k, got)) if k == key => self.live_fetched(key, got).await,
             _ => {
                 self.prefetched.clear();
                 self.live(key).await

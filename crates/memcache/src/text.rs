@@ -382,7 +382,7 @@ impl<S: Storage> Connection<S> {
             } else {
                 self.counters.cmd_get += 1;
                 match fetched.next() {
-                    Some(got) => self.live_from(key, got).await,
+                    Some(got) => self.live_fetched(key, got).await,
                     None => self.live_read_ahead(key).await,
                 }
                 .map_err(ExecError::from)
