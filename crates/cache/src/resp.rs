@@ -46,12 +46,6 @@ impl Value {
     pub fn version(&self) -> u64 {
         self.version
     }
-
-    /// The value's bytes, owned.
-    pub fn into_data(mut self) -> Vec<u8> {
-        self.raw.drain(..EXPIRY_BYTES);
-        self.raw
-    }
 }
 
 /// What an update decided.

@@ -258,6 +258,17 @@ impl Writer {
     /// needs them to free space): on `None`, release them, call
     /// [`Writer::wait_for_space`] and retry.
     pub fn try_append(&self, rec: &RecordParts<'_>, who: Appender) -> Result<Option<Appended>> {
+        let len = self.record_len(rec);
+        let mut st = self.state.lock();
+        if !self.make_room(&mut st, len, who)? {
+            return Ok(None);
+        }
+        Ok(Some(self.copy_in(&mut st, rec, len)))
+    }
+
+    /// Bytes `rec` takes in the log (grain-aligned); at most a segment's
+    /// data area (callers check sizes first: a larger one is a bug).
+    fn record_len(&self, rec: &RecordParts<'_>) -> usize {
         let len = format::record_bytes(
             rec.key.len(),
             rec.value.len(),
@@ -268,11 +279,7 @@ impl Writer {
             len as u64 <= data_bytes,
             "record of {len} bytes exceeds a segment"
         );
-        let mut st = self.state.lock();
-        if !self.make_room(&mut st, len, who)? {
-            return Ok(None);
-        }
-        Ok(Some(self.copy_in(&mut st, rec, len)))
+        len
     }
 
     /// Sees that a record of `len` bytes fits the open segment, opening a
@@ -296,8 +303,8 @@ impl Writer {
 
     /// Appends a write-behind record (as [`Writer::try_append`]) and keeps
     /// a copy readable through [`Writer::unwritten_record`] until it is
-    /// written. `Ok(None)`: no segment is free; `Err` also when too much
-    /// is buffered already (the caller then appends and waits instead).
+    /// written. `Ok(None)`: no segment is free (callers first check
+    /// [`Writer::unwritten_over_budget`] and append and wait instead).
     /// Also says whether it is the first record buffered since the last
     /// write (see [`Writer::write_behind`]).
     pub fn try_append_buffered(
@@ -305,41 +312,16 @@ impl Writer {
         rec: &RecordParts<'_>,
         who: Appender,
     ) -> Result<Option<(Placed, bool)>> {
-        let len = format::record_bytes(
-            rec.key.len(),
-            rec.value.len(),
-            self.layout.grain_bytes as usize,
-        );
-        let Some(app) = self.try_append_then(rec, who, |st| {
-            let active = st.active.as_ref().expect("the record's buffer");
-            active.buf[active.len - len..active.len].into()
-        })?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(app))
-    }
-
-    /// [`Writer::try_append`], then (under the same lock, so no leader can
-    /// take the buffer first) `copy` of the record's bytes into the
-    /// unwritten map.
-    fn try_append_then(
-        &self,
-        rec: &RecordParts<'_>,
-        who: Appender,
-        copy: impl FnOnce(&State) -> Box<[u8]>,
-    ) -> Result<Option<(Placed, bool)>> {
-        let len = format::record_bytes(
-            rec.key.len(),
-            rec.value.len(),
-            self.layout.grain_bytes as usize,
-        );
+        let len = self.record_len(rec);
         let mut st = self.state.lock();
         if !self.make_room(&mut st, len, who)? {
             return Ok(None);
         }
         let app = self.copy_in(&mut st, rec, len);
-        let record = copy(&st);
+        // Copied under the same lock, so no leader can take the buffer
+        // first.
+        let active = st.active.as_ref().expect("the record's buffer");
+        let record: Box<[u8]> = active.buf[active.len - len..active.len].into();
         let placed = Placed {
             pba: app.pba,
             grains: app.grains,

@@ -28,6 +28,7 @@ mod memcache;
 mod serve;
 mod signals;
 mod size;
+mod store_dir;
 mod workload;
 
 use std::process::ExitCode;

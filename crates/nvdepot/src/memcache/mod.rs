@@ -11,7 +11,6 @@
 //! started, and one thread takes them with `sigwait`, so no code runs in a
 //! signal handler.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -248,15 +247,7 @@ fn human(bytes: u64) -> String {
 }
 
 fn open_storage(args: &MemcacheArgs) -> Result<MemcacheStorage, BoxError> {
-    if !args.data.exists() {
-        std::fs::create_dir_all(&args.data)
-            .map_err(|e| format!("creating directory {}: {e}", args.data.display()))?;
-    }
-    let mut opts = CacheStore::default_options().create_bytes(args.size);
-    opts.progress = std::io::stderr().is_terminal();
-    if let Some(bytes) = args.segment_size {
-        opts = opts.segment_bytes(bytes);
-    }
+    let mut opts = crate::store_dir::cache_options(&args.data, args.size, args.segment_size)?;
     opts.eviction = args.eviction;
     opts.sync = args.ack == Ack::Flushed;
     opts.write_behind = args.ack == Ack::Buffered;

@@ -14,7 +14,6 @@ mod join;
 mod keys;
 mod multi;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -140,24 +139,16 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
 }
 
 fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
-    if !args.data.exists() {
-        std::fs::create_dir_all(&args.data)
-            .map_err(|e| format!("creating directory {}: {e}", args.data.display()))?;
-    }
     // Store mode: nothing is evicted; a full store refuses writes.
-    let mut opts = CacheStore::default_options().create_bytes(args.size);
+    let mut opts = crate::store_dir::cache_options(&args.data, args.size, args.segment_size)?;
     opts.cache_mode = false;
     opts.key_bytes_max = 64 << 10;
-    opts.progress = std::io::stderr().is_terminal();
     opts.sync = args.appendfsync == "always";
     // Writers of one key share group commits (Redis's own behaviour: a
     // reader may see a write before its writer is answered; nothing is
     // answered before it is durable).
     opts.unlock_before_durable = true;
     opts.flush_interval_ms = 1000;
-    if let Some(bytes) = args.segment_size {
-        opts = opts.segment_bytes(bytes);
-    }
     let cache = CacheStore::open(&args.data, opts, args.cache_mb << 20)?;
     Ok(RespStore::new(cache, args.databases as usize)?)
 }
