@@ -14,12 +14,14 @@
 //! [`CacheStore::set`] (a blind write) or [`CacheStore::update`] (one
 //! device read, the face's decision, at most one write, atomic per key).
 
+mod access;
 mod dram;
 mod envelope;
 pub mod memcache;
 pub mod resp;
 mod store;
 
+pub use access::{Access, AccessTable};
 pub use dram::{DramTier, DramTierStats};
 pub use envelope::{Envelope, Item, ENVELOPE_BYTES};
 pub use store::{unix_now, CacheStore, Change, NewItem, Updated};

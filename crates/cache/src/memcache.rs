@@ -11,7 +11,7 @@
 //! is flushed before `STORED`.
 
 use nvdepot_engine::Namespace;
-use nvdepot_memcache::{Change, Item, ItemState, Storage, StorageError, Updated};
+use nvdepot_memcache::{Access, Change, Item, ItemState, Storage, StorageError, Updated};
 
 use crate::envelope::{self, Envelope};
 use crate::store::{self, unix_now, CacheStore, NewItem};
@@ -134,6 +134,7 @@ impl Storage for MemcacheStorage {
                         },
                         value: new.value,
                         kept_cas: new.kept_cas,
+                        keeps_access: new.in_place,
                     }),
                 };
                 (change, Some(out))
@@ -158,6 +159,18 @@ impl Storage for MemcacheStorage {
 
     fn now(&self) -> u32 {
         unix_now()
+    }
+
+    fn access(&self, key: &[u8]) -> Access {
+        let a = self.cache.access(self.ns, key);
+        Access {
+            fetched: a.fetched,
+            idle_secs: a.idle_secs,
+        }
+    }
+
+    fn fetched(&self, key: &[u8]) {
+        self.cache.fetched(self.ns, key)
     }
 
     fn stats(&self) -> Vec<(String, String)> {

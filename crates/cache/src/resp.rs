@@ -212,6 +212,7 @@ impl RespStore {
                             value: raw,
                             envelope,
                             kept_cas: None,
+                            keeps_access: false,
                         })
                     }
                 };

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
 
+use crate::access::{Access, AccessTable};
 use crate::dram::DramTier;
 use crate::envelope::{self, Envelope, Item, ENVELOPE_BYTES};
 use crate::Error;
@@ -19,6 +20,9 @@ pub struct NewItem {
     pub value: Vec<u8>,
     pub envelope: Envelope,
     pub kept_cas: Option<u64>,
+    /// The same item changed (memcached changes it in place): its access
+    /// state carries over. Otherwise it is a new item, never fetched.
+    pub keeps_access: bool,
 }
 
 /// What an update decided.
@@ -48,6 +52,8 @@ pub struct CacheStore {
     store: Store,
     /// The DRAM tier (`-m`): hot items, so a hit costs no IO.
     dram: DramTier,
+    /// Fetched-since-written and last access per item (memcache `mg h l`).
+    access: AccessTable,
     memory_bytes: u64,
     /// Expired items an update deleted (memcached's `reclaimed`).
     expired_reclaimed: AtomicU64,
@@ -97,11 +103,16 @@ impl CacheStore {
     }
 
     /// A cache over an open store (any device, the fault-injecting one
-    /// included). Items live in the namespaces the faces pass.
+    /// included). Items live in the namespaces the faces pass. Of
+    /// `memory_bytes`, 1/16 (64 KiB to 64 MiB) holds the access table and
+    /// the rest the DRAM tier.
     pub fn over(store: Store, memory_bytes: u64) -> CacheStore {
+        let memory = usize::try_from(memory_bytes).unwrap_or(usize::MAX);
+        let access = AccessTable::new((memory / 16).clamp(64 << 10, 64 << 20), unix_now());
         CacheStore {
             store,
-            dram: DramTier::new(usize::try_from(memory_bytes).unwrap_or(usize::MAX)),
+            dram: DramTier::new(memory.saturating_sub(access.bytes())),
+            access,
             memory_bytes,
             expired_reclaimed: AtomicU64::new(0),
         }
@@ -126,6 +137,20 @@ impl CacheStore {
     /// Writes the index checkpoint and closes (fast warm restart).
     pub fn close(self) -> Result<(), Error> {
         Ok(self.store.close()?)
+    }
+
+    fn key_hash(ns: Namespace, key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64_with_seed(key, u64::from(ns.id()))
+    }
+
+    /// The access state of the item under `key` (see [`AccessTable`]).
+    pub fn access(&self, ns: Namespace, key: &[u8]) -> Access {
+        self.access.get(Self::key_hash(ns, key), unix_now())
+    }
+
+    /// Counts a fetch of the item under `key` (see [`AccessTable`]).
+    pub fn fetched(&self, ns: Namespace, key: &[u8]) {
+        self.access.fetched(Self::key_hash(ns, key), unix_now())
     }
 
     /// The item under `key`, expired or not (expiry is the face's rule).
@@ -175,6 +200,7 @@ impl CacheStore {
             cas,
         };
         write.end(Some(&item));
+        self.access.written(Self::key_hash(ns, key), unix_now());
         Ok(cas)
     }
 
@@ -240,6 +266,9 @@ impl CacheStore {
             }
             (engine::Updated::Put(version), Some(new)) => {
                 let cas = new.kept_cas.unwrap_or(version);
+                if !new.keeps_access {
+                    self.access.written(Self::key_hash(ns, key), unix_now());
+                }
                 let item = Item {
                     value: new.value,
                     envelope: new.envelope,

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs="${1:-20}"
-for target in text meta binary; do
+for target in text meta meta_rules binary; do
     echo "== fuzz $target for ${secs}s"
     mkdir -p "corpus/$target"
     cargo +nightly fuzz run "$target" "corpus/$target" -- -max_total_time="$secs" -max_len=4096 ${FUZZ_EXTRA:-}

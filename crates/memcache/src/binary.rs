@@ -417,6 +417,7 @@ impl<S: Storage> Connection<S> {
                 } else {
                     self.counters.get_hits += 1;
                 }
+                self.storage.fetched(key);
                 let value: &[u8] = if base == op::TOUCH { &[] } else { &item.value };
                 let keylen = if with_key { key.len() } else { 0 };
                 put_header(

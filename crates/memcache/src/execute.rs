@@ -55,14 +55,16 @@ pub(crate) struct ArithDone {
     pub created: bool,
 }
 
-/// Write `item` as a new version of the key (a new CAS unique).
-fn rewrite(value: Vec<u8>, flags: u32, exptime: u32, state: ItemState) -> Change {
+/// Write `item` as a new version of the key (a new CAS unique); a new
+/// memcached item unless `in_place` ([`NewItem::in_place`]).
+fn rewrite(value: Vec<u8>, flags: u32, exptime: u32, state: ItemState, in_place: bool) -> Change {
     Change::Write(NewItem {
         value,
         flags,
         exptime,
         state,
         kept_cas: None,
+        in_place,
     })
 }
 
@@ -300,7 +302,7 @@ impl<S: Storage> Connection<S> {
                     v.extend_from_slice(data);
                     v.extend_from_slice(&old.value);
                 }
-                let change = rewrite(v, old.flags, old.exptime, ItemState::default());
+                let change = rewrite(v, old.flags, old.exptime, ItemState::default(), false);
                 (change, StoreOutcome::Stored { cas: 0 })
             })
             .await?;
@@ -339,7 +341,7 @@ impl<S: Storage> Connection<S> {
                         old_exptime: 0,
                         created: true,
                     };
-                    let change = rewrite(digits, 0, exptime, ItemState::default());
+                    let change = rewrite(digits, 0, exptime, ItemState::default(), false);
                     return (change, Arith::Done(done));
                 };
                 if old.value.is_empty() {
@@ -377,7 +379,7 @@ impl<S: Storage> Connection<S> {
                     created: false,
                 };
                 let new_exptime = exptime.unwrap_or(old.exptime);
-                let change = rewrite(digits, old.flags, new_exptime, state);
+                let change = rewrite(digits, old.flags, new_exptime, state, in_place);
                 (change, Arith::Done(done))
             })
             .await?;
@@ -419,6 +421,7 @@ impl<S: Storage> Connection<S> {
                         exptime,
                         state: old.state,
                         kept_cas: Some(old.cas),
+                        in_place: true,
                     });
                     (change, Some(old.clone()))
                 }
@@ -463,7 +466,7 @@ impl<S: Storage> Connection<S> {
                             ..old.state
                         };
                         let exptime = exptime.unwrap_or(old.exptime);
-                        let change = rewrite(old.value.clone(), old.flags, exptime, state);
+                        let change = rewrite(old.value.clone(), old.flags, exptime, state, true);
                         (change, Deleted::Yes)
                     }
                 },
@@ -608,7 +611,9 @@ impl<S: Storage> Connection<S> {
             .storage
             .update(key, |it| match it.filter(|it| it.is_live(now)) {
                 None => (Change::Keep, StoreOutcome::NotFound),
-                Some(old) if cas > old.cas => (Change::Keep, StoreOutcome::Exists),
+                // CAS 0 is "none", which a compare-and-set never matches
+                // (memcached's CAS_NONE), invalidating or not.
+                Some(old) if cas == 0 || cas > old.cas => (Change::Keep, StoreOutcome::Exists),
                 Some(old) => {
                     let (exptime, state) = if cas == old.cas {
                         let state = ItemState {
@@ -624,7 +629,7 @@ impl<S: Storage> Connection<S> {
                         };
                         (old.exptime, state)
                     };
-                    let change = rewrite(value.to_vec(), flags, exptime, state);
+                    let change = rewrite(value.to_vec(), flags, exptime, state, false);
                     (change, StoreOutcome::Stored { cas: 0 })
                 }
             })

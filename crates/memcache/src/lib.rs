@@ -159,6 +159,21 @@ pub struct NewItem {
     /// `Some`: the item keeps this CAS unique (touch, gat, a win);
     /// `None`: the storage assigns a new one.
     pub kept_cas: Option<u64>,
+    /// memcached changes the item in place (touch, gat, a win, an
+    /// invalidation, an increment that fits its length): its [`Access`]
+    /// state carries over. Otherwise the write is a new item: never
+    /// fetched, accessed now.
+    pub in_place: bool,
+}
+
+/// An item's access state as memcached keeps it in its LRU, reported by
+/// meta `mg` flags `h` and `l`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    /// Fetched since it was written (`h1`).
+    pub fetched: bool,
+    /// Seconds since it was last accessed (`l`).
+    pub idle_secs: u32,
 }
 
 /// What a read-modify-write does with the live item ([`Storage::update`]).
@@ -258,6 +273,7 @@ pub trait Storage: Send + Sync {
                                 exptime,
                                 state,
                                 kept_cas: mode.kept_cas(),
+                                in_place: matches!(mode, StoreMode::Win(_)),
                             };
                             (Change::Write(item), None)
                         }
@@ -312,6 +328,14 @@ pub trait Storage: Send + Sync {
     fn flush_all(&self) -> Result<(), StorageError>;
     /// Current time in Unix seconds (a clock the tests can drive).
     fn now(&self) -> u32;
+    /// The [`Access`] state of the item under `key`, as it was before this
+    /// request's fetch (memcached reads `h` and `l` before its LRU bump).
+    fn access(&self, key: &[u8]) -> Access;
+    /// A fetch of the live item under `key` (memcached's LRU bump, made by
+    /// get, gets, gat, touch and `mg` without `u`): the first marks it
+    /// fetched; later ones make now its last access (memcached moves the
+    /// time when a fetched item is hit again).
+    fn fetched(&self, key: &[u8]);
     /// Extra `STAT name value` lines for the `stats` command (storage side:
     /// curr_items, bytes, limit_maxbytes, evictions, ...).
     fn stats(&self) -> Vec<(String, String)>;

@@ -8,7 +8,7 @@ use crate::execute::{Arith, Claim, Deleted, ExecError};
 use crate::meta_flags::{self, MetaFlags, META_TOKENS_MAX};
 use crate::num::{put_i64, put_u64, safe_strtol};
 use crate::text::{reply, server_error, After, Tokens};
-use crate::{Connection, Item, ItemState, Storage, StoreMode, StoreOutcome};
+use crate::{Access, Connection, Item, ItemState, Storage, StoreMode, StoreOutcome};
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format";
 
@@ -121,11 +121,12 @@ impl<S: Storage> Connection<S> {
     }
 
     /// The checks every meta command but ms makes before its flags, and
-    /// the flags. `Err` = the reply was written.
+    /// the flags; an over-long opaque token too, with `check_opaque`
+    /// (mg finds it later, as memcached). `Err` = the reply was written.
     fn meta_prelude(
         &mut self,
         tok: &Tokens,
-        reject: &[u8],
+        check_opaque: bool,
         too_long: &[u8],
         flag_error: Option<&'static str>,
         key_buf: &mut Vec<u8>,
@@ -143,14 +144,14 @@ impl<S: Storage> Connection<S> {
             reply(out, false, too_long);
             return Err(());
         }
-        let f = match meta_flags::parse(tok, 2, reject, key_buf) {
+        let f = match meta_flags::parse(tok, 2, key_buf) {
             Ok(f) => f,
             Err(e) => {
                 reply(out, false, flag_error.unwrap_or(e).as_bytes());
                 return Err(());
             }
         };
-        if meta_flags::opaque_too_long(tok, 2) {
+        if check_opaque && meta_flags::opaque_too_long(tok, 2) {
             reply(out, false, OPAQUE_TOO_LONG);
             return Err(());
         }
@@ -159,11 +160,22 @@ impl<S: Storage> Connection<S> {
 
     async fn mg(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags are too long";
-        // h, l: hit-before and last-access would cost a device write per
-        // hit to keep; refused rather than answered wrongly.
-        let Ok(f) = self.meta_prelude(tok, b"hl", too_long, None, key_buf, out) else {
+        let Ok(mut f) = self.meta_prelude(tok, false, too_long, None, key_buf, out) else {
             return;
         };
+        // memcached finds an over-long opaque token while composing the
+        // reply, after the fetch: it answers the error, but what came
+        // before the token (the fetch, a creation, `T`) has been done.
+        let bad_opaque = tok.t[2..tok.n]
+            .iter()
+            .position(|t| t[0] == b'O' && t.len() > meta_flags::OPAQUE_BYTES_MAX)
+            .map(|i| i + 2);
+        if let Some(bad) = bad_opaque {
+            let before = |flag: u8| tok.t[2..bad].iter().any(|t| t[0] == flag);
+            if !before(b'T') {
+                f.ttl = None;
+            }
+        }
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
         let mut old_exptime = None;
         let found = match f.ttl {
@@ -186,6 +198,11 @@ impl<S: Storage> Connection<S> {
             Ok(item) => item,
             Err(e) => return server_error(out, false, &e),
         };
+        if let Some(bad) = bad_opaque {
+            return self
+                .mg_bad_opaque(tok, &f, key, item.is_some(), bad, out)
+                .await;
+        }
         let Some(item) = item else {
             if f.ttl.is_some() {
                 self.counters.touch_misses += 1;
@@ -207,6 +224,47 @@ impl<S: Storage> Connection<S> {
             Err(e) => return server_error(out, false, &e),
         };
         self.mg_hit(tok, &f, key, &item, old_exptime, false, marks, out);
+    }
+
+    /// An `mg` whose opaque token (at `bad`) is over its limit, after its
+    /// fetch: memcached answers the error, having already counted a fetch
+    /// of a hit (unless `u`, or a flag that delays its bump: `h`, `l`,
+    /// `R`, `N`) or, on a miss with `N`, created the empty item (without
+    /// its win token, which is handed out after the flags).
+    async fn mg_bad_opaque(
+        &mut self,
+        tok: &Tokens<'_>,
+        f: &MetaFlags,
+        key: &[u8],
+        hit: bool,
+        bad: usize,
+        out: &mut Vec<u8>,
+    ) {
+        let delayed_bump = f.hit_before || f.last_access || f.recache.is_some();
+        if hit {
+            if !(f.no_update || delayed_bump || f.vivify.is_some()) {
+                self.storage.fetched(key);
+            }
+        } else if let Some(ttl) = f.vivify {
+            // The new item starts without expiry; N or T before the bad
+            // token give it theirs, in order.
+            let mut exptime = 0;
+            for t in &tok.t[2..bad] {
+                match t[0] {
+                    b'N' => exptime = self.exptime_abs(i64::from(ttl)),
+                    b'T' => exptime = self.exptime_abs(i64::from(f.ttl.unwrap_or(0))),
+                    _ => {}
+                }
+            }
+            let made = self
+                .storage
+                .store_item(key, b"", 0, exptime, ItemState::default(), StoreMode::Add)
+                .await;
+            if let Err(e) = made {
+                return server_error(out, false, &ExecError::from(e));
+            }
+        }
+        reply(out, false, OPAQUE_TOO_LONG);
     }
 
     /// The `Z`, `X` and `W` marks of a hit: a stale item, or with `R` one
@@ -281,6 +339,12 @@ impl<S: Storage> Connection<S> {
         out: &mut Vec<u8>,
     ) {
         let now = self.now();
+        // Read before this fetch counts (memcached's delayed bump).
+        let access = if f.hit_before || f.last_access {
+            self.storage.access(key)
+        } else {
+            Access::default()
+        };
         out.reserve(item.value.len() + key.len() + 64);
         if f.value {
             out.extend_from_slice(b"VA ");
@@ -317,6 +381,11 @@ impl<S: Storage> Connection<S> {
                     out.extend_from_slice(b" f");
                     put_u64(out, u64::from(item.flags));
                 }
+                b'h' => out.extend_from_slice(if access.fetched { b" h1" } else { b" h0" }),
+                b'l' => {
+                    out.extend_from_slice(b" l");
+                    put_u64(out, u64::from(access.idle_secs));
+                }
                 b'O' => {
                     out.push(b' ');
                     out.extend_from_slice(t);
@@ -340,6 +409,9 @@ impl<S: Storage> Connection<S> {
         if f.value {
             out.extend_from_slice(&item.value);
             out.extend_from_slice(b"\r\n");
+        }
+        if !f.no_update {
+            self.storage.fetched(key);
         }
     }
 
@@ -375,7 +447,7 @@ impl<S: Storage> Connection<S> {
             this.swallow = vlen as u64 + 2;
             After::Line
         };
-        let f = match meta_flags::parse(tok, 3, b"", key_buf) {
+        let f = match meta_flags::parse(tok, 3, key_buf) {
             Ok(f) => f,
             Err(e) => return refuse(self, out, e.as_bytes()),
         };
@@ -467,7 +539,7 @@ impl<S: Storage> Connection<S> {
     async fn md(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
-        let Ok(f) = self.meta_prelude(tok, b"", too_long, flag_error, key_buf, out) else {
+        let Ok(f) = self.meta_prelude(tok, true, too_long, flag_error, key_buf, out) else {
             return;
         };
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
@@ -493,7 +565,7 @@ impl<S: Storage> Connection<S> {
     async fn ma(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
-        let Ok(f) = self.meta_prelude(tok, b"", too_long, flag_error, key_buf, out) else {
+        let Ok(f) = self.meta_prelude(tok, true, too_long, flag_error, key_buf, out) else {
             return;
         };
         let incr = match f.mode {
@@ -589,9 +661,9 @@ impl<S: Storage> Connection<S> {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// `me <key> [b]`: memcached's debug line. Only `exp` and `cas` are
-    /// real here; `la`, `fetch` and `cls` are fixed and `size` is the key
-    /// plus value length.
+    /// `me <key> [b]`: memcached's debug line. `exp`, `la`, `cas` and
+    /// `fetch` are real; `cls` is fixed and `size` is the key plus value
+    /// length.
     async fn me(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         if tok.ntokens() < 3 || tok.t[1].len() > self.limits.key_bytes_max {
             return reply(out, false, BAD_FORMAT);
@@ -618,9 +690,16 @@ impl<S: Storage> Connection<S> {
         } else {
             put_i64(out, i64::from(self.now()) - i64::from(item.exptime));
         }
-        out.extend_from_slice(b" la=0 cas=");
+        let access = self.storage.access(key);
+        out.extend_from_slice(b" la=");
+        put_u64(out, u64::from(access.idle_secs));
+        out.extend_from_slice(b" cas=");
         put_u64(out, item.cas);
-        out.extend_from_slice(b" fetch=no cls=1 size=");
+        out.extend_from_slice(if access.fetched {
+            &b" fetch=yes cls=1 size="[..]
+        } else {
+            b" fetch=no cls=1 size="
+        });
         put_u64(out, (key.len() + item.value.len()) as u64);
         out.extend_from_slice(b"\r\n");
     }

@@ -3,11 +3,6 @@
 //! it has no use for), a repeated flag or a byte >= 127 is a "duplicate",
 //! an unknown one is "invalid", and a bad numeric argument marks an error
 //! whose message the last bad flag decides.
-//!
-//! Flags this crate cannot honour because the [`Storage`](crate::Storage)
-//! keeps no such item state (hit-before, last access) are refused as
-//! invalid by the commands that would use them rather than answered
-//! wrongly; see `reject` in [`parse`].
 
 use crate::num::{safe_strtol, safe_strtoul, safe_strtoull};
 use crate::text::Tokens;
@@ -47,15 +42,19 @@ pub(crate) struct MetaFlags {
     pub delta: Option<u64>,
     /// `J<initial>`.
     pub initial: u64,
+    /// `h`: report whether the item was fetched before.
+    pub hit_before: bool,
+    /// `l`: report the seconds since its last access.
+    pub last_access: bool,
+    /// `u`: do not count this as a fetch (no LRU bump).
+    pub no_update: bool,
 }
 
-/// Parses the flags `tok.t[start..]` of a meta command. `reject` lists
-/// flags memcached accepts but this crate refuses for this command (as
-/// "invalid"). A `b` flag decodes the key (`tok.t[1]`) into `key_buf`.
+/// Parses the flags `tok.t[start..]` of a meta command. A `b` flag
+/// decodes the key (`tok.t[1]`) into `key_buf`.
 pub(crate) fn parse(
     tok: &Tokens,
     start: usize,
-    reject: &[u8],
     key_buf: &mut Vec<u8>,
 ) -> Result<MetaFlags, &'static str> {
     let mut f = MetaFlags::default();
@@ -68,9 +67,6 @@ pub(crate) fn parse(
             return Err("CLIENT_ERROR duplicate flag");
         }
         seen[usize::from(o)] = true;
-        if reject.contains(&o) {
-            return Err("CLIENT_ERROR invalid flag");
-        }
         let arg = &t[1..];
         match o {
             b'b' => {
@@ -92,7 +88,10 @@ pub(crate) fn parse(
                 None => err = Some(bad_token),
             },
             b'I' => f.invalidate = true,
-            b'l' | b'h' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'u' => {}
+            b'h' => f.hit_before = true,
+            b'l' => f.last_access = true,
+            b'u' => f.no_update = true,
+            b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' => {}
             b'v' => f.value = true,
             b'q' => f.no_reply = true,
             b'F' => match safe_strtoul(arg) {

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::task::Poll;
 
-use crate::{Change, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome, Updated};
+use crate::{
+    Access, Change, Item, ItemState, Storage, StorageError, StoreMode, StoreOutcome, Updated,
+};
 
 /// The clock's starting time: 2023-11-14, well past the 30-day boundary
 /// between relative and absolute exptimes.
@@ -23,6 +25,8 @@ struct Inner {
     map: HashMap<Vec<u8>, Item>,
     /// Last CAS unique handed out.
     cas: u64,
+    /// Per key: fetched since written, and the last access time.
+    access: HashMap<Vec<u8>, (bool, u32)>,
 }
 
 /// In-memory storage with a settable clock. Expired items are kept until
@@ -108,9 +112,11 @@ impl MemStorage {
         state: ItemState,
     ) -> Result<u64, StorageError> {
         self.check()?;
+        let now = self.now();
         let mut inner = self.inner.lock().unwrap();
         inner.cas += 1;
         let cas = inner.cas;
+        inner.access.insert(key.to_vec(), (false, now));
         let item = Item {
             value: value.to_vec(),
             flags,
@@ -130,6 +136,7 @@ impl MemStorage {
         mut decide: impl FnMut(Option<&Item>) -> (Change, R),
     ) -> Result<(R, Updated), StorageError> {
         self.check()?;
+        let now = self.now();
         let mut inner = self.inner.lock().unwrap();
         let (change, out) = decide(inner.map.get(key));
         let done = match change {
@@ -143,6 +150,9 @@ impl MemStorage {
                     inner.cas += 1;
                     inner.cas
                 });
+                if !new.in_place {
+                    inner.access.insert(key.to_vec(), (false, now));
+                }
                 let item = Item {
                     value: new.value,
                     flags: new.flags,
@@ -222,6 +232,27 @@ impl Storage for MemStorage {
         self.clock.load(Ordering::Relaxed)
     }
 
+    fn access(&self, key: &[u8]) -> Access {
+        let now = self.now();
+        match self.inner.lock().unwrap().access.get(key) {
+            Some(&(fetched, at)) => Access {
+                fetched,
+                idle_secs: now.saturating_sub(at),
+            },
+            None => Access::default(),
+        }
+    }
+
+    fn fetched(&self, key: &[u8]) {
+        let now = self.now();
+        let mut inner = self.inner.lock().unwrap();
+        let e = inner.access.entry(key.to_vec()).or_insert((false, now));
+        if e.0 {
+            e.1 = now;
+        }
+        e.0 = true;
+    }
+
     fn stats(&self) -> Vec<(String, String)> {
         let inner = self.inner.lock().unwrap();
         let bytes: usize = inner.map.iter().map(|(k, v)| k.len() + v.value.len()).sum();
@@ -292,6 +323,14 @@ impl Storage for WaitingStorage {
 
     fn now(&self) -> u32 {
         self.inner.now()
+    }
+
+    fn access(&self, key: &[u8]) -> Access {
+        self.inner.access(key)
+    }
+
+    fn fetched(&self, key: &[u8]) {
+        self.inner.fetched(key)
     }
 
     fn stats(&self) -> Vec<(String, String)> {

@@ -408,6 +408,7 @@ impl<S: Storage> Connection<S> {
             } else {
                 self.counters.get_hits += 1;
             }
+            self.storage.fetched(key);
             out.reserve(key.len() + item.value.len() + 64);
             out.extend_from_slice(b"VALUE ");
             out.extend_from_slice(key);
@@ -595,6 +596,7 @@ impl<S: Storage> Connection<S> {
         match self.touch(key, exptime).await {
             Ok(Some(_)) => {
                 self.counters.touch_hits += 1;
+                self.storage.fetched(key);
                 reply(out, noreply, b"TOUCHED");
             }
             Ok(None) => {

@@ -58,6 +58,12 @@ impl Storage for Racy {
     fn now(&self) -> u32 {
         self.inner.now()
     }
+    fn access(&self, key: &[u8]) -> nvdepot_memcache::Access {
+        self.inner.access(key)
+    }
+    fn fetched(&self, key: &[u8]) {
+        self.inner.fetched(key)
+    }
     fn stats(&self) -> Vec<(String, String)> {
         self.inner.stats()
     }

@@ -6,9 +6,12 @@
 //!
 //! - CAS uniques: each server's are renamed `#0`, `#1`, ... in order of
 //!   first appearance (so equal stays equal and new stays new), and a
-//!   request that quotes a CAS quotes each server its own;
+//!   request that quotes a CAS quotes each server its own (0, "no CAS",
+//!   is compared as it is);
 //! - remaining TTLs (`t<secs>` of the meta protocol) become `t*`, since a
-//!   second may tick between the two servers;
+//!   second may tick between the two servers, and so do seconds since
+//!   the last access (`l<secs>` become `l*`), which memcached moves only
+//!   on some hits (when its LRU thread last ran decides which);
 //! - `me` (a debug dump) becomes `ME *`;
 //! - a number padded with spaces loses the padding (and its length shrinks
 //!   to match): memcached pads an incremented number to its old length
@@ -21,9 +24,6 @@
 //! seed (default 1500), `NVDEPOT_DIFF_SEEDS` the seeds (default 3), and
 //! `NVDEPOT_DIFF_PEER=memcached` runs the check against a second memcached
 //! instead (which must agree 100 %, or the masking is wrong).
-//!
-//! memcached's `mg h` and `l` flags are left out of the generated requests
-//! (nvdepot refuses them; see the memcache face's README).
 
 mod common;
 
@@ -285,10 +285,14 @@ impl Gen {
         };
         match self.rng.gen_range(0..5) {
             0 | 1 => {
+                // R50, not R30: an item made by N30 or `md T30` has 30 s
+                // left, and whether R30 wins it would depend on whether
+                // each server's clock has ticked since (as `t` does).
                 pick(
                     &mut self.rng,
                     &[
-                        "v", "k", "c", "f", "s", "t", "q", "Oab", "T100", "N30", "R30", "u",
+                        "v", "k", "c", "f", "s", "t", "q", "Oab", "T100", "N30", "R50", "u", "h",
+                        "l",
                     ],
                     0.25,
                 );
@@ -491,8 +495,10 @@ impl Peer {
             match words[0].as_str() {
                 "VALUE" => {
                     if words.len() == 5 {
-                        if let Ok(c) = words[4].parse() {
-                            words[4] = format!("#{}", self.cas.id(c));
+                        if let Ok(c) = words[4].parse::<u64>() {
+                            if c != 0 {
+                                words[4] = format!("#{}", self.cas.id(c));
+                            }
                         }
                     }
                     if let (Some(len), true) = (&data_len, words.len() >= 4) {
@@ -507,11 +513,17 @@ impl Peer {
                         words[1] = len.clone();
                     }
                     for w in words.iter_mut().skip(1) {
-                        if let Some(n) = w.strip_prefix('c').and_then(|d| d.parse().ok()) {
+                        if let Some(n) = w
+                            .strip_prefix('c')
+                            .and_then(|d| d.parse::<u64>().ok())
+                            .filter(|&n| n != 0)
+                        {
                             *w = format!("c#{}", self.cas.id(n));
                         } else if w.starts_with('t') && w != "t-1" && w[1..].parse::<u64>().is_ok()
                         {
                             *w = "t*".into();
+                        } else if w.starts_with('l') && w[1..].parse::<u64>().is_ok() {
+                            *w = "l*".into();
                         }
                     }
                 }
@@ -741,12 +753,19 @@ fn compare(reference: SocketAddr, subject: SocketAddr) {
         let prefix = format!("r{seed}-");
         let (mut a, mut b) = (Peer::new(reference), Peer::new(subject));
         let mut sent = Vec::with_capacity(ops);
+        // Requests per protocol: binary, classic text, meta.
+        let mut kinds = [0usize; 3];
         for i in 0..ops {
             let r = if gen.rng.gen_bool(0.25) {
                 gen.binary()
             } else {
                 gen.text()
             };
+            kinds[match &r.parts[0] {
+                _ if r.binary => 0,
+                Part::Bytes(b) if b.len() >= 2 && b[0] == b'm' && b"gsdane".contains(&b[1]) => 2,
+                _ => 1,
+            }] += 1;
             sent.push(r.clone());
             let want = a.call(&r, &prefix).expect("generated from seen CAS");
             let got = b.call(&r, &prefix);
@@ -760,7 +779,10 @@ fn compare(reference: SocketAddr, subject: SocketAddr) {
                 panic!("seed {seed}, request {i}: replies differ.\n{report}");
             }
         }
-        eprintln!("differential: seed {seed}: {ops} requests, every reply the same");
+        eprintln!(
+            "differential: seed {seed}: {ops} requests ({} binary, {} text, {} meta), every reply the same",
+            kinds[0], kinds[1], kinds[2]
+        );
     }
 }
 
