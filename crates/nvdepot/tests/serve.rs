@@ -7,60 +7,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{temp_dir, Server};
-use nvdepot_resp::{parse_value, Value};
+use common::{temp_dir, Resp, Server};
+use nvdepot_resp::Value;
 
 const ARGS: &[&str] = &["--size", "64M", "--segment-size", "4M"];
-
-/// A RESP client: sends commands as multibulk arrays, reads one value.
-struct Resp {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Resp {
-    fn connect(server: &Server) -> Resp {
-        let stream = TcpStream::connect(server.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        Resp {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, args: &[&str]) {
-        let mut req = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            req.extend(format!("${}\r\n{a}\r\n", a.len()).bytes());
-        }
-        self.stream.write_all(&req).expect("send");
-    }
-
-    fn read(&mut self) -> Value {
-        loop {
-            if let Some((v, n)) = parse_value(&self.buf).expect("valid RESP") {
-                self.buf.drain(..n);
-                return v;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> Value {
-        self.send(args);
-        self.read()
-    }
-}
 
 fn bulk(s: &str) -> Value {
     Value::Bulk(Some(s.as_bytes().to_vec()))

@@ -12,11 +12,13 @@
 //!   nesting limit.
 //! - [`errors`]: Redis's error texts (`-ERR wrong number of arguments for
 //!   'get' command`, `-WRONGTYPE …`, …).
+//! - [`slot`]: Redis Cluster's key → hash slot map (CRC16, hash tags).
 
 pub mod errors;
 mod inline;
 mod reply;
 mod request;
+pub mod slot;
 mod value;
 
 pub use reply::{Reply, Version};

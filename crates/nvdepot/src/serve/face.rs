@@ -11,6 +11,7 @@ use nvdepot_cache::resp::{unix_now_ms, RespStore};
 use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
 use nvdepot_server::{Face, Fed, Session, Shutdown};
 
+use super::cluster::{self, Cluster, Redirect, Route};
 use super::gate::Gate;
 use super::keys;
 use super::multi::{Multi, Watched};
@@ -49,6 +50,8 @@ pub struct Shared {
     pub counters: Counters,
     /// Transactions' isolation (see `gate.rs`).
     pub gate: Gate,
+    /// `--cluster-enabled`: this node's Redis Cluster state.
+    pub cluster: Option<Arc<Cluster>>,
     shutdown: Shutdown,
 }
 
@@ -56,7 +59,12 @@ pub struct Shared {
 pub struct RespFace(Arc<Shared>);
 
 impl RespFace {
-    pub fn new(store: Arc<RespStore>, config: Config, shutdown: Shutdown) -> RespFace {
+    pub fn new(
+        store: Arc<RespStore>,
+        config: Config,
+        cluster: Option<Arc<Cluster>>,
+        shutdown: Shutdown,
+    ) -> RespFace {
         let counters = Counters::default();
         counters.started_ms.store(unix_now_ms(), Ordering::Relaxed);
         RespFace(Arc::new(Shared {
@@ -64,6 +72,7 @@ impl RespFace {
             config,
             counters,
             gate: Gate::default(),
+            cluster,
             shutdown,
         }))
     }
@@ -82,6 +91,9 @@ pub struct RespSession {
     pub(super) multi: Option<Multi>,
     /// WATCHed keys.
     pub(super) watched: Vec<Watched>,
+    /// The previous command was `ASKING` (cluster: serve an importing
+    /// slot once).
+    asking: bool,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -105,6 +117,7 @@ impl Face for RespFace {
             close: false,
             multi: None,
             watched: Vec::new(),
+            asking: false,
         }
     }
 
@@ -217,6 +230,13 @@ impl RespSession {
             r.error(errors::NOAUTH);
             return;
         }
+        if let Some(cluster) = &shared.cluster {
+            let asking = std::mem::take(&mut self.asking);
+            if let Some(e) = redirect(&shared, cluster, &name, args, asking).await {
+                r.error(&e);
+                return;
+            }
+        }
         match name.as_slice() {
             b"PING" => {
                 if arity(args, 1, Some(2), &mut r) {
@@ -253,6 +273,42 @@ impl RespSession {
                     }
                 }
             }
+            b"SELECT" if shared.cluster.is_some() => {
+                if arity(args, 2, Some(2), &mut r) {
+                    if args[1] == b"0" {
+                        r.ok();
+                    } else {
+                        r.error("ERR SELECT is not allowed in cluster mode");
+                    }
+                }
+            }
+            b"CLUSTER" | b"CLUSTERX" | b"READONLY" | b"READWRITE" | b"ASKING" => {
+                match &shared.cluster {
+                    None => r.error("ERR This instance has cluster support disabled"),
+                    Some(c) => match name.as_slice() {
+                        b"CLUSTER" => {
+                            let keys_in_slot = |slot: u16| {
+                                shared
+                                    .store
+                                    .keys(0, unix_now_ms())
+                                    .map(|keys| {
+                                        keys.into_iter()
+                                            .filter(|k| nvdepot_resp::slot::key_slot(k) == slot)
+                                            .collect()
+                                    })
+                                    .map_err(|e| e.to_string())
+                            };
+                            c.cluster_command(args, &keys_in_slot, &mut r)
+                        }
+                        b"CLUSTERX" => super::migrate::clusterx(&shared, c, args, &mut r),
+                        b"ASKING" => {
+                            self.asking = true;
+                            r.ok();
+                        }
+                        _ => r.ok(),
+                    },
+                }
+            }
             b"SELECT" => {
                 if arity(args, 2, Some(2), &mut r) {
                     match keys::int_arg(args[1]) {
@@ -268,12 +324,7 @@ impl RespSession {
                 }
             }
             b"CLIENT" => self.client(args, &mut r),
-            b"COMMAND" => match args.get(1).map(|a| upper(a)).as_deref() {
-                Some(b"COUNT") => r.integer(keys::COMMANDS.len() as i64),
-                Some(b"DOCS") => r.map(0),
-                None => r.array(0),
-                Some(_) => r.array(0),
-            },
+            b"COMMAND" => super::commands::command(args, &mut r),
             b"INFO" => {
                 let section = args
                     .get(1)
@@ -415,7 +466,11 @@ impl RespSession {
         r.bulk(b"id");
         r.integer(self.id as i64);
         r.bulk(b"mode");
-        r.bulk(b"standalone");
+        r.bulk(if self.shared.cluster.is_some() {
+            &b"cluster"[..]
+        } else {
+            b"standalone"
+        });
         r.bulk(b"role");
         r.bulk(b"master");
         r.bulk(b"modules");
@@ -535,7 +590,15 @@ impl RespSession {
                 vec![
                     ("redis_version".into(), REDIS_VERSION.into()),
                     ("nvdepot_version".into(), env!("CARGO_PKG_VERSION").into()),
-                    ("redis_mode".into(), "standalone".into()),
+                    (
+                        "redis_mode".into(),
+                        if s.cluster.is_some() {
+                            "cluster"
+                        } else {
+                            "standalone"
+                        }
+                        .into(),
+                    ),
                     ("os".into(), std::env::consts::OS.into()),
                     ("process_id".into(), std::process::id().to_string()),
                     ("tcp_port".into(), s.config.port.to_string()),
@@ -587,6 +650,15 @@ impl RespSession {
                 ],
             );
         }
+        if want("cluster") {
+            add(
+                "Cluster",
+                vec![(
+                    "cluster_enabled".into(),
+                    u8::from(s.cluster.is_some()).to_string(),
+                )],
+            );
+        }
         if want("keyspace") {
             let lines = (0..s.store.databases())
                 .filter_map(|db| {
@@ -600,5 +672,53 @@ impl RespSession {
             add("nvdepot", s.store.cache().stats());
         }
         out
+    }
+}
+
+/// Cluster routing of a command, run holding its pass of the isolation
+/// gate (so a migration's deletes, made under the exclusive pass, cannot
+/// come between the presence check and the command): the error to answer
+/// instead of running it, if any.
+async fn redirect(
+    shared: &Shared,
+    cluster: &Cluster,
+    name: &[u8],
+    args: &[&[u8]],
+    asking: bool,
+) -> Option<String> {
+    let keys = cluster::command_keys(name, args);
+    match cluster.route(&keys, asking) {
+        Route::Local => None,
+        Route::Redirect(d) => Some(d.message()),
+        Route::IfPresent(slot, addr) => {
+            // The slot is moving out: a key still here is served here;
+            // one already moved (or never here) is asked of the new node.
+            let now = unix_now_ms();
+            let mut present = 0;
+            for k in &keys {
+                match shared.store.get(0, k, now).await {
+                    Ok(Some(_)) => present += 1,
+                    Ok(None) => {}
+                    Err(e) => return Some(format!("ERR {e}")),
+                }
+            }
+            if present == keys.len() {
+                None
+            } else if present == 0 {
+                Some(Redirect::Ask(slot, addr).message())
+            } else {
+                Some(Redirect::TryAgain.message())
+            }
+        }
+    }
+}
+
+/// Cluster routing of a command queued inside MULTI: only the redirects
+/// that do not depend on the data (MOVED, CROSSSLOT, CLUSTERDOWN).
+pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<String> {
+    let cluster = shared.cluster.as_ref()?;
+    match cluster.route(&cluster::command_keys(name, args), false) {
+        Route::Redirect(d) => Some(d.message()),
+        _ => None,
     }
 }

@@ -7,11 +7,14 @@
 //! write and flushes the device cache every second. SIGTERM, SIGINT or
 //! `SHUTDOWN` stop it gracefully (index checkpoint written).
 
+mod cluster;
+mod commands;
 mod face;
 mod gate;
 mod glob;
 mod join;
 mod keys;
+mod migrate;
 mod multi;
 
 use std::path::PathBuf;
@@ -26,6 +29,7 @@ use nvdepot_server::{default_threads, Server, ServerConfig, Shutdown};
 use tracing::{info, warn};
 
 use crate::size::parse_size;
+use cluster::Cluster;
 use face::{Config, RespFace};
 
 #[derive(Debug, Args)]
@@ -76,6 +80,15 @@ pub struct ServeArgs {
     /// Segment size when creating the store (values up to a quarter of it).
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     segment_size: Option<u64>,
+    /// Redis Cluster mode: hash slots, MOVED/ASK redirections, the CLUSTER
+    /// commands; the topology is set with `CLUSTERX SETNODES`
+    /// (docs/DEPLOY.md).
+    #[arg(long)]
+    cluster_enabled: bool,
+    /// Where the cluster state (node id, topology) is kept. Default:
+    /// `nodes.conf` in the data directory.
+    #[arg(long, value_name = "PATH")]
+    cluster_config_file: Option<PathBuf>,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -102,6 +115,29 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
     crate::signals::spawn_signal_thread(signals, shutdown.clone(), "serve")?;
     let server = Server::bind(config)?;
     let store = Arc::new(open_store(&args)?);
+    let cluster = if args.cluster_enabled {
+        let conf = match &args.cluster_config_file {
+            Some(p) => p.clone(),
+            None if args.data.is_dir() => args.data.join("nodes.conf"),
+            None => {
+                return Err(format!(
+                    "--cluster-config-file is needed when --data ({}) is not a directory",
+                    args.data.display()
+                )
+                .into())
+            }
+        };
+        let c = Cluster::open(&conf)?;
+        info!(
+            "serve: cluster mode, node {} (topology version {}, {})",
+            c.myid(),
+            c.version(),
+            conf.display()
+        );
+        Some(Arc::new(c))
+    } else {
+        None
+    };
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     eprintln!(
         "nvdepot serve listening on {} (data {}, databases {}, appendfsync {})",
@@ -126,6 +162,7 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
                 "everysec"
             },
         },
+        cluster,
         shutdown.clone(),
     ));
     let served = server.serve(face, &shutdown);

@@ -10,8 +10,8 @@
 use nvdepot_cache::resp::unix_now_ms;
 use nvdepot_resp::{errors, Reply};
 
+use super::commands::arity_of;
 use super::face::RespSession;
-use super::keys::arity_of;
 
 /// A transaction being queued.
 #[derive(Default)]
@@ -120,6 +120,7 @@ impl RespSession {
                 }
             }
             _ => {
+                let shared = self.shared();
                 let Some(multi) = self.multi.as_mut() else {
                     return false;
                 };
@@ -135,10 +136,16 @@ impl RespSession {
                         multi.refused = true;
                         r.error(&errors::wrong_arity(args[0]));
                     }
-                    Some(_) => {
-                        multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
-                        r.simple("QUEUED");
-                    }
+                    Some(_) => match super::face::queue_redirect(&shared, name, args) {
+                        Some(e) => {
+                            multi.refused = true;
+                            r.error(&e);
+                        }
+                        None => {
+                            multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+                            r.simple("QUEUED");
+                        }
+                    },
                 }
             }
         }

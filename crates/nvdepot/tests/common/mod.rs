@@ -182,3 +182,52 @@ impl Client {
         Some((fields[2].parse().expect("flags"), value))
     }
 }
+
+/// A RESP client: sends commands as multibulk arrays, reads one value.
+pub struct Resp {
+    pub stream: TcpStream,
+    pub buf: Vec<u8>,
+}
+
+impl Resp {
+    pub fn connect(server: &Server) -> Resp {
+        Resp::connect_to(server.addr)
+    }
+
+    pub fn connect_to(addr: SocketAddr) -> Resp {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Resp {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, args: &[&str]) {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend(format!("${}\r\n{a}\r\n", a.len()).bytes());
+        }
+        self.stream.write_all(&req).expect("send");
+    }
+
+    pub fn read(&mut self) -> nvdepot_resp::Value {
+        loop {
+            if let Some((v, n)) = nvdepot_resp::parse_value(&self.buf).expect("valid RESP") {
+                self.buf.drain(..n);
+                return v;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub fn call(&mut self, args: &[&str]) -> nvdepot_resp::Value {
+        self.send(args);
+        self.read()
+    }
+}

@@ -1,0 +1,203 @@
+//! The command table: every command `nvdepot serve` knows, with Redis 7.0's
+//! arity, key positions and flags. It answers `COMMAND` (which cluster
+//! clients such as redis-py's `RedisCluster` read to find a command's
+//! keys), checks queued commands' arity inside `MULTI`, and gives cluster
+//! routing each command's keys.
+
+use nvdepot_resp::Reply;
+
+/// One command, as Redis's `COMMAND` describes it.
+pub struct Spec {
+    pub name: &'static str,
+    /// Exact argument count (command name included) when positive, a
+    /// minimum when negative.
+    pub arity: i32,
+    /// First key's argument index (0: no keys).
+    pub first: i32,
+    /// Last key's index; negative counts from the end (-1: the last).
+    pub last: i32,
+    /// Distance between keys.
+    pub step: i32,
+    /// Changes data (`write`) or only reads it.
+    pub write: bool,
+}
+
+const fn spec(name: &'static str, arity: i32, first: i32, last: i32, step: i32) -> Spec {
+    Spec {
+        name,
+        arity,
+        first,
+        last,
+        step,
+        write: false,
+    }
+}
+
+const fn write(name: &'static str, arity: i32, first: i32, last: i32, step: i32) -> Spec {
+    Spec {
+        name,
+        arity,
+        first,
+        last,
+        step,
+        write: true,
+    }
+}
+
+pub const COMMANDS: &[Spec] = &[
+    spec("PING", -1, 0, 0, 0),
+    spec("ECHO", 2, 0, 0, 0),
+    spec("QUIT", -1, 0, 0, 0),
+    spec("HELLO", -1, 0, 0, 0),
+    spec("AUTH", -2, 0, 0, 0),
+    spec("SELECT", 2, 0, 0, 0),
+    spec("CLIENT", -2, 0, 0, 0),
+    spec("COMMAND", -1, 0, 0, 0),
+    spec("INFO", -1, 0, 0, 0),
+    spec("DBSIZE", 1, 0, 0, 0),
+    write("FLUSHDB", -1, 0, 0, 0),
+    write("FLUSHALL", -1, 0, 0, 0),
+    spec("TIME", 1, 0, 0, 0),
+    spec("CONFIG", -2, 0, 0, 0),
+    spec("WAIT", 3, 0, 0, 0),
+    spec("SAVE", 1, 0, 0, 0),
+    spec("BGSAVE", -1, 0, 0, 0),
+    spec("LASTSAVE", 1, 0, 0, 0),
+    spec("SHUTDOWN", -1, 0, 0, 0),
+    spec("DEBUG", -2, 0, 0, 0),
+    spec("MULTI", 1, 0, 0, 0),
+    spec("EXEC", 1, 0, 0, 0),
+    spec("DISCARD", 1, 0, 0, 0),
+    spec("WATCH", -2, 1, -1, 1),
+    spec("UNWATCH", 1, 0, 0, 0),
+    spec("CLUSTER", -2, 0, 0, 0),
+    spec("CLUSTERX", -2, 0, 0, 0),
+    spec("READONLY", 1, 0, 0, 0),
+    spec("READWRITE", 1, 0, 0, 0),
+    spec("ASKING", 1, 0, 0, 0),
+    spec("GET", 2, 1, 1, 1),
+    write("SET", -3, 1, 1, 1),
+    write("SETNX", 3, 1, 1, 1),
+    write("SETEX", 4, 1, 1, 1),
+    write("PSETEX", 4, 1, 1, 1),
+    write("GETDEL", 2, 1, 1, 1),
+    write("GETEX", -2, 1, 1, 1),
+    spec("MGET", -2, 1, -1, 1),
+    write("MSET", -3, 1, -1, 2),
+    write("APPEND", 3, 1, 1, 1),
+    spec("STRLEN", 2, 1, 1, 1),
+    write("INCR", 2, 1, 1, 1),
+    write("DECR", 2, 1, 1, 1),
+    write("INCRBY", 3, 1, 1, 1),
+    write("DECRBY", 3, 1, 1, 1),
+    spec("GETRANGE", 4, 1, 1, 1),
+    write("DEL", -2, 1, -1, 1),
+    write("UNLINK", -2, 1, -1, 1),
+    spec("EXISTS", -2, 1, -1, 1),
+    spec("TYPE", 2, 1, 1, 1),
+    write("EXPIRE", -3, 1, 1, 1),
+    write("PEXPIRE", -3, 1, 1, 1),
+    write("EXPIREAT", -3, 1, 1, 1),
+    write("PEXPIREAT", -3, 1, 1, 1),
+    spec("TTL", 2, 1, 1, 1),
+    spec("PTTL", 2, 1, 1, 1),
+    spec("EXPIRETIME", 2, 1, 1, 1),
+    spec("PEXPIRETIME", 2, 1, 1, 1),
+    write("PERSIST", 2, 1, 1, 1),
+    spec("KEYS", 2, 0, 0, 0),
+    spec("SCAN", -2, 0, 0, 0),
+    spec("RANDOMKEY", 1, 0, 0, 0),
+];
+
+/// The spec of command `name` (upper case).
+pub fn find(name: &[u8]) -> Option<&'static Spec> {
+    COMMANDS.iter().find(|c| c.name.as_bytes() == name)
+}
+
+/// The arity of command `name` (upper case), or `None` if unknown.
+pub fn arity_of(name: &[u8]) -> Option<i32> {
+    find(name).map(|c| c.arity)
+}
+
+/// The keys of a command (`args[0]` its upper-cased name), by its spec.
+pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let Some(c) = find(name) else {
+        return Vec::new();
+    };
+    if c.first == 0 || args.len() <= c.first as usize {
+        return Vec::new();
+    }
+    let last = if c.last < 0 {
+        args.len() as i64 + i64::from(c.last)
+    } else {
+        i64::from(c.last).min(args.len() as i64 - 1)
+    };
+    let mut out = Vec::new();
+    let mut i = i64::from(c.first);
+    while i <= last {
+        out.push(args[i as usize]);
+        i += i64::from(c.step.max(1));
+    }
+    out
+}
+
+/// `COMMAND`'s entry for one command, as Redis 7.0 lays it out: name,
+/// arity, flags, first key, last key, step, ACL categories, tips, key
+/// specifications, subcommands (the last four empty here).
+fn describe(c: &Spec, r: &mut Reply<'_>) {
+    r.array(10);
+    r.bulk(c.name.to_ascii_lowercase().as_bytes());
+    r.integer(i64::from(c.arity));
+    r.array(1);
+    r.simple(if c.write { "write" } else { "readonly" });
+    r.integer(i64::from(c.first));
+    r.integer(i64::from(c.last));
+    r.integer(i64::from(c.step));
+    for _ in 0..4 {
+        r.array(0);
+    }
+}
+
+/// `COMMAND`, `COMMAND COUNT`, `COMMAND INFO name…`, `COMMAND DOCS`.
+pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
+    match args.get(1).map(|a| a.to_ascii_uppercase()).as_deref() {
+        None => {
+            r.array(COMMANDS.len());
+            for c in COMMANDS {
+                describe(c, r);
+            }
+        }
+        Some(b"COUNT") => r.integer(COMMANDS.len() as i64),
+        Some(b"INFO") => {
+            r.array(args.len() - 2);
+            for name in &args[2..] {
+                match find(&name.to_ascii_uppercase()) {
+                    Some(c) => describe(c, r),
+                    None => r.null_array(),
+                }
+            }
+        }
+        Some(b"DOCS") => r.map(0),
+        Some(_) => r.error(&format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(args[1])
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_by_spec() {
+        let a: Vec<&[u8]> = vec![b"MSET", b"a", b"1", b"b", b"2"];
+        assert_eq!(keys(b"MSET", &a), vec![&b"a"[..], b"b"]);
+        let a: Vec<&[u8]> = vec![b"DEL", b"a", b"b", b"c"];
+        assert_eq!(keys(b"DEL", &a).len(), 3);
+        let a: Vec<&[u8]> = vec![b"SET", b"k", b"v", b"EX", b"5"];
+        assert_eq!(keys(b"SET", &a), vec![&b"k"[..]]);
+        assert!(keys(b"PING", &[b"PING"]).is_empty());
+        assert!(keys(b"GET", &[b"GET"]).is_empty());
+    }
+}
