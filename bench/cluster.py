@@ -16,7 +16,8 @@ this; see docs/DEPLOY.md):
 4. 3 `nvdepot memcache` nodes behind nutcracker (ketama, auto-ejection):
    every key written and read back through the proxy; kill -9 of one node:
    the proxy ejects it, the other nodes' keys are all served; restarted on
-   its store, every key is served again;
+   its store, every key is served again; then the same nodes without a
+   proxy, through pymemcache's HashClient with a ketama continuum;
 5. 3 `nvdepot serve` nodes behind nutcracker (Redis protocol, ketama):
    every key written and read back.
 
@@ -35,7 +36,11 @@ import threading
 import time
 import warnings
 
+import bisect
+import hashlib
+
 import redis
+from pymemcache.client.hash import HashClient
 from redis.cluster import ClusterNode, RedisCluster
 
 BIN, WORK, KEYS, RESULT = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -392,6 +397,39 @@ def nutcracker(conf_name, pools):
 POOL_ADDR = {"nutcracker-memcache": ("127.0.0.1", 22121), "nutcracker-resp": ("127.0.0.1", 22122)}
 
 
+class Ketama:
+    """libketama's continuum, as a pymemcache hasher: 160 points per
+    server (40 MD5 digests of "host:port-i", 4 points each), a key goes to
+    the first point at or after the MD5 of the key."""
+
+    def __init__(self):
+        self.points, self.nodes = [], []
+
+    @staticmethod
+    def _hashes(text):
+        d = hashlib.md5(text.encode()).digest()
+        return [int.from_bytes(d[4 * j:4 * j + 4], "little") for j in range(4)]
+
+    def add_node(self, node):
+        for i in range(40):
+            for h in self._hashes(f"{node}-{i}"):
+                j = bisect.bisect(self.points, h)
+                self.points.insert(j, h)
+                self.nodes.insert(j, node)
+
+    def remove_node(self, node):
+        keep = [(p, n) for p, n in zip(self.points, self.nodes) if n != node]
+        self.points = [p for p, _ in keep]
+        self.nodes = [n for _, n in keep]
+
+    def get_node(self, key):
+        if isinstance(key, bytes):
+            key = key.decode()
+        h = self._hashes(key)[0]
+        j = bisect.bisect_left(self.points, h) % len(self.points)
+        return self.nodes[j]
+
+
 def memcache_steps():
     say("== 4. 3 nvdepot memcache nodes behind nutcracker (ketama, auto-ejection)")
     nodes = [memcache(f"mc{i}", f"127.0.0.{10 + i}", 11211) for i in (1, 2, 3)]
@@ -449,6 +487,28 @@ def memcache_steps():
     say(f"node 2 restarted on its store and back in the pool: all {KEYS} keys served")
     RESULTS["memcache_kill9"] = {"all_live_served": True, "all_served_after_restart": True}
     proxy.stop()
+
+    # The same nodes, no proxy: a ketama client.
+    hc = HashClient([(f"127.0.0.{10 + i}", 11211) for i in (1, 2, 3)], hasher=Ketama,
+                    default_noreply=False, timeout=10, connect_timeout=10)
+    for start in range(0, KEYS, 1000):
+        batch = {f"kkey:{i}": f"k{i}" for i in range(start, min(KEYS, start + 1000))}
+        failed = hc.set_many(batch)
+        if failed:
+            fail(f"HashClient set_many: {len(failed)} keys failed")
+    for start in range(0, KEYS, 1000):
+        names = [f"kkey:{i}" for i in range(start, min(KEYS, start + 1000))]
+        got = hc.get_many(names)
+        for n in names:
+            if got.get(n) != ("k" + n[5:]).encode():
+                fail(f"HashClient: {n} read back {got.get(n)!r}")
+    per_node = {}
+    for i in (1, 2, 3):
+        g, _ = mc_get_all((f"127.0.0.{10 + i}", 11211), [f"kkey:{j}" for j in range(KEYS)])
+        per_node[f"127.0.0.{10 + i}"] = len(g)
+    say(f"pymemcache HashClient (ketama, no proxy): {KEYS} keys written and read back; "
+        f"keys per node: {per_node}")
+    RESULTS["memcache_ketama_client_keys_per_node"] = per_node
     for n in nodes:
         n.stop()
 

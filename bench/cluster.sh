@@ -9,7 +9,8 @@
 #     bash bench/cluster.sh            # 100 000 keys; bench/results/cluster.md
 #     QUICK=1 bash bench/cluster.sh    # 10 000 keys (what CI runs)
 #
-# Installs nutcracker and redis-tools (apt) and redis-py (pip) if missing.
+# Installs nutcracker and redis-tools (apt), redis-py and pymemcache (pip)
+# if missing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo/scripts/lib.sh"
@@ -20,8 +21,9 @@ if ! command -v nutcracker >/dev/null || ! command -v redis-benchmark >/dev/null
     apt-get install -y -q nutcracker redis-tools
 fi
 export PATH="$PATH:/usr/sbin"
-if ! python3 -c 'import redis' 2>/dev/null; then
-    python3 -m pip install --quiet redis || python3 -m pip install --quiet --break-system-packages redis
+if ! python3 -c 'import redis, pymemcache' 2>/dev/null; then
+    python3 -m pip install --quiet redis pymemcache ||
+        python3 -m pip install --quiet --break-system-packages redis pymemcache
 fi
 bin=$(release_binary "$repo")
 keys=100000

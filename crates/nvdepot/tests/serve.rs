@@ -263,3 +263,63 @@ fn transactions_queue_abort_watch_and_isolate() {
     hammer.join().unwrap();
     assert_eq!(server.terminate(), 0);
 }
+
+/// SETRANGE, INCRBYFLOAT, RENAME, RENAMENX and MSETNX, with the replies
+/// redis-server 7.0.15 gave to the same requests.
+#[test]
+fn setrange_incrbyfloat_rename_msetnx_as_redis() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["SET", "k", "10.50"]), simple("OK"));
+    assert_eq!(c.call(&["INCRBYFLOAT", "k", "0.1"]), bulk("10.6"));
+    assert_eq!(c.call(&["SET", "e", "1e20"]), simple("OK"));
+    assert_eq!(
+        c.call(&["INCRBYFLOAT", "e", "0"]),
+        bulk("100000000000000000000")
+    );
+    assert_eq!(c.call(&["INCRBYFLOAT", "nope", "3"]), bulk("3"));
+    assert_eq!(c.call(&["SET", "s", "hello"]), simple("OK"));
+    assert_eq!(
+        c.call(&["INCRBYFLOAT", "s", "1"]),
+        error("ERR value is not a valid float")
+    );
+    assert_eq!(c.call(&["SETRANGE", "s", "8", "xy"]), Value::Integer(10));
+    assert_eq!(
+        c.call(&["GET", "s"]),
+        Value::Bulk(Some(b"hello\0\0\0xy".to_vec()))
+    );
+    assert_eq!(c.call(&["SETRANGE", "nk", "0", ""]), Value::Integer(0));
+    assert_eq!(c.call(&["EXISTS", "nk"]), Value::Integer(0));
+    assert_eq!(
+        c.call(&["SETRANGE", "s", "-1", "x"]),
+        error("ERR offset is out of range")
+    );
+    assert_eq!(
+        c.call(&["SETRANGE", "s", "536870911", "xx"]),
+        error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    );
+    assert_eq!(c.call(&["RENAME", "nokey", "x"]), error("ERR no such key"));
+    assert_eq!(c.call(&["RENAME", "s", "s"]), simple("OK"));
+    assert_eq!(c.call(&["RENAMENX", "s", "s"]), Value::Integer(0));
+    assert_eq!(c.call(&["SET", "a", "1"]), simple("OK"));
+    assert_eq!(c.call(&["RENAMENX", "s", "a"]), Value::Integer(0));
+    // The TTL moves with the value.
+    assert_eq!(c.call(&["EXPIRE", "s", "100"]), Value::Integer(1));
+    assert_eq!(c.call(&["RENAME", "s", "b"]), simple("OK"));
+    assert_eq!(c.call(&["EXISTS", "s"]), Value::Integer(0));
+    assert_eq!(
+        c.call(&["GET", "b"]),
+        Value::Bulk(Some(b"hello\0\0\0xy".to_vec()))
+    );
+    assert!(matches!(c.call(&["TTL", "b"]), Value::Integer(99 | 100)));
+    assert_eq!(c.call(&["MSETNX", "a", "1", "z", "2"]), Value::Integer(0));
+    assert_eq!(c.call(&["EXISTS", "z"]), Value::Integer(0));
+    assert_eq!(c.call(&["MSETNX", "y", "1", "z", "2"]), Value::Integer(1));
+    assert_eq!(c.call(&["GET", "z"]), bulk("2"));
+    // Inside a transaction too (EXEC already holds the exclusive pass).
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["RENAME", "z", "z2"]), simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]), Value::Array(Some(vec![simple("OK")])));
+    assert_eq!(c.call(&["GET", "z2"]), bulk("2"));
+}

@@ -216,8 +216,13 @@ impl RespSession {
             return;
         }
         let shared = self.shared();
-        let _pass = shared.gate.shared().await;
-        self.execute(args, out).await;
+        if super::strings::needs_exclusive(&name) {
+            let _pass = shared.gate.exclusive().await;
+            self.execute(args, out).await;
+        } else {
+            let _pass = shared.gate.shared().await;
+            self.execute(args, out).await;
+        }
     }
 
     /// Runs one command (the caller holds a pass of the gate).

@@ -33,6 +33,12 @@ pub async fn execute(
 ) -> bool {
     let store = &*shared.store;
     let now = unix_now_ms();
+    if let Some(result) = super::strings::execute(store, db, name, args, now, r).await {
+        if let Err(e) = result {
+            storage_error(r, &e);
+        }
+        return true;
+    }
     let result = match name {
         b"GET" => {
             if !arity(args, 2, Some(2), r) {

@@ -16,6 +16,7 @@ mod join;
 mod keys;
 mod migrate;
 mod multi;
+mod strings;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
