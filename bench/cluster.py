@@ -384,10 +384,24 @@ def mc_get_all(addr, keys):
     return got, errors
 
 
-def nutcracker(conf_name, pools):
+def nutcracker(conf_name, pool, node_port, redis_protocol):
+    """nutcracker with one ketama pool over nodes 127.0.0.11-13:node_port,
+    ejecting a node after one failure and retrying it after 3 s."""
+    listen = POOL_ADDR[conf_name]
+    servers = "".join(f"   - 127.0.0.{10 + i}:{node_port}:1 {pool}{i}\n" for i in (1, 2, 3))
     conf = f"{WORK}/{conf_name}.yml"
     with open(conf, "w") as f:
-        f.write(pools)
+        f.write(f"""{pool}:
+  listen: {listen[0]}:{listen[1]}
+  redis: {"true" if redis_protocol else "false"}
+  hash: fnv1a_64
+  distribution: ketama
+  timeout: 2000
+  auto_eject_hosts: true
+  server_retry_timeout: 3000
+  server_failure_limit: 1
+  servers:
+{servers}""")
     log = f"{WORK}/{conf_name}.log"
     stats_port = 22300 + len(PROCS)
     return Proc(conf_name, ["nutcracker", "-c", conf, "-s", str(stats_port), "-o", log],
@@ -433,17 +447,7 @@ class Ketama:
 def memcache_steps():
     say("== 4. 3 nvdepot memcache nodes behind nutcracker (ketama, auto-ejection)")
     nodes = [memcache(f"mc{i}", f"127.0.0.{10 + i}", 11211) for i in (1, 2, 3)]
-    servers = "".join(f"   - 127.0.0.{10 + i}:11211:1 mc{i}\n" for i in (1, 2, 3))
-    proxy = nutcracker("nutcracker-memcache", f"""memcache:
-  listen: 127.0.0.1:22121
-  hash: fnv1a_64
-  distribution: ketama
-  timeout: 2000
-  auto_eject_hosts: true
-  server_retry_timeout: 3000
-  server_failure_limit: 1
-  servers:
-{servers}""")
+    proxy = nutcracker("nutcracker-memcache", "memcache", 11211, False)
     addr = POOL_ADDR["nutcracker-memcache"]
     keys = [f"mkey:{i}" for i in range(KEYS)]
     mc_set_all(addr, keys, "v-")
@@ -516,18 +520,7 @@ def memcache_steps():
 def resp_proxy_steps():
     say("== 5. 3 nvdepot serve nodes behind nutcracker (Redis protocol, ketama)")
     nodes = [serve(f"rp{i}", f"127.0.0.{10 + i}", 6379, False) for i in (1, 2, 3)]
-    servers = "".join(f"   - 127.0.0.{10 + i}:6379:1 rp{i}\n" for i in (1, 2, 3))
-    proxy = nutcracker("nutcracker-resp", f"""resp:
-  listen: 127.0.0.1:22122
-  redis: true
-  hash: fnv1a_64
-  distribution: ketama
-  timeout: 2000
-  auto_eject_hosts: true
-  server_retry_timeout: 3000
-  server_failure_limit: 1
-  servers:
-{servers}""")
+    proxy = nutcracker("nutcracker-resp", "resp", 6379, True)
     r = redis.Redis(host="127.0.0.1", port=22122, protocol=2, decode_responses=True,
                     lib_name=None, lib_version=None)
     for start in range(0, KEYS, 1000):

@@ -122,31 +122,8 @@ fn mask(out: &[u8], grammar: Grammar) -> Vec<u8> {
 
 /// Checks text replies: lines end in `\r\n`; `VALUE` and `VA` lines are
 /// followed by a data block of the announced length and `\r\n`.
-pub fn check_text(mut out: &[u8]) {
-    while !out.is_empty() {
-        let end = out
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .unwrap_or_else(|| panic!("reply without \\r\\n: {:?}", String::from_utf8_lossy(out)));
-        let line = &out[..end];
-        out = &out[end + 2..];
-        let len_token = if line.starts_with(b"VALUE ") {
-            Some(3)
-        } else if line.starts_with(b"VA ") {
-            Some(1)
-        } else {
-            None
-        };
-        if let Some(i) = len_token {
-            let tok = line.split(|&b| b == b' ').nth(i).expect("length token");
-            let n: usize = std::str::from_utf8(tok).unwrap().parse().unwrap();
-            assert!(out.len() >= n + 2, "short data block");
-            assert_eq!(&out[n..n + 2], b"\r\n", "data block not terminated");
-            out = &out[n + 2..];
-        } else {
-            assert!(!line.is_empty(), "empty reply line");
-        }
-    }
+pub fn check_text(out: &[u8]) {
+    text_units(out);
 }
 
 /// Splits binary output into packets, checking each header.
@@ -200,10 +177,15 @@ pub struct MetaRequest {
     pub opaque: Option<Vec<u8>>,
 }
 
-/// Text output as reply units: each line, its data block skipped.
+/// Text output as reply units: each line, its data block skipped;
+/// panics on a malformed reply (see [`check_text`]).
 fn text_units(mut out: &[u8]) -> Vec<&[u8]> {
     let mut v = Vec::new();
-    while let Some(end) = out.windows(2).position(|w| w == b"\r\n") {
+    while !out.is_empty() {
+        let end = out
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or_else(|| panic!("reply without \\r\\n: {:?}", String::from_utf8_lossy(out)));
         let line = &out[..end];
         out = &out[end + 2..];
         let len_token = if line.starts_with(b"VALUE ") {
@@ -216,7 +198,11 @@ fn text_units(mut out: &[u8]) -> Vec<&[u8]> {
         if let Some(i) = len_token {
             let tok = line.split(|&b| b == b' ').nth(i).expect("length token");
             let n: usize = std::str::from_utf8(tok).unwrap().parse().unwrap();
+            assert!(out.len() >= n + 2, "short data block");
+            assert_eq!(&out[n..n + 2], b"\r\n", "data block not terminated");
             out = &out[n + 2..];
+        } else {
+            assert!(!line.is_empty(), "empty reply line");
         }
         v.push(line);
     }

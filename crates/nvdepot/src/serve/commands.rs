@@ -35,12 +35,8 @@ const fn spec(name: &'static str, arity: i32, first: i32, last: i32, step: i32) 
 
 const fn write(name: &'static str, arity: i32, first: i32, last: i32, step: i32) -> Spec {
     Spec {
-        name,
-        arity,
-        first,
-        last,
-        step,
         write: true,
+        ..spec(name, arity, first, last, step)
     }
 }
 
