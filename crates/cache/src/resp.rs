@@ -11,6 +11,8 @@
 //! Expired keys are never returned; an update that finds one removes it
 //! (lazy expiry, as Redis's).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use nvdepot_engine::Namespace;
 
 use crate::envelope::{Envelope, Item};
@@ -72,6 +74,8 @@ pub enum Updated {
 pub struct RespStore {
     cache: CacheStore,
     dbs: Vec<Namespace>,
+    /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
+    expiring_writes: AtomicU64,
 }
 
 fn encode(data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
@@ -129,7 +133,11 @@ impl RespStore {
             };
             dbs.push(ns);
         }
-        Ok(RespStore { cache, dbs })
+        Ok(RespStore {
+            cache,
+            dbs,
+            expiring_writes: AtomicU64::new(0),
+        })
     }
 
     pub fn databases(&self) -> usize {
@@ -174,6 +182,9 @@ impl RespStore {
         expire_at_ms: u64,
     ) -> Result<(), Error> {
         let (raw, envelope) = encode(data, expire_at_ms);
+        if expire_at_ms != 0 {
+            self.expiring_writes.fetch_add(1, Ordering::Relaxed);
+        }
         self.cache.set(self.ns(db), key, &raw, envelope).await?;
         Ok(())
     }
@@ -207,6 +218,9 @@ impl RespStore {
                     Change::Keep => store::Change::Keep,
                     Change::Delete => store::Change::Delete,
                     Change::Put { data, expire_at_ms } => {
+                        if expire_at_ms != 0 {
+                            self.expiring_writes.fetch_add(1, Ordering::Relaxed);
+                        }
                         let (raw, envelope) = encode(&data, expire_at_ms);
                         store::Change::Put(NewItem {
                             value: raw,
@@ -240,10 +254,9 @@ impl RespStore {
         self.cache.clear(self.ns(db))
     }
 
-    /// The live keys of `db` at `now_ms`, in log order (a full scan: for
-    /// KEYS and SCAN).
-    pub fn keys(&self, db: usize, now_ms: u64) -> Result<Vec<Vec<u8>>, Error> {
-        let mut keys = Vec::new();
+    /// Every stored key of `db` with its expiry (Unix ms, 0 = none), in
+    /// log order: a full scan of the database's records.
+    fn scan(&self, db: usize, mut f: impl FnMut(Vec<u8>, u64)) -> Result<(), Error> {
         for entry in self.cache.engine().iter(self.ns(db)) {
             let (key, raw) = entry?;
             if raw.len() < crate::ENVELOPE_BYTES + EXPIRY_BYTES {
@@ -254,10 +267,40 @@ impl RespStore {
                     .try_into()
                     .expect("8 bytes"),
             );
+            f(key, at);
+        }
+        Ok(())
+    }
+
+    /// The live keys of `db` at `now_ms`, in log order (a full scan: for
+    /// KEYS and SCAN).
+    pub fn keys(&self, db: usize, now_ms: u64) -> Result<Vec<Vec<u8>>, Error> {
+        let mut keys = Vec::new();
+        self.scan(db, |key, at| {
             if at == 0 || at > now_ms {
                 keys.push(key);
             }
-        }
+        })?;
         Ok(keys)
+    }
+
+    /// For the background expiry sweep (a full scan): the keys of `db`
+    /// expired at `now_ms`, and how many live keys have an expiry.
+    pub fn expiry_scan(&self, db: usize, now_ms: u64) -> Result<(Vec<Vec<u8>>, u64), Error> {
+        let (mut expired, mut live_with_ttl) = (Vec::new(), 0);
+        self.scan(db, |key, at| {
+            if at != 0 && at <= now_ms {
+                expired.push(key);
+            } else if at != 0 {
+                live_with_ttl += 1;
+            }
+        })?;
+        Ok((expired, live_with_ttl))
+    }
+
+    /// Writes with an expiry so far (the sweep skips its scan while none
+    /// came and none is pending).
+    pub fn expiring_writes(&self) -> u64 {
+        self.expiring_writes.load(Ordering::Relaxed)
     }
 }

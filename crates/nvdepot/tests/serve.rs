@@ -323,3 +323,38 @@ fn setrange_incrbyfloat_rename_msetnx_as_redis() {
     assert_eq!(c.call(&["EXEC"]), Value::Array(Some(vec![simple("OK")])));
     assert_eq!(c.call(&["GET", "z2"]), bulk("2"));
 }
+
+/// Expired keys leave DBSIZE without being read: the background sweep
+/// removes them (`--expiry-sweep-secs`).
+#[test]
+fn the_expiry_sweep_removes_unread_expired_keys() {
+    let dir = temp_dir();
+    let args = [ARGS, &["--expiry-sweep-secs", "1"]].concat();
+    let server = Server::start_serve(&dir.path().join("store"), &args);
+    let mut c = Resp::connect(&server);
+    for i in 0..50 {
+        let k = format!("short{i}");
+        assert_eq!(c.call(&["SET", &k, "x", "PX", "200"]), simple("OK"));
+    }
+    for i in 0..20 {
+        let k = format!("stays{i}");
+        assert_eq!(c.call(&["SET", &k, "y", "EX", "1000"]), simple("OK"));
+        let k = format!("plain{i}");
+        assert_eq!(c.call(&["SET", &k, "z"]), simple("OK"));
+    }
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(90));
+    let start = std::time::Instant::now();
+    loop {
+        if c.call(&["DBSIZE"]) == Value::Integer(40) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "DBSIZE stays {:?}",
+            c.call(&["DBSIZE"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.call(&["GET", "stays3"]), bulk("y"));
+    assert_eq!(c.call(&["GET", "plain3"]), bulk("z"));
+}

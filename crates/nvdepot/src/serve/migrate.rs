@@ -28,12 +28,9 @@
 //! then sends every node the new topology (`CLUSTERX SETNODES`, version
 //! + 1).
 
-use std::future::Future;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use nvdepot_cache::resp::{unix_now_ms, Change};
@@ -41,6 +38,7 @@ use nvdepot_resp::slot::key_slot;
 use nvdepot_resp::{parse_value, Reply, Value};
 use tracing::{info, warn};
 
+use super::block_on;
 use super::cluster::{parse_slots, Cluster, MigrationStatus};
 use super::face::Shared;
 
@@ -329,26 +327,5 @@ impl Client {
             )),
             other => Err(format!("destination answered {other:?}")),
         }
-    }
-}
-
-/// Runs a future to completion on this (non-runtime) thread: the engine's
-/// calls complete by blocking outside a runtime, and the gate wakes its
-/// waiters from the threads that release it.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
     }
 }

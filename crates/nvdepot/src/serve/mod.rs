@@ -9,6 +9,7 @@
 
 mod cluster;
 mod commands;
+mod expiry;
 mod face;
 mod gate;
 mod glob;
@@ -21,6 +22,7 @@ mod strings;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use nvdepot_cache::resp::RespStore;
@@ -86,6 +88,11 @@ pub struct ServeArgs {
     /// (docs/DEPLOY.md).
     #[arg(long)]
     cluster_enabled: bool,
+    /// Seconds between background sweeps removing expired keys (a scan of
+    /// the store, made only when keys with an expiry exist); 0: off (they
+    /// are still removed when read).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    expiry_sweep_secs: u64,
     /// Where the cluster state (node id, topology) is kept. Default:
     /// `nodes.conf` in the data directory.
     #[arg(long, value_name = "PATH")]
@@ -166,7 +173,14 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
         cluster,
         shutdown.clone(),
     ));
+    let sweeper = match args.expiry_sweep_secs {
+        0 => None,
+        s => Some(expiry::Sweeper::start(&store, Duration::from_secs(s))?),
+    };
     let served = server.serve(face, &shutdown);
+    if let Some(s) = sweeper {
+        s.stop();
+    }
     if let Err(e) = &served {
         warn!("serve: the server stopped: {e}");
     }
@@ -189,4 +203,26 @@ fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
     opts.flush_interval_ms = 1000;
     let cache = CacheStore::open(&args.data, opts, args.cache_mb << 20)?;
     Ok(RespStore::new(cache, args.databases as usize)?)
+}
+
+/// Runs a future to completion on this (non-runtime) thread: the engine's
+/// calls complete by blocking outside a runtime, and the gate wakes its
+/// waiters from the threads that release it.
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
 }
