@@ -4,7 +4,13 @@
 #   redis-none    redis-server --appendonly no --save ''   (no persistence)
 #   redis-always  redis-server --appendonly yes --appendfsync always
 #   nvdepot       nvdepot serve --cache-mb 1024 (default --appendfsync
-#                 always: durable; the DRAM tier holds the hot data)
+#                 always: durable; the DRAM tier holds the hot data);
+#                 NV_THREADS=N adds --threads N (default: one worker per
+#                 core). On 2026-11-24, NV_THREADS=1 gave GET 0.84x
+#                 redis-none at 4 clients (2 workers: 0.63x; perf showed
+#                 finish_task_switch at 31 % of the server's samples) but
+#                 0.66x at 128 (2 workers: 0.85x): no overall win, so the
+#                 default stays.
 # Hot scenario only (the data fits in RAM): redis-benchmark SET and GET,
 # 1 KiB values over 100 000 random keys, at each concurrency, REPS times.
 # Then RSS per key: 1 000 000 keys of 100 bytes loaded with redis-cli
@@ -65,7 +71,7 @@ start_redis redis-none "${PORT[redis-none]}" --appendonly no
 start_redis redis-always "${PORT[redis-always]}" --appendonly yes --appendfsync always
 # The hot scenario's data fits in DRAM: nvdepot gets a DRAM tier that
 # holds it (every value is also on the device).
-start_nvdepot nvdepot "${PORT[nvdepot]}" --cache-mb 1024
+start_nvdepot nvdepot "${PORT[nvdepot]}" --cache-mb 1024 ${NV_THREADS:+--threads "$NV_THREADS"}
 : >"$WORK/points.tsv"
 for rep in $(seq 1 "$REPS"); do
   for c in "${CONCS[@]}"; do

@@ -358,3 +358,48 @@ fn the_expiry_sweep_removes_unread_expired_keys() {
     assert_eq!(c.call(&["GET", "stays3"]), bulk("y"));
     assert_eq!(c.call(&["GET", "plain3"]), bulk("z"));
 }
+
+/// SCAN pages through the keys (by hash order): with writes between the
+/// pages, every key present for the whole scan is returned exactly once.
+#[test]
+fn scan_pages_return_every_key_present_throughout_once() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    for i in 0..200 {
+        assert_eq!(c.call(&["SET", &format!("k{i}"), "v"]), simple("OK"));
+    }
+    let mut seen: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    let mut cursor = "0".to_string();
+    let mut pages = 0;
+    loop {
+        let Value::Array(Some(reply)) = c.call(&["SCAN", &cursor, "COUNT", "20"]) else {
+            panic!("SCAN reply")
+        };
+        let Value::Bulk(Some(next)) = &reply[0] else {
+            panic!("cursor")
+        };
+        let Value::Array(Some(keys)) = &reply[1] else {
+            panic!("keys")
+        };
+        for k in keys {
+            let Value::Bulk(Some(k)) = k else { panic!() };
+            *seen.entry(k.clone()).or_default() += 1;
+        }
+        pages += 1;
+        // Writes between pages: new keys, and some deleted.
+        assert_eq!(c.call(&["SET", &format!("new{pages}"), "v"]), simple("OK"));
+        c.call(&["DEL", &format!("k{}", 199 - pages)]);
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+        assert!(pages < 100, "the scan does not end");
+    }
+    assert!(pages > 5, "{pages} pages");
+    for i in 0..(199 - pages) {
+        let k = format!("k{i}").into_bytes();
+        assert_eq!(seen.get(&k), Some(&1), "k{i}");
+    }
+    assert!(seen.values().all(|&n| n == 1), "a key returned twice");
+}

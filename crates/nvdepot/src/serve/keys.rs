@@ -618,6 +618,7 @@ fn scan(
     };
     let mut pattern: Option<&[u8]> = None;
     let mut want_type: Option<Vec<u8>> = None;
+    let mut count = 10;
     let mut i = 2;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
@@ -628,7 +629,7 @@ fn scan(
         match opt.as_slice() {
             b"MATCH" => pattern = Some(arg),
             b"COUNT" => match int_arg(arg) {
-                Some(n) if n >= 1 => {}
+                Some(n) if n >= 1 => count = n as usize,
                 Some(_) => {
                     r.error(errors::SYNTAX);
                     return Ok(());
@@ -646,21 +647,35 @@ fn scan(
         }
         i += 2;
     }
-    // One page holds every key (COUNT is a hint Redis may exceed): the
-    // scan is then trivially complete, every key present throughout is
-    // returned. A cursor other than 0 has nothing left.
-    let keys = if cursor == 0 {
-        store.keys(db, now)?
-    } else {
-        Vec::new()
-    };
+    // Pages in the order of the keys' hashes: cursor c continues with the
+    // keys whose hash is >= c, and a page ends between two hashes, so a
+    // key present for the whole scan is returned exactly once (Redis's
+    // guarantee), whatever is written meanwhile. A page reads every key
+    // (keys live on flash; the index holds fingerprints only), so a page
+    // is at least 1/16 of the database (COUNT is a hint Redis may exceed
+    // too): a whole iteration is at most 17 reads of the keys.
+    let all = store.keys(db, now)?;
+    let page = count.max(all.len().div_ceil(16)).max(1);
+    let mut hashed: Vec<(u64, Vec<u8>)> = all
+        .into_iter()
+        .map(|k| (xxhash_rust::xxh3::xxh3_64(&k), k))
+        .filter(|(h, _)| *h >= cursor)
+        .collect();
+    hashed.sort_unstable_by_key(|(h, _)| *h);
+    let mut n = page.min(hashed.len());
+    // Keys sharing the last hash go in the same page.
+    while n > 0 && n < hashed.len() && hashed[n].0 == hashed[n - 1].0 {
+        n += 1;
+    }
+    let next = hashed.get(n).map_or(0, |(h, _)| *h);
+    let keys: Vec<Vec<u8>> = hashed.into_iter().take(n).map(|(_, k)| k).collect();
     let hits: Vec<&Vec<u8>> = keys
         .iter()
         .filter(|k| pattern.is_none_or(|p| glob::matches(p, k)))
         .filter(|_| want_type.as_deref().is_none_or(|t| t == b"string"))
         .collect();
     r.array(2);
-    r.bulk(b"0");
+    r.bulk(next.to_string().as_bytes());
     r.array(hits.len());
     for k in hits {
         r.bulk(k);
