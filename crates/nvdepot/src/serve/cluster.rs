@@ -14,12 +14,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use nvdepot_cache::resp::RespStore;
 
 use nvdepot_resp::slot::{key_slot, SLOTS};
 use nvdepot_resp::Reply;
-use std::sync::RwLock;
-
-use super::commands;
 
 /// One master of the topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,20 +239,12 @@ pub enum Route {
     Redirect(Redirect),
 }
 
+/// A new node id: 40 random hex digits, as Redis's.
 fn random_id() -> String {
-    let mut bytes = [0u8; 20];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut bytes);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    for (i, b) in t.to_le_bytes().iter().enumerate() {
-        bytes[i] ^= b ^ (std::process::id() as u8);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    rand::random::<[u8; 20]>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl Cluster {
@@ -284,14 +276,24 @@ impl Cluster {
         self.myid.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    // A panic elsewhere while holding a lock leaves the state usable:
+    // every change to it is made whole under one guard.
+    fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn state_mut(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Writes the configuration file (atomically: a temporary file
     /// renamed over it, then the directory synced).
     fn save(&self) -> Result<(), String> {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
         let text = format!(
             "# nvdepot cluster configuration: written by nvdepot serve, do not edit while it runs\n\
              myid {}\nversion {}\n{}",
-            self.myid.read().unwrap_or_else(|p| p.into_inner()),
+            self.myid(),
             st.topo.version,
             st.topo.render()
         );
@@ -303,14 +305,9 @@ impl Cluster {
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
             std::fs::rename(&tmp, &self.conf)?;
-            if let Some(dir) = self.conf.parent() {
-                if let Ok(d) = std::fs::File::open(if dir.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    dir
-                }) {
-                    let _ = d.sync_all();
-                }
+            let dir = self.conf.parent().filter(|d| !d.as_os_str().is_empty());
+            if let Ok(d) = std::fs::File::open(dir.unwrap_or(Path::new("."))) {
+                let _ = d.sync_all();
             }
             Ok(())
         };
@@ -322,7 +319,7 @@ impl Cluster {
     pub fn set_nodes(&self, text: &str, version: i64, force: bool) -> Result<(), String> {
         let topo = Topology::parse(text, version)?;
         {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             if !force && version <= st.topo.version {
                 return Err(format!(
                     "Invalid cluster version: {version} is not above the current {}",
@@ -344,11 +341,7 @@ impl Cluster {
     }
 
     pub fn version(&self) -> i64 {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .topo
-            .version
+        self.state().topo.version
     }
 
     /// Sets this node's id (`CLUSTERX SETNODEID`).
@@ -362,19 +355,12 @@ impl Cluster {
 
     /// The node with `id`.
     pub fn node(&self, id: &str) -> Option<Node> {
-        self.state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .topo
-            .nodes
-            .iter()
-            .find(|n| n.id == id)
-            .cloned()
+        self.state().topo.nodes.iter().find(|n| n.id == id).cloned()
     }
 
     /// Whether this node owns every slot of `slots`.
     pub fn owns_all(&self, slots: &[(u16, u16)]) -> bool {
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
         let myid = self.myid();
         let Some(me) = st.topo.nodes.iter().position(|n| n.id == myid) else {
             return false;
@@ -387,7 +373,7 @@ impl Cluster {
 
     /// Marks `slots` as moving to `dst` (or, `None`, not moving).
     pub fn set_migrating(&self, slots: &[(u16, u16)], dst: Option<&str>) {
-        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state_mut();
         for s in slots.iter().flat_map(|&(a, b)| a..=b) {
             match dst {
                 Some(d) => {
@@ -402,7 +388,7 @@ impl Cluster {
 
     /// Marks `slots` as coming from `src` (or, `None`, not coming).
     pub fn set_importing(&self, slots: &[(u16, u16)], src: Option<&str>) {
-        let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state_mut();
         for s in slots.iter().flat_map(|&(a, b)| a..=b) {
             match src {
                 Some(d) => {
@@ -419,7 +405,7 @@ impl Cluster {
     /// the administrator's next SETNODES makes it everyone's), persisted.
     pub fn give_slots(&self, slots: &[(u16, u16)], to: &str) -> Result<(), String> {
         {
-            let mut st = self.state.write().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state_mut();
             let Some(i) = st.topo.nodes.iter().position(|n| n.id == to) else {
                 return Err(format!("Unknown node {to}"));
             };
@@ -434,20 +420,11 @@ impl Cluster {
     }
 
     pub fn set_migration(&self, m: MigrationStatus) {
-        self.state
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .migration = Some(m);
+        self.state_mut().migration = Some(m);
     }
 
     pub fn update_migration(&self, f: impl FnOnce(&mut MigrationStatus)) {
-        if let Some(m) = self
-            .state
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .migration
-            .as_mut()
-        {
+        if let Some(m) = self.state_mut().migration.as_mut() {
             f(m);
         }
     }
@@ -462,13 +439,13 @@ impl Cluster {
         if keys[1..].iter().any(|k| key_slot(k) != slot) {
             return Route::Redirect(Redirect::CrossSlot);
         }
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
         let owner = st.owner[usize::from(slot)];
         if owner == UNASSIGNED {
             return Route::Redirect(Redirect::Down);
         }
         let node = &st.topo.nodes[usize::from(owner)];
-        if node.id == *self.myid.read().unwrap_or_else(|p| p.into_inner()) {
+        if node.id == self.myid() {
             return match st
                 .migrating
                 .get(&slot)
@@ -496,7 +473,7 @@ impl Cluster {
             .get(1)
             .map(|a| String::from_utf8_lossy(a).to_ascii_uppercase())
             .unwrap_or_default();
-        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
         let myid = self.myid();
         match sub.as_str() {
             "MYID" => r.bulk(myid.as_bytes()),
@@ -684,9 +661,16 @@ fn parse_conf(text: &str) -> Result<(String, Topology), String> {
     Ok((myid, Topology::parse(&nodes, version)?))
 }
 
-/// The keys of a command, for routing (empty: not routed).
-pub fn command_keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    commands::keys(name, args)
+/// The live keys of database 0 whose slot passes `inside` (a read of
+/// every key: COUNTKEYSINSLOT, GETKEYSINSLOT, a migration's pass).
+pub fn keys_in_slots(
+    store: &RespStore,
+    now_ms: u64,
+    inside: impl Fn(u16) -> bool,
+) -> Result<Vec<Vec<u8>>, nvdepot_cache::Error> {
+    let mut keys = store.keys(0, now_ms)?;
+    keys.retain(|k| inside(key_slot(k)));
+    Ok(keys)
 }
 
 #[cfg(test)]

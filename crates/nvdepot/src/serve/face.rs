@@ -293,14 +293,7 @@ impl RespSession {
                     Some(c) => match name.as_slice() {
                         b"CLUSTER" => {
                             let keys_in_slot = |slot: u16| {
-                                shared
-                                    .store
-                                    .keys(0, unix_now_ms())
-                                    .map(|keys| {
-                                        keys.into_iter()
-                                            .filter(|k| nvdepot_resp::slot::key_slot(k) == slot)
-                                            .collect()
-                                    })
+                                cluster::keys_in_slots(&shared.store, unix_now_ms(), |s| s == slot)
                                     .map_err(|e| e.to_string())
                             };
                             c.cluster_command(args, &keys_in_slot, &mut r)
@@ -691,7 +684,7 @@ async fn redirect(
     args: &[&[u8]],
     asking: bool,
 ) -> Option<String> {
-    let keys = cluster::command_keys(name, args);
+    let keys = super::commands::keys(name, args);
     match cluster.route(&keys, asking) {
         Route::Local => None,
         Route::Redirect(d) => Some(d.message()),
@@ -722,7 +715,7 @@ async fn redirect(
 /// that do not depend on the data (MOVED, CROSSSLOT, CLUSTERDOWN).
 pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<String> {
     let cluster = shared.cluster.as_ref()?;
-    match cluster.route(&cluster::command_keys(name, args), false) {
+    match cluster.route(&super::commands::keys(name, args), false) {
         Route::Redirect(d) => Some(d.message()),
         _ => None,
     }

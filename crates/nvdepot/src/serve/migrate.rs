@@ -34,12 +34,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nvdepot_cache::resp::{unix_now_ms, Change};
-use nvdepot_resp::slot::key_slot;
 use nvdepot_resp::{parse_value, Reply, Value};
 use tracing::{info, warn};
 
 use super::block_on;
-use super::cluster::{parse_slots, Cluster, MigrationStatus};
+use super::cluster::{keys_in_slots, parse_slots, Cluster, MigrationStatus};
 use super::face::Shared;
 
 /// `CLUSTERX <subcommand> …`.
@@ -166,20 +165,11 @@ fn migrate(
     let mut dst = Client::connect(addr, shared.config.password.as_deref())?;
     let myid = cluster.myid();
     dst.expect_ok(&[b"CLUSTERX", b"IMPORTING", text.as_bytes(), myid.as_bytes()])?;
-    let inside = |k: &[u8]| {
-        let s = key_slot(k);
-        slots.iter().any(|&(a, b)| a <= s && s <= b)
-    };
+    let inside = |s: u16| slots.iter().any(|&(a, b)| a <= s && s <= b);
     let mut moved = 0u64;
     loop {
-        let now = unix_now_ms();
-        let keys: Vec<Vec<u8>> = shared
-            .store
-            .keys(0, now)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .filter(|k| inside(k))
-            .collect();
+        let keys =
+            keys_in_slots(&shared.store, unix_now_ms(), inside).map_err(|e| e.to_string())?;
         if keys.is_empty() {
             break;
         }

@@ -21,8 +21,8 @@ pub fn needs_exclusive(name: &[u8]) -> bool {
 /// Largest string SETRANGE may make (Redis's `proto-max-bulk-len`).
 const STRING_BYTES_MAX: i64 = 512 << 20;
 
-/// Runs `name` if it is one of this module's commands; false if not.
-/// `value_bytes_max` is the store's largest value.
+/// Runs `name` if it is one of this module's commands (`None` if not),
+/// with the storage result.
 pub async fn execute(
     store: &RespStore,
     db: usize,
