@@ -71,6 +71,9 @@ impl fmt::Display for Damage {
                 "; key {shown:?}{}",
                 if k.len() > 64 { "..." } else { "" }
             )?;
+            if let Some((_, seq)) = self.head {
+                write!(f, " (record sequence number {seq})")?;
+            }
         }
         Ok(())
     }

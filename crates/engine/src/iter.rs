@@ -160,8 +160,15 @@ pub(crate) fn scan_segment(
 }
 
 /// The header (fields only) of an invalid record, if it claims to be a
-/// record of this segment, and its key if the header checksum holds.
+/// record of this segment, and its key if the header checksum holds, or
+/// holds once one flipped bit is corrected (then the header is the
+/// corrected one).
 fn invalid_head(buf: &[u8], seg_seq: u64) -> (Option<RecordHeader>, Option<Vec<u8>>) {
+    if let Some((h, key)) = format::repair_head(buf) {
+        if h.segment_seq == seg_seq {
+            return (Some(h), Some(key));
+        }
+    }
     match RecordHeader::decode_fields(buf) {
         Some(h) if h.segment_seq == seg_seq && h.kind != RecordKind::Pad => {
             let key = match format::check_record_head(buf) {

@@ -975,8 +975,9 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
 /// After a recovery that goes ahead: pads over every torn tail (before
 /// any new write, so a crash meanwhile finds them still after the flush
 /// mark), logs a tombstone for each lost record whose key is known and
-/// each key of a segment dropped for its damaged header (their older
-/// values must stay hidden once the damaged records are gone), then pads
+/// each key of a segment dropped for its damaged header, unless the key
+/// has a newer record (their older values must stay hidden once the
+/// damaged records are gone), then pads
 /// over the lost records and frees those segments. The next scan of the log is then clean,
 /// and a later crash's recovery does not report the same stretches again.
 fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result<()> {
@@ -1010,7 +1011,24 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
         _ => None,
     });
     let from_headless = hidden_keys.iter().map(|(ns, key, _)| (*ns, key.as_slice()));
+    let mut cands = Vec::new();
     for (ns, key) in known.chain(from_headless) {
+        // A key still indexed has a record newer than the lost one (the
+        // scan hid it otherwise): that record hides the older ones, and a
+        // tombstone, which takes the next sequence number, would hide it
+        // too at the next recovery.
+        let (hash, hash2) = (key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
+        let newer = crate::aio::now(inner.existing(
+            crate::aio::Mode::Blocking,
+            ns,
+            key,
+            hash,
+            hash2,
+            &mut cands,
+        ))?;
+        if newer.is_some() {
+            continue;
+        }
         let header = inner.header(RecordKind::Tombstone, ns, key, 0);
         let parts = crate::writer::RecordParts {
             header,

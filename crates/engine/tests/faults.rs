@@ -93,3 +93,61 @@ fn a_read_error_fails_that_read_only() {
     assert_eq!(s.get(ns, b"k7").unwrap(), Some(vec![7; 700]));
     s.put(ns, b"k100", b"still writable").unwrap();
 }
+
+#[test]
+fn a_full_file_system_fails_writes_and_keeps_reads() {
+    let (dev, s) = store(true);
+    let ns = s.default_namespace();
+    s.put(ns, b"a", b"1").unwrap();
+    dev.fail_writes_no_space_after(0);
+    let err = s.put(ns, b"b", b"2").unwrap_err();
+    assert!(err.to_string().contains("No space left"), "{err}");
+    // No retry as if it had worked: writes keep failing, saying why.
+    dev.clear_faults();
+    let again = s.put(ns, b"c", b"3").unwrap_err();
+    assert!(again.to_string().contains("No space left"), "{again}");
+    assert_eq!(s.get(ns, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(s.get(ns, b"b").unwrap(), None);
+}
+
+/// Where key `k`'s 700-byte value of `i`s sits on the device.
+fn find(dev: &MemDevice, key: &[u8]) -> u64 {
+    let image = dev.snapshot().unwrap();
+    let mut buf = nvdepot_io::AlignedBuf::new(32 * MIB as usize, 4096);
+    image.read_at(&mut buf, 0).unwrap();
+    buf.windows(key.len() + 4)
+        .position(|w| &w[..key.len()] == key && w[key.len()..] == [7; 4])
+        .expect("record on the device") as u64
+}
+
+#[test]
+fn silent_corruption_is_an_error_never_wrong_data() {
+    let (dev, s) = store(true);
+    let ns = s.default_namespace();
+    for i in 0..100u32 {
+        s.put(ns, format!("k{i}").as_bytes(), &[i as u8; 700])
+            .unwrap();
+    }
+    let at = find(&dev, b"k7") + 300;
+
+    // On read: the bytes on the device are fine, the transfer is not.
+    dev.corrupt_reads_at(at..at + 1);
+    let err = s.get(ns, b"k7").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(
+        err.to_string().contains("faulty"),
+        "names the device: {err}"
+    );
+    assert_eq!(s.get(ns, b"k8").unwrap(), Some(vec![8; 700]));
+    dev.clear_faults();
+    assert_eq!(s.get(ns, b"k7").unwrap(), Some(vec![7; 700]));
+
+    // At rest: the medium changed under a live store.
+    dev.corrupt_at_rest(at, 0x20);
+    let err = s.get(ns, b"k7").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_eq!(s.get(ns, b"k9").unwrap(), Some(vec![9; 700]));
+    // A new value replaces the damaged one.
+    s.put(ns, b"k7", b"again").unwrap();
+    assert_eq!(s.get(ns, b"k7").unwrap().as_deref(), Some(&b"again"[..]));
+}

@@ -59,4 +59,12 @@ pub trait Device: Send + Sync + 'static {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+    /// A simulated device's time to complete the operation an async
+    /// caller just made through its blocking call (see
+    /// [`MemDevice::set_latency`]): the caller's task waits this long on
+    /// its runtime, so the operations of other tasks complete meanwhile,
+    /// out of order. Real devices: `None`.
+    fn completion_delay(&self) -> Option<std::time::Duration> {
+        None
+    }
 }

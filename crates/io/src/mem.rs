@@ -1,7 +1,9 @@
 //! An in-memory device for tests that models a disk with a volatile write
 //! cache, after TigerBeetle's `testing/storage.zig`: it loses unflushed
-//! writes and tears the last one on [`MemDevice::crash`], and injects read,
-//! write and flush errors on demand.
+//! writes and tears the last one on [`MemDevice::crash`], and injects on
+//! demand read, write and flush errors, `ENOSPC`, silent corruption (at
+//! rest and on read) and seeded latency that makes concurrent operations
+//! complete out of order, on the blocking and the async (io_uring) path.
 //!
 //! Model. The device keeps
 //! - the *durable image*: what survives a crash (a sparse map of 4 KiB
@@ -30,6 +32,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 /// Granularity of the sparse page maps.
 const PAGE: usize = 4096;
@@ -61,6 +64,7 @@ pub struct MemDevice {
     alignment: usize,
     state: RwLock<State>,
     counters: Counters,
+    latency: RwLock<Option<Latency>>,
 }
 
 #[derive(Default)]
@@ -81,8 +85,18 @@ struct Pending {
 #[derive(Default)]
 struct Faults {
     reads_at: Option<Range<u64>>,
+    /// Reads overlapping this range return their data with a bit flipped.
+    corrupt_reads_at: Option<Range<u64>>,
     writes_left: Option<u64>,
+    /// What a write refused by `writes_left` fails with.
+    no_space: bool,
     flushes_left: Option<u64>,
+}
+
+/// Seeded completion delays (see [`MemDevice::set_latency`]).
+struct Latency {
+    max: Duration,
+    rng: parking_lot::Mutex<StdRng>,
 }
 
 #[derive(Default)]
@@ -187,6 +201,7 @@ impl MemDevice {
             alignment,
             state: RwLock::new(State::default()),
             counters: Counters::default(),
+            latency: RwLock::new(None),
         }
     }
 
@@ -360,7 +375,73 @@ impl MemDevice {
         self.state.write().faults.flushes_left = Some(n);
     }
 
-    /// Removes every injected fault (not a crash).
+    /// Like [`MemDevice::fail_writes_after`], but the refused writes fail
+    /// as on a full file system: an OS error `ENOSPC` ("No space left on
+    /// device"), naming the device and offset.
+    pub fn fail_writes_no_space_after(&self, n: u64) {
+        let mut st = self.state.write();
+        st.faults.writes_left = Some(n);
+        st.faults.no_space = true;
+    }
+
+    /// From now on, reads that overlap `range` succeed but return their
+    /// data with one bit flipped (the lowest bit of the first byte read
+    /// inside `range`), as from a medium or a bus that corrupts silently,
+    /// until [`MemDevice::clear_faults`]. The stored data is unchanged.
+    pub fn corrupt_reads_at(&self, range: Range<u64>) {
+        self.state.write().faults.corrupt_reads_at = Some(range);
+    }
+
+    /// Silent corruption at rest: flips the bits of `mask` in the byte at
+    /// `offset`, in what reads return now and in what survives a crash
+    /// (the medium itself is damaged). Returns the byte's new value.
+    pub fn corrupt_at_rest(&self, offset: u64, mask: u8) -> u8 {
+        assert!(offset < self.capacity, "offset {offset} past the device");
+        let mut st = self.state.write();
+        let page = offset / PAGE as u64;
+        let at = (offset % PAGE as u64) as usize;
+        let State { dirty, durable, .. } = &mut *st;
+        let durable_page = durable.entry(page).or_insert_with(zero_page);
+        durable_page[at] ^= mask;
+        let new = durable_page[at];
+        if let Some(p) = dirty.get_mut(&page) {
+            p[at] ^= mask;
+            return p[at];
+        }
+        new
+    }
+
+    /// Every read, write and flush from now on takes a random time up to
+    /// `max` (drawn from `seed`) to complete: a blocking call sleeps; an
+    /// async call through [`crate::uring`] parks its task for it, so other
+    /// tasks' operations complete first (out of order). `Duration::ZERO`
+    /// turns it off. Not cleared by [`MemDevice::clear_faults`].
+    pub fn set_latency(&self, max: Duration, seed: u64) {
+        *self.latency.write() = (!max.is_zero()).then(|| Latency {
+            max,
+            rng: parking_lot::Mutex::new(StdRng::seed_from_u64(seed)),
+        });
+    }
+
+    /// The next completion delay, if latency is on.
+    fn draw_delay(&self) -> Option<Duration> {
+        let lat = self.latency.read();
+        let lat = lat.as_ref()?;
+        let nanos = lat.rng.lock().gen_range(0..=lat.max.as_nanos() as u64);
+        Some(Duration::from_nanos(nanos))
+    }
+
+    /// A blocking call's wait; async callers wait in
+    /// [`Device::completion_delay`] instead.
+    fn blocking_delay(&self) {
+        if !crate::uring::in_runtime() {
+            if let Some(d) = self.draw_delay() {
+                std::thread::sleep(d);
+            }
+        }
+    }
+
+    /// Removes every injected fault (not a crash, not the latency).
     pub fn clear_faults(&self) {
         self.state.write().faults = Faults::default();
     }
@@ -399,6 +480,16 @@ impl MemDevice {
         Ok(())
     }
 
+    fn no_space(&self, offset: u64, len: usize) -> IoError {
+        IoError::Os {
+            op: "write",
+            device: self.name.clone(),
+            offset,
+            len,
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        }
+    }
+
     fn injected(&self, op: &'static str, offset: u64) -> IoError {
         IoError::Injected {
             op,
@@ -428,6 +519,7 @@ impl Device for MemDevice {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> IoResult<()> {
         self.check_args("read", buf.as_ptr(), buf.len(), offset);
+        self.blocking_delay();
         let st = self.state.read();
         self.check_crashed(&st)?;
         if let Some(bad) = &st.faults.reads_at {
@@ -442,6 +534,12 @@ impl Device for MemDevice {
                 None => dst.fill(0),
             }
         }
+        if let Some(bad) = &st.faults.corrupt_reads_at {
+            let end = offset + buf.len() as u64;
+            if offset < bad.end && bad.start < end {
+                buf[(bad.start.max(offset) - offset) as usize] ^= 1;
+            }
+        }
         drop(st);
         self.counters.reads.fetch_add(1, Relaxed);
         self.counters
@@ -452,10 +550,14 @@ impl Device for MemDevice {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<()> {
         self.check_args("write", buf.as_ptr(), buf.len(), offset);
+        self.blocking_delay();
         let mut st = self.state.write();
         self.check_crashed(&st)?;
         if let Some(left) = &mut st.faults.writes_left {
             if *left == 0 {
+                if st.faults.no_space {
+                    return Err(self.no_space(offset, buf.len()));
+                }
                 return Err(self.injected("write", offset));
             }
             *left -= 1;
@@ -480,6 +582,7 @@ impl Device for MemDevice {
     }
 
     fn flush(&self) -> IoResult<()> {
+        self.blocking_delay();
         let mut st = self.state.write();
         self.check_crashed(&st)?;
         if let Some(left) = &mut st.faults.flushes_left {
@@ -503,6 +606,10 @@ impl Device for MemDevice {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn completion_delay(&self) -> Option<Duration> {
+        self.draw_delay()
     }
 }
 

@@ -376,3 +376,103 @@ fn concurrent_writers_and_a_crash_from_another_thread() {
         );
     }
 }
+
+#[test]
+fn a_full_device_refuses_writes_with_enospc() {
+    let dev = MemDevice::named("full", MIB, A);
+    dev.fail_writes_no_space_after(1);
+    dev.write_at(&block(4096, 1), 0).unwrap();
+    let err = dev.write_at(&block(4096, 2), 4096).unwrap_err();
+    match &err {
+        IoError::Os { source, offset, .. } => {
+            assert_eq!(source.raw_os_error(), Some(28), "ENOSPC");
+            assert_eq!(*offset, 4096);
+        }
+        other => panic!("not an OS error: {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("full") && msg.contains("No space left"),
+        "{msg}"
+    );
+    assert_eq!(read(&dev, 4096, 4096), vec![0; 4096], "nothing written");
+    assert_eq!(read(&dev, 0, 4096), vec![1; 4096], "reads go on");
+}
+
+#[test]
+fn silent_corruption_on_read_leaves_the_stored_bytes() {
+    let dev = MemDevice::new(MIB, A);
+    dev.write_at(&block(4096, 0x40), 0).unwrap();
+    dev.corrupt_reads_at(1000..1001);
+    let got = read(&dev, 0, 4096);
+    assert_eq!(got[1000], 0x41, "one bit flipped");
+    assert_eq!(got.iter().filter(|&&b| b != 0x40).count(), 1);
+    assert_eq!(read(&dev, 2048, 2048), vec![0x40; 2048], "outside: clean");
+    dev.clear_faults();
+    assert_eq!(read(&dev, 0, 4096), vec![0x40; 4096], "stored bytes intact");
+}
+
+#[test]
+fn corruption_at_rest_is_seen_now_and_after_a_crash() {
+    let dev = MemDevice::new(MIB, A);
+    dev.write_at(&block(4096, 7), 0).unwrap();
+    dev.flush().unwrap();
+    dev.write_at(&block(4096, 9), 4096).unwrap(); // unflushed
+    assert_eq!(dev.corrupt_at_rest(10, 0x80), 7 ^ 0x80);
+    assert_eq!(dev.corrupt_at_rest(5000, 0x01), 9 ^ 0x01);
+    assert_eq!(read(&dev, 0, 512)[10], 7 ^ 0x80);
+    assert_eq!(read(&dev, 4096, 4096)[5000 - 4096], 9 ^ 0x01);
+    dev.flush().unwrap();
+    let (after, _) = dev.crash(1);
+    let r = read(&after, 0, 8192);
+    assert_eq!(r[10], 7 ^ 0x80, "the medium stays damaged");
+    assert_eq!(r[5000], 9 ^ 0x01);
+    assert_eq!(r.iter().filter(|&&b| b != 7 && b != 9).count(), 2);
+}
+
+#[test]
+fn latency_completes_async_operations_out_of_order() {
+    use nvdepot_io::uring::{self, Runtime};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::{Duration, Instant};
+    let Ok(rt) = Runtime::new() else {
+        eprintln!("io_uring unavailable: nothing to test");
+        return;
+    };
+    let dev = Arc::new(MemDevice::new(MIB, A));
+    dev.set_latency(Duration::from_millis(4), 42);
+    let order: Rc<RefCell<Vec<u64>>> = Rc::default();
+    let started = Instant::now();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..32u64 {
+            let (dev, order) = (dev.clone(), order.clone());
+            tasks.push(uring::spawn(async move {
+                let (r, _) = uring::write_device(&*dev, block(4096, i as u8), 4096, i * 4096).await;
+                r.unwrap();
+                order.borrow_mut().push(i);
+            }));
+        }
+        for t in tasks {
+            t.await;
+        }
+    });
+    let took = started.elapsed();
+    let order = order.borrow().clone();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..32).collect::<Vec<_>>(), "every write completed");
+    assert_ne!(order, sorted, "completions came out of issue order");
+    // The delays overlapped (32 waits of up to 4 ms each, not in series).
+    assert!(took < Duration::from_millis(60), "took {took:?}");
+    for i in 0..32u64 {
+        assert_eq!(read(&dev, i * 4096, 4096), vec![i as u8; 4096]);
+    }
+    // Blocking calls wait in the call.
+    let t = Instant::now();
+    for _ in 0..20 {
+        read(&dev, 0, 512);
+    }
+    assert!(t.elapsed() > Duration::from_millis(10), "{:?}", t.elapsed());
+}

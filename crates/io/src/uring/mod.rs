@@ -137,6 +137,16 @@ pub async fn sleep(d: Duration) {
     let _ = Op::submit(ts, entry).await;
 }
 
+/// Waits out a simulated device's completion delay (a device without a
+/// file descriptor, inside a runtime), letting other tasks run.
+async fn simulated_completion(dev: &dyn Device) {
+    if in_runtime() {
+        if let Some(d) = dev.completion_delay() {
+            sleep(d).await;
+        }
+    }
+}
+
 /// Reads `buf.len()` bytes of `dev` at `offset`: through the ring inside a
 /// runtime when the device has a file descriptor, else with the device's
 /// blocking call. Retries short reads; errors name the device.
@@ -148,6 +158,7 @@ pub async fn read_device(
     let mut buf = buf;
     let Some(fd) = dev.raw_fd().filter(|_| in_runtime()) else {
         let r = dev.read_at(&mut buf, offset);
+        simulated_completion(dev).await;
         return (r, buf);
     };
     transfer(dev, fd, "read", buf, offset, true).await
@@ -163,6 +174,7 @@ pub async fn write_device(
 ) -> (IoResult<()>, AlignedBuf) {
     let Some(fd) = dev.raw_fd().filter(|_| in_runtime()) else {
         let r = dev.write_at(&buf[..len], offset);
+        simulated_completion(dev).await;
         return (r, buf);
     };
     let (r, buf) = transfer_len(dev, fd, "write", buf, len, offset, false).await;
@@ -173,7 +185,9 @@ pub async fn write_device(
 /// device's blocking flush).
 pub async fn flush_device(dev: &dyn Device) -> IoResult<()> {
     let Some(fd) = dev.raw_fd().filter(|_| in_runtime()) else {
-        return dev.flush();
+        let r = dev.flush();
+        simulated_completion(dev).await;
+        return r;
     };
     loop {
         match fdatasync(fd).await {
