@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use nvdepot_engine::{Error, Options, Store};
-use nvdepot_io::{Device, MemDevice};
+use nvdepot_io::{Device, FileDevice, MemDevice};
 
 const MIB: u64 = 1 << 20;
 
@@ -150,4 +150,70 @@ fn silent_corruption_is_an_error_never_wrong_data() {
     // A new value replaces the damaged one.
     s.put(ns, b"k7", b"again").unwrap();
     assert_eq!(s.get(ns, b"k7").unwrap().as_deref(), Some(&b"again"[..]));
+}
+
+/// A real file system filling up (a 6 MiB tmpfs; needs root to mount it,
+/// as in CI): creating a store larger than the free space fails with a
+/// clear error, and a store on a sparse file (one made before the disk
+/// filled, or copied sparse) answers writes with `ENOSPC` once the file
+/// system is full, while every acknowledged value stays readable.
+#[test]
+fn a_real_file_system_that_fills_up() {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); CI runs it");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let opts = Options {
+        segment_bytes: MIB,
+        background_gc: false,
+        ..Options::default()
+    };
+
+    let Err(err) = Store::open(&mnt.join("big"), &opts.clone().create_bytes(64 * MIB)) else {
+        panic!("a 64 MiB store created on a 6 MiB file system");
+    };
+    assert!(err.to_string().contains("No space left"), "{err}");
+
+    let path = mnt.join("sparse");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(32 * MIB)
+        .unwrap();
+    let dev = FileDevice::open(&path, None)
+        .or_else(|_| FileDevice::open_buffered(&path, None))
+        .unwrap();
+    let s = Store::open_devices(vec![Arc::new(dev) as Arc<dyn Device>], &opts.create_bytes(0))
+        .unwrap();
+    let ns = s.default_namespace();
+    let mut acked = 0u32;
+    let err = loop {
+        match s.put(ns, format!("k{acked}").as_bytes(), &[acked as u8; 3000]) {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 20_000, "6 MiB never filled");
+    };
+    assert!(err.to_string().contains("No space left"), "{err}");
+    assert!(acked > 100, "only {acked} puts before the file system filled");
+    assert!(s.put(ns, b"later", b"x").is_err(), "writes stay refused");
+    for i in 0..acked {
+        let v = s.get(ns, format!("k{i}").as_bytes()).unwrap();
+        assert_eq!(v, Some(vec![i as u8; 3000]), "key k{i}");
+    }
 }

@@ -268,3 +268,75 @@ fn tasks_and_threads_contending_for_one_key_serialise_without_blocking_a_runtime
     );
     assert_eq!(store.count(ns), 1);
 }
+
+/// Tasks writing through the async path while the simulated device
+/// completes their IO out of order (seeded latency), crashed at a random
+/// moment: every put acknowledged before the crash is there after it, a
+/// put in flight is wholly there or absent.
+#[test]
+fn async_writers_on_a_slow_device_lose_nothing_acknowledged_at_a_crash() {
+    use std::sync::Mutex;
+    use std::time::Duration;
+    type Acked = HashMap<Vec<u8>, (Option<Vec<u8>>, Option<Vec<u8>>)>;
+    for round in 0..6u64 {
+        let dev = Arc::new(MemDevice::new(64 * MIB, 512));
+        dev.set_latency(Duration::from_micros(400), round);
+        let store =
+            Arc::new(Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts()).unwrap());
+        // key -> (acknowledged value, value in flight)
+        let acked: Arc<Mutex<Acked>> = Arc::default();
+        let writer = {
+            let (store, acked) = (store.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let rt = Runtime::new().expect("io_uring");
+                rt.block_on(async {
+                    let mut tasks = Vec::new();
+                    for t in 0..16u32 {
+                        let (store, acked) = (store.clone(), acked.clone());
+                        tasks.push(uring::spawn(async move {
+                            let ns = store.default_namespace();
+                            for i in 0u32.. {
+                                let key = format!("t{t}-k{}", i % 7).into_bytes();
+                                let v = value(t * 1000 + i, i);
+                                acked.lock().unwrap().entry(key.clone()).or_default().1 =
+                                    Some(v.clone());
+                                if store.put_async(ns, &key, &v).await.is_err() {
+                                    return i; // the device crashed
+                                }
+                                let mut m = acked.lock().unwrap();
+                                let e = m.get_mut(&key).unwrap();
+                                *e = (e.1.take(), None);
+                            }
+                            unreachable!()
+                        }));
+                    }
+                    let mut puts = 0;
+                    for t in tasks {
+                        puts += t.await;
+                    }
+                    puts
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(40 + round * 15));
+        let (after, _) = if round % 2 == 0 {
+            dev.crash(round)
+        } else {
+            dev.crash_reordered(round)
+        };
+        let puts = writer.join().unwrap();
+        drop(store);
+        assert!(puts > 16, "round {round}: only {puts} puts before the crash");
+        let store = Store::open_devices(vec![Arc::new(after) as Arc<dyn Device>], &Options::default())
+            .unwrap();
+        let ns = store.default_namespace();
+        for (key, (done, in_flight)) in acked.lock().unwrap().iter() {
+            let got = store.get(ns, key).unwrap();
+            assert!(
+                got == *done || (in_flight.is_some() && got == *in_flight),
+                "round {round}: key {:?} lost its acknowledged value",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+}
