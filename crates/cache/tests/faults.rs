@@ -36,6 +36,7 @@ fn call(conn: &mut Connection<MemcacheStorage>, req: &str) -> String {
     let mut out = Vec::new();
     let fed = conn.feed_ready(req.as_bytes(), &mut out);
     assert_eq!(fed.consumed, req.len(), "{req:?}");
+    assert!(!fed.more, "small replies never pause");
     String::from_utf8(out).unwrap()
 }
 

@@ -1035,7 +1035,10 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
             key,
             value: &[],
         };
-        let app = inner.append_hiding(&parts, crate::writer::Appender::Delete)?;
+        // GC's reserve: garbage collection does not run before the open
+        // ends, and these few records must not fail an open for want of
+        // the room GC would make.
+        let app = inner.append_hiding(&parts, crate::writer::Appender::Gc)?;
         last = Some(app.lsn);
     }
     if let Some(lsn) = last {

@@ -198,8 +198,11 @@ fn a_real_file_system_that_fills_up() {
     let dev = FileDevice::open(&path, None)
         .or_else(|_| FileDevice::open_buffered(&path, None))
         .unwrap();
-    let s = Store::open_devices(vec![Arc::new(dev) as Arc<dyn Device>], &opts.create_bytes(0))
-        .unwrap();
+    let s = Store::open_devices(
+        vec![Arc::new(dev) as Arc<dyn Device>],
+        &opts.create_bytes(0),
+    )
+    .unwrap();
     let ns = s.default_namespace();
     let mut acked = 0u32;
     let err = loop {
@@ -210,7 +213,10 @@ fn a_real_file_system_that_fills_up() {
         assert!(acked < 20_000, "6 MiB never filled");
     };
     assert!(err.to_string().contains("No space left"), "{err}");
-    assert!(acked > 100, "only {acked} puts before the file system filled");
+    assert!(
+        acked > 100,
+        "only {acked} puts before the file system filled"
+    );
     assert!(s.put(ns, b"later", b"x").is_err(), "writes stay refused");
     for i in 0..acked {
         let v = s.get(ns, format!("k{i}").as_bytes()).unwrap();

@@ -326,9 +326,15 @@ fn async_writers_on_a_slow_device_lose_nothing_acknowledged_at_a_crash() {
         };
         let puts = writer.join().unwrap();
         drop(store);
-        assert!(puts > 16, "round {round}: only {puts} puts before the crash");
-        let store = Store::open_devices(vec![Arc::new(after) as Arc<dyn Device>], &Options::default())
-            .unwrap();
+        assert!(
+            puts > 16,
+            "round {round}: only {puts} puts before the crash"
+        );
+        let store = Store::open_devices(
+            vec![Arc::new(after) as Arc<dyn Device>],
+            &Options::default(),
+        )
+        .unwrap();
         let ns = store.default_namespace();
         for (key, (done, in_flight)) in acked.lock().unwrap().iter() {
             let got = store.get(ns, key).unwrap();

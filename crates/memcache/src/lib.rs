@@ -434,7 +434,16 @@ pub struct Fed {
     /// Close the connection after writing the output (`quit`, or a
     /// protocol error after which memcached closes).
     pub close: bool,
+    /// Paused after composing [`REPLY_PAUSE_BYTES`] or more of output:
+    /// send it, then feed the unconsumed input again at once (it may start
+    /// with a multi-get answered in part; the connection remembers where).
+    pub more: bool,
 }
+
+/// Output one `feed` composes before it pauses ([`Fed::more`]), so that a
+/// connection's output buffer stays near this size whatever its requests
+/// ask (memcached streams a multi-get's values from its items instead).
+pub const REPLY_PAUSE_BYTES: usize = 1 << 20;
 
 /// Which protocol a connection speaks; fixed by its first byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -448,6 +457,9 @@ enum Protocol {
 pub(crate) enum Step {
     /// The request at the start of the input is not complete yet.
     Incomplete,
+    /// The request at the start of the input is answered in part (a
+    /// multi-get paused at [`REPLY_PAUSE_BYTES`]); feed it again.
+    Paused,
     /// A request of this many bytes was handled.
     Done(usize),
     /// Close the connection after this many bytes (memcached closes
@@ -478,6 +490,8 @@ pub struct Connection<S: Storage> {
     /// order; taken by the gets as they execute, dropped by any other
     /// command and at the end of `feed`.
     pub(crate) prefetched: std::collections::VecDeque<Prefetched>,
+    /// A multi-get paused ([`Step::Paused`]): the index of its next key.
+    pub(crate) get_resume: Option<usize>,
 }
 
 impl<S: Storage> Connection<S> {
@@ -495,6 +509,7 @@ impl<S: Storage> Connection<S> {
             counters: stats::Counters::default(),
             key_buf: Vec::new(),
             prefetched: std::collections::VecDeque::new(),
+            get_resume: None,
         }
     }
 
@@ -507,10 +522,13 @@ impl<S: Storage> Connection<S> {
             return Fed {
                 consumed: input.len(),
                 close: true,
+                more: false,
             };
         }
         let mut pos = 0;
         let mut close = false;
+        let mut more = false;
+        let out_start = out.len();
         loop {
             if self.swallow > 0 {
                 let n = self.swallow.min((input.len() - pos) as u64);
@@ -548,6 +566,11 @@ impl<S: Storage> Connection<S> {
             self.unread_bytes = 0;
             let n = match step {
                 Step::Incomplete => break,
+                Step::Paused => {
+                    more = true;
+                    self.counters.bytes_written += (out.len() - out_before) as u64;
+                    break;
+                }
                 Step::Done(n) => n,
                 Step::Close(n) => {
                     close = true;
@@ -560,6 +583,10 @@ impl<S: Storage> Connection<S> {
             if close {
                 break;
             }
+            if out.len() - out_start >= REPLY_PAUSE_BYTES && pos < input.len() {
+                more = true;
+                break;
+            }
         }
         debug_assert!(pos <= input.len());
         self.prefetched.clear();
@@ -570,6 +597,7 @@ impl<S: Storage> Connection<S> {
         Fed {
             consumed: pos,
             close,
+            more,
         }
     }
 

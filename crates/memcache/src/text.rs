@@ -6,7 +6,7 @@
 use crate::execute::{Arith, Deleted, ExecError};
 use crate::num::{put_u64, safe_strtol, safe_strtoul, safe_strtoull};
 use crate::stats::Group;
-use crate::{Connection, Step, Storage, StoreMode, StoreOutcome, VERSION};
+use crate::{Connection, Step, Storage, StoreMode, StoreOutcome, REPLY_PAUSE_BYTES, VERSION};
 
 /// Without a newline in this many bytes memcached decides the client is
 /// sending junk and closes (unless it looks like a long multiget).
@@ -15,6 +15,9 @@ pub(crate) const LINE_BYTES_MAX: usize = 2048;
 /// memcached lets a multiget line grow without bound; this crate stops at
 /// 4 MiB (about 16 000 keys of 250 bytes) and closes.
 pub(crate) const GET_LINE_BYTES_MAX: usize = 4 << 20;
+
+/// Keys of a multi-get read from storage at once.
+const GET_CHUNK_KEYS: usize = 32;
 
 /// memcached's `MAX_TOKENS`: the tokenizer keeps at most 23 tokens; the
 /// count it reports (`ntokens`) includes a terminal token, so is at most 24.
@@ -87,6 +90,8 @@ pub(crate) enum After {
     Incomplete,
     /// Close the connection (`quit`).
     Close,
+    /// A multi-get answered in part; the line is fed again.
+    Paused,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -123,7 +128,7 @@ impl<S: Storage> Connection<S> {
             line = &line[..z];
         }
         self.check_pending_flush();
-        if self.read_ahead_wanted(is_plain_get(line)) {
+        if self.get_resume.is_none() && self.read_ahead_wanted(is_plain_get(line)) {
             self.prefetch_gets(input).await;
         }
         match self.text_command(line, &input[nl + 1..], out).await {
@@ -131,6 +136,7 @@ impl<S: Storage> Connection<S> {
             After::Data(n) => Step::Done(nl + 1 + n),
             After::Incomplete => Step::Incomplete,
             After::Close => Step::Close(nl + 1),
+            After::Paused => Step::Paused,
         }
     }
 
@@ -193,7 +199,9 @@ impl<S: Storage> Connection<S> {
                 if want(nt >= 3, out) {
                     let cas = cmd == b"gets" || cmd == b"gats";
                     let touch = cmd == b"gat" || cmd == b"gats";
-                    self.text_get(line, &tok, cas, touch, out).await;
+                    if self.text_get(line, &tok, cas, touch, out).await {
+                        return After::Paused;
+                    }
                 }
                 After::Line
             }
@@ -335,6 +343,13 @@ impl<S: Storage> Connection<S> {
     /// get, gets, gat, gats over every key of the line (not only the first
     /// 23 tokens). A key over the limit discards the hits so far and
     /// replies `CLIENT_ERROR bad command line format`, as memcached does.
+    ///
+    /// Keys are read [`GET_CHUNK_KEYS`] at a time, and once a call has
+    /// composed [`REPLY_PAUSE_BYTES`] of values with keys left, it pauses
+    /// (returns true) and remembers the next key: the kit sends what is
+    /// composed and feeds the line again. So a multi-get of any size holds
+    /// about a megabyte of replies, not all of them (a storage error after
+    /// a pause ends the reply with `SERVER_ERROR` after the values sent).
     async fn text_get(
         &mut self,
         line: &[u8],
@@ -342,13 +357,13 @@ impl<S: Storage> Connection<S> {
         cas: bool,
         touch: bool,
         out: &mut Vec<u8>,
-    ) {
+    ) -> bool {
         let mut skip = 1;
         let mut exptime = 0;
         if touch {
             let Some(t) = safe_strtol(tok.t[1]) else {
                 reply(out, false, b"CLIENT_ERROR invalid exptime argument");
-                return;
+                return false;
             };
             exptime = self.exptime_abs(i64::from(t));
             skip = 2;
@@ -359,72 +374,95 @@ impl<S: Storage> Connection<S> {
             .filter(|t| !t.is_empty())
             .skip(skip)
             .collect();
-        // Several keys: read them all at once (on flash, one device read
-        // each, in flight together), then answer in order, unless the
-        // pipelined gets' read-ahead (`prefetch_gets`) holds them already.
-        let mut fetched = if !touch && keys.len() > 1 && self.prefetched.is_empty() {
-            self.fetch_many(&keys).await
-        } else {
-            Vec::new()
-        }
-        .into_iter();
-        for key in keys {
-            if key.len() > self.limits.key_bytes_max {
-                out.truncate(mark);
-                reply(out, false, b"CLIENT_ERROR bad command line format");
-                return;
-            }
-            let found = if touch {
-                self.counters.cmd_touch += 1;
-                self.touch(key, exptime)
-                    .await
-                    .map(|o| o.map(|(item, _)| item))
+        // memcached runs the keys before a bad one (counters, touches)
+        // and then discards their replies.
+        let bad = keys
+            .iter()
+            .position(|k| k.len() > self.limits.key_bytes_max);
+        let end = bad.unwrap_or(keys.len());
+        let mut at = self.get_resume.take().unwrap_or(0);
+        while at < end {
+            let chunk = &keys[at..end.min(at + GET_CHUNK_KEYS)];
+            let chunk_at = at;
+            at += chunk.len();
+            // Several keys: read them all at once (on flash, one device
+            // read each, in flight together), then answer in order, unless
+            // the pipelined gets' read-ahead (`prefetch_gets`) holds them.
+            let mut fetched = if !touch && chunk.len() > 1 && self.prefetched.is_empty() {
+                self.fetch_many(chunk).await
             } else {
-                self.counters.cmd_get += 1;
-                match fetched.next() {
-                    Some(got) => self.live_fetched(key, got).await,
-                    None => self.live_read_ahead(key).await,
+                Vec::new()
+            }
+            .into_iter();
+            for (i, &key) in chunk.iter().enumerate() {
+                let next = chunk_at + i + 1;
+                if bad.is_none() && out.len() - mark >= REPLY_PAUSE_BYTES {
+                    // Pause before this key (the rest of the chunk's reads
+                    // are dropped and done again on resuming).
+                    self.get_resume = Some(next - 1);
+                    return true;
                 }
-                .map_err(ExecError::from)
-            };
-            let item = match found {
-                Ok(item) => item,
-                Err(e) => {
-                    out.truncate(mark);
-                    server_error(out, false, &e);
-                    return;
-                }
-            };
-            let Some(item) = item else {
-                if touch {
-                    self.counters.touch_misses += 1;
+                let found = if touch {
+                    self.counters.cmd_touch += 1;
+                    self.touch(key, exptime)
+                        .await
+                        .map(|o| o.map(|(item, _)| item))
                 } else {
-                    self.counters.get_misses += 1;
+                    self.counters.cmd_get += 1;
+                    match fetched.next() {
+                        Some(got) => self.live_fetched(key, got).await,
+                        None => self.live_read_ahead(key).await,
+                    }
+                    .map_err(ExecError::from)
+                };
+                let item = match found {
+                    Ok(item) => item,
+                    Err(e) => {
+                        out.truncate(mark);
+                        server_error(out, false, &e);
+                        return false;
+                    }
+                };
+                let Some(item) = item else {
+                    if touch {
+                        self.counters.touch_misses += 1;
+                    } else {
+                        self.counters.get_misses += 1;
+                    }
+                    continue;
+                };
+                if touch {
+                    self.counters.touch_hits += 1;
+                } else {
+                    self.counters.get_hits += 1;
                 }
-                continue;
-            };
-            if touch {
-                self.counters.touch_hits += 1;
-            } else {
-                self.counters.get_hits += 1;
-            }
-            self.storage.fetched(key);
-            out.reserve(key.len() + item.value.len() + 64);
-            out.extend_from_slice(b"VALUE ");
-            out.extend_from_slice(key);
-            out.push(b' ');
-            put_u64(out, u64::from(item.flags));
-            out.push(b' ');
-            put_u64(out, item.value.len() as u64);
-            if cas {
+                self.storage.fetched(key);
+                out.reserve(key.len() + item.value.len() + 64);
+                out.extend_from_slice(b"VALUE ");
+                out.extend_from_slice(key);
                 out.push(b' ');
-                put_u64(out, item.cas);
+                put_u64(out, u64::from(item.flags));
+                out.push(b' ');
+                put_u64(out, item.value.len() as u64);
+                if cas {
+                    out.push(b' ');
+                    put_u64(out, item.cas);
+                }
+                out.extend_from_slice(CRLF);
+                out.extend_from_slice(&item.value);
+                out.extend_from_slice(CRLF);
             }
-            out.extend_from_slice(CRLF);
-            out.extend_from_slice(&item.value);
-            out.extend_from_slice(CRLF);
+            if bad.is_some() {
+                out.truncate(mark);
+            }
+        }
+        if bad.is_some() {
+            out.truncate(mark);
+            reply(out, false, b"CLIENT_ERROR bad command line format");
+            return false;
         }
         out.extend_from_slice(b"END\r\n");
+        false
     }
 
     /// set, add, replace, append, prepend, cas and their data block.

@@ -713,3 +713,63 @@ fn an_expired_key_read_twice_in_one_batch_counts_once() {
         assert!(out.contains("STAT get_misses 2\r\n"), "{out}");
     }
 }
+
+/// A multi-get whose values outgrow `REPLY_PAUSE_BYTES` pauses (`more`)
+/// and is fed again where it stopped: the reply is the same as in one
+/// go, hits are counted once, and pipelined requests after it follow.
+#[test]
+fn a_large_multiget_pauses_and_resumes() {
+    use nvdepot_memcache::REPLY_PAUSE_BYTES;
+    let mut h = Harness::new();
+    let value = "v".repeat(200 << 10);
+    for i in 0..30 {
+        check(
+            &mut h,
+            &format!("set k{i} {i} 0 {}\r\n{value}\r\n", value.len()),
+            "STORED\r\n",
+        );
+    }
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    let line = format!("get {} nope k0\r\nget k1\r\n", keys.join(" "));
+    let mut out = Vec::new();
+    let mut input = line.as_bytes();
+    let mut pauses = 0;
+    loop {
+        let fed = h.conn.feed_ready(input, &mut out);
+        input = &input[fed.consumed..];
+        if !fed.more {
+            break;
+        }
+        pauses += 1;
+    }
+    assert!(input.is_empty());
+    assert!(
+        pauses >= (30 * value.len()) / REPLY_PAUSE_BYTES - 1,
+        "{pauses} pauses"
+    );
+    let mut want = String::new();
+    for i in (0..30).chain([0]) {
+        want += &format!("VALUE k{i} {i} {}\r\n{value}\r\n", value.len());
+    }
+    want += "END\r\n";
+    want += &format!("VALUE k1 1 {}\r\n{value}\r\nEND\r\n", value.len());
+    assert!(
+        out == want.as_bytes(),
+        "reply differs ({} vs {} bytes)",
+        out.len(),
+        want.len()
+    );
+    assert_eq!(h.stat(|s| &s.get_hits), 32);
+    assert_eq!(h.stat(|s| &s.get_misses), 1);
+
+    // A key over the limit at the end: memcached runs the keys before it
+    // and then answers only the error.
+    let long = "x".repeat(251);
+    let (out, fed) = h.feed(format!("get {} {long}\r\n", keys.join(" ")).as_bytes());
+    assert!(!fed.more);
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "CLIENT_ERROR bad command line format\r\n"
+    );
+    assert_eq!(h.stat(|s| &s.get_hits), 62);
+}

@@ -20,7 +20,16 @@ pub struct Fed {
     /// Close the connection once the output is sent (`quit`, or a protocol
     /// error after which the protocol's reference server closes).
     pub close: bool,
+    /// The face paused because it composed much output: requests remain
+    /// after `consumed`, or the request there is half answered (a large
+    /// multi-get; the session remembers where it stopped). The kit sends
+    /// the output, then feeds the unconsumed input again at once. This is
+    /// what bounds a connection's output buffer whatever its requests ask.
+    pub more: bool,
 }
+
+/// Output a face composes before it pauses ([`Fed::more`]).
+pub const OUTPUT_PAUSE_BYTES: usize = 1 << 20;
 
 /// One connection's protocol state.
 ///

@@ -426,7 +426,7 @@ impl<'a, F: Face> Acceptor<'a, F> {
 pub(crate) struct Registered<F: Face> {
     shared: Arc<Shared<F>>,
     /// The serving worker's load count.
-    load: Arc<AtomicUsize>,
+    pub(crate) load: Arc<AtomicUsize>,
     pub(crate) id: u64,
 }
 

@@ -5,8 +5,9 @@
 //! while tasks interleave.
 //!
 //! Requests: `<text>\r\n` answers `<text>\r\n`; `blob <n>\r\n` followed by
-//! n bytes and `\r\n` answers `blob <n> <byte sum>\r\n`; `quit\r\n`
-//! closes.
+//! n bytes and `\r\n` answers `blob <n> <byte sum>\r\n`; `many <n>\r\n`
+//! answers n bytes `x` then `\r\n`, composed 64 KiB per call with a pause
+//! (`Fed::more`) between; `quit\r\n` closes.
 
 use std::future::poll_fn;
 use std::io::{ErrorKind, Read, Write};
@@ -31,7 +32,13 @@ struct Echo {
     rejected: AtomicU64,
 }
 
-struct EchoSession;
+#[derive(Default)]
+struct EchoSession {
+    /// Bytes of a `many` request still to compose.
+    many_left: Option<usize>,
+}
+
+const MANY_STEP: usize = 64 << 10;
 
 /// Returns `Pending` once (waking itself), as a storage read would.
 async fn yield_once() {
@@ -59,7 +66,28 @@ impl Session for EchoSession {
                 return Fed {
                     consumed: next,
                     close: true,
+                    more: false,
                 };
+            }
+            if let Some(n) = line.strip_prefix(b"many ") {
+                let left = self
+                    .many_left
+                    .take()
+                    .unwrap_or_else(|| std::str::from_utf8(n).unwrap().parse().unwrap());
+                let now = left.min(MANY_STEP);
+                out.resize(out.len() + now, b'x');
+                if left > now {
+                    // Paused inside this request: it is fed again.
+                    self.many_left = Some(left - now);
+                    return Fed {
+                        consumed: pos,
+                        close: false,
+                        more: true,
+                    };
+                }
+                out.extend_from_slice(b"\r\n");
+                pos = next;
+                continue;
             }
             if let Some(n) = line.strip_prefix(b"blob ") {
                 let n: usize = std::str::from_utf8(n).unwrap().parse().unwrap();
@@ -77,6 +105,7 @@ impl Session for EchoSession {
         Fed {
             consumed: pos,
             close: false,
+            more: false,
         }
     }
 }
@@ -87,7 +116,7 @@ impl Face for Echo {
         "echo"
     }
     fn session(&self) -> EchoSession {
-        EchoSession
+        EchoSession::default()
     }
     fn request_bytes_max(&self) -> usize {
         self.request_bytes_max
@@ -261,6 +290,22 @@ fn hundred_pipelined_requests_in_one_write() {
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(&expected)
     );
+    server.stop(Duration::from_secs(10));
+}
+
+#[test]
+fn a_paused_reply_is_sent_and_the_request_fed_again() {
+    let server = Running::start(local_config());
+    let mut c = server.connect();
+    let n = 5 * MANY_STEP + 123;
+    c.write_all(format!("one\r\nmany {n}\r\ntwo\r\n").as_bytes())
+        .unwrap();
+    let reply = read_until_suffix(&mut c, b"two\r\n");
+    let mut want = b"one\r\n".to_vec();
+    want.resize(want.len() + n, b'x');
+    want.extend_from_slice(b"\r\ntwo\r\n");
+    assert_eq!(reply.len(), want.len());
+    assert!(reply == want, "the paused reply is whole and in order");
     server.stop(Duration::from_secs(10));
 }
 

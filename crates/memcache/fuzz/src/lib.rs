@@ -41,16 +41,22 @@ pub fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, bool, Arc<MemStorage>) {
     for end in ends {
         buf.extend_from_slice(&input[start..end]);
         start = end;
-        let fed = conn.feed_ready(&buf, &mut out);
-        assert!(
-            fed.consumed <= buf.len(),
-            "consumed {} of {}",
-            fed.consumed,
-            buf.len()
-        );
-        buf.drain(..fed.consumed);
-        if fed.close {
-            return (out, true, storage);
+        loop {
+            let fed = conn.feed_ready(&buf, &mut out);
+            assert!(
+                fed.consumed <= buf.len(),
+                "consumed {} of {}",
+                fed.consumed,
+                buf.len()
+            );
+            buf.drain(..fed.consumed);
+            if fed.close {
+                return (out, true, storage);
+            }
+            // Paused with output to send: fed again at once, as the kit does.
+            if !fed.more {
+                break;
+            }
         }
     }
     (out, false, storage)

@@ -45,11 +45,19 @@ impl<S: Storage> Harness<S> {
     }
 
     /// Feeds `input` whole; returns the output and what feed said.
+    /// (Fed again at once while it pauses with `more`, as the kit does;
+    /// the `Fed` returned counts everything consumed.)
     pub fn feed(&mut self, input: &[u8]) -> (Vec<u8>, Fed) {
         let mut out = Vec::new();
-        let fed = self.conn.feed_ready(input, &mut out);
-        assert!(fed.consumed <= input.len());
-        (out, fed)
+        let mut consumed = 0;
+        loop {
+            let fed = self.conn.feed_ready(&input[consumed..], &mut out);
+            consumed += fed.consumed;
+            assert!(consumed <= input.len());
+            if !fed.more || fed.close {
+                return (out, Fed { consumed, ..fed });
+            }
+        }
     }
 
     /// Feeds `input`, which must be made of complete requests, and returns
@@ -81,11 +89,16 @@ impl<S: Storage> Harness<S> {
             }
             buf.extend_from_slice(&input[start..end]);
             start = end;
-            let fed = self.conn.feed_ready(&buf, &mut out);
-            assert!(fed.consumed <= buf.len());
-            buf.drain(..fed.consumed);
-            if fed.close {
-                return (out, true);
+            loop {
+                let fed = self.conn.feed_ready(&buf, &mut out);
+                assert!(fed.consumed <= buf.len());
+                buf.drain(..fed.consumed);
+                if fed.close {
+                    return (out, true);
+                }
+                if !fed.more {
+                    break;
+                }
             }
         }
         (out, false)

@@ -54,6 +54,7 @@ impl<S: Storage> Session for MemcacheSession<S> {
         Fed {
             consumed: fed.consumed,
             close: fed.close,
+            more: fed.more,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use nvdepot_cache::resp::{unix_now_ms, RespStore};
 use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
-use nvdepot_server::{Face, Fed, Session, Shutdown};
+use nvdepot_server::{Face, Fed, Session, Shutdown, OUTPUT_PAUSE_BYTES};
 
 use super::cluster::{self, Cluster, Redirect, Route};
 use super::gate::Gate;
@@ -158,7 +158,16 @@ impl Face for RespFace {
 impl Session for RespSession {
     async fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Fed {
         let mut pos = 0;
+        let out_start = out.len();
         while pos < input.len() && !self.close {
+            if out.len() - out_start >= OUTPUT_PAUSE_BYTES {
+                // Send what is composed before answering more.
+                return Fed {
+                    consumed: pos,
+                    close: false,
+                    more: true,
+                };
+            }
             match parse_command(&input[pos..], &self.shared.config.limits) {
                 Ok(Parsed::Command(cmd, n)) => {
                     pos += n;
@@ -173,6 +182,7 @@ impl Session for RespSession {
                     return Fed {
                         consumed: input.len(),
                         close: true,
+                        more: false,
                     };
                 }
             }
@@ -180,6 +190,7 @@ impl Session for RespSession {
         Fed {
             consumed: pos,
             close: self.close,
+            more: false,
         }
     }
 }
