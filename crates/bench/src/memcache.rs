@@ -65,6 +65,9 @@ pub struct Config {
     /// A phase fails when no reply arrives for this long while requests
     /// are outstanding. Default 30 s.
     pub stall_timeout: Duration,
+    /// Requests per second of the measured phase, over all connections
+    /// (an open-loop pace for soak runs); `None`: as fast as replies come.
+    pub rate: Option<f64>,
 }
 
 impl Config {
@@ -84,6 +87,7 @@ impl Config {
             verify_fraction: 0.01,
             seed: 1,
             stall_timeout: Duration::from_secs(30),
+            rate: None,
         }
     }
 
@@ -268,11 +272,22 @@ impl Bench {
             };
             conn.rng = Rng::new(self.config.seed.wrapping_add(i));
         }
-        self.phase(self.config.pipeline, deadline)
+        let rate = self.config.rate;
+        let threads = self.groups.len().max(1) as f64;
+        self.phase_paced(self.config.pipeline, deadline, rate.map(|r| r / threads))
     }
 
     /// Runs one phase on every thread; merges their tallies.
     fn phase(&mut self, depth: usize, limit: Option<Duration>) -> Result<PhaseReport, BenchError> {
+        self.phase_paced(depth, limit, None)
+    }
+
+    fn phase_paced(
+        &mut self,
+        depth: usize,
+        limit: Option<Duration>,
+        rate_per_thread: Option<f64>,
+    ) -> Result<PhaseReport, BenchError> {
         let start = Instant::now();
         let shared = Shared {
             config: &self.config,
@@ -280,6 +295,8 @@ impl Bench {
             picker: &self.picker,
             depth,
             deadline: limit.map(|d| start + d),
+            start,
+            rate_per_thread,
         };
         let results: Vec<Result<Tally, BenchError>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
@@ -311,6 +328,9 @@ struct Shared<'a> {
     picker: &'a KeyPicker,
     depth: usize,
     deadline: Option<Instant>,
+    start: Instant,
+    /// Requests per second each thread may issue (`Config::rate`).
+    rate_per_thread: Option<f64>,
 }
 
 /// What a connection issues next.
@@ -374,9 +394,11 @@ impl Conn {
         }
     }
 
-    /// Queues requests until `depth` are outstanding or the work is done.
-    fn fill(&mut self, shared: &Shared<'_>, issuing: bool) {
-        while issuing && self.pending.len() < shared.depth {
+    /// Queues requests until `depth` are outstanding, the work is done or
+    /// `budget` (the pace's allowance) is spent.
+    fn fill(&mut self, shared: &Shared<'_>, issuing: bool, budget: &mut u64) {
+        while issuing && self.pending.len() < shared.depth && *budget > 0 {
+            *budget -= 1;
             let Some((op, key)) = self.next_request(shared) else {
                 return;
             };
@@ -528,18 +550,29 @@ fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
     let mut tally = Tally::new();
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
     let mut last_reply = Instant::now();
+    // Requests this thread issued (for the pace).
+    let mut issued = 0u64;
     loop {
         let now = Instant::now();
         let issuing = shared.deadline.is_none_or(|d| now < d);
         let mut busy = false;
+        let allowed = shared.rate_per_thread.map_or(u64::MAX, |r| {
+            (((now - shared.start).as_secs_f64() * r) as u64).saturating_sub(issued)
+        });
+        let mut budget = allowed;
         for conn in conns.iter_mut() {
-            conn.fill(shared, issuing);
+            conn.fill(shared, issuing, &mut budget);
             conn.flush()?;
             busy |= !conn.pending.is_empty();
         }
+        issued += allowed - budget;
         if !busy {
             if !issuing || conns.iter().all(Conn::exhausted) {
                 return Ok(tally);
+            }
+            if budget == 0 {
+                // Paced: wait for the next request's turn.
+                std::thread::sleep(Duration::from_micros(200));
             }
             continue;
         }
@@ -553,7 +586,11 @@ fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
             } | if c.wants_write() { libc::POLLOUT } else { 0 },
             revents: 0,
         }));
-        let mut wait_ms = 100;
+        let mut wait_ms = if shared.rate_per_thread.is_some() {
+            1
+        } else {
+            100
+        };
         if let Some(deadline) = shared.deadline.filter(|_| issuing) {
             let left = deadline.saturating_duration_since(now).as_millis();
             wait_ms = wait_ms.min(left as i32 + 1);

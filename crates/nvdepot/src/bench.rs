@@ -94,6 +94,11 @@ struct MemcacheBenchArgs {
     /// Seed of the key and operation choices.
     #[arg(long, value_name = "X", default_value_t = 1)]
     seed: u64,
+    /// Pace the measured phase at this many requests per second over all
+    /// connections (for soak runs at a share of the peak); default: as
+    /// fast as the server answers.
+    #[arg(long, value_name = "OPS")]
+    rate: Option<f64>,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -174,6 +179,9 @@ fn resolve(server: &str, allow_remote: bool) -> Result<SocketAddr, BoxError> {
 /// Ok(true): clean run; Ok(false): mismatches or error replies.
 fn bench_memcache(args: MemcacheBenchArgs) -> Result<bool, BoxError> {
     let server = resolve(&args.server, args.allow_remote)?;
+    if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(format!("--rate {:?} must be a positive number", args.rate).into());
+    }
     if !(0.0..=1.0).contains(&args.verify) {
         return Err(format!("--verify {} is not in [0, 1]", args.verify).into());
     }
@@ -196,6 +204,7 @@ fn bench_memcache(args: MemcacheBenchArgs) -> Result<bool, BoxError> {
         },
         verify_fraction: args.verify,
         seed: args.seed,
+        rate: args.rate,
         ..Config::new(server)
     };
     if config.keys == 0 {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The long fuzz campaign of issue 12 (not CI): every fuzz target for RUNS
+# executions (default 10 000 000), one after the other, each from its
+# committed seeds plus what earlier campaigns found, then minimises each
+# corpus back into the committed seeds (`cargo fuzz cmin`), so the next
+# run (and CI's smoke run) starts from everything found so far.
+#
+#     bash scripts/fuzz-campaign.sh [RUNS] [TARGET...]
+#
+# Prints one line per target: executions, seconds, executions per second,
+# coverage, corpus size; a failing input stops the campaign (it is saved
+# under <fuzz dir>/artifacts/<target>/) and must become a regression test.
+# Results of full runs: docs/RELIABILITY.md.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-10000000}
+shift || true
+only=("$@")
+toolchain=${FUZZ_TOOLCHAIN:-nightly}
+
+# dir:target:max_len
+targets=(
+    fuzz:checkpoint:65536 fuzz:headers:256 fuzz:record:16384 fuzz:scan:65536
+    crates/memcache/fuzz:text:4096 crates/memcache/fuzz:meta:4096
+    crates/memcache/fuzz:meta_rules:4096 crates/memcache/fuzz:binary:4096
+    crates/resp/fuzz:request:4096 crates/resp/fuzz:value:4096
+)
+
+for entry in "${targets[@]}"; do
+    IFS=: read -r dir target max_len <<<"$entry"
+    if ((${#only[@]})) && [[ ! " ${only[*]} " == *" $target "* ]]; then
+        continue
+    fi
+    cd "$repo/$dir"
+    mkdir -p "corpus/$target" "seeds/$target"
+    cp -n "seeds/$target"/* "corpus/$target"/ 2>/dev/null || true
+    log=$(mktemp)
+    start=$(date +%s)
+    cargo "+$toolchain" fuzz run "$target" "corpus/$target" -- \
+        -runs="$runs" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
+        >"$log" 2>&1 || { tail -40 "$log"; echo "FAILED: $target (see $dir/artifacts/$target)"; exit 1; }
+    secs=$(( $(date +%s) - start ))
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    # Minimise what was found into the committed seeds.
+    rm -rf "seeds/$target.min" && mkdir "seeds/$target.min"
+    cargo "+$toolchain" fuzz cmin "$target" "corpus/$target" -- -max_len="$max_len" >/dev/null 2>&1 || true
+    cp "corpus/$target"/* "seeds/$target.min"/ 2>/dev/null || true
+    if [ -n "$(ls -A "seeds/$target.min")" ]; then
+        rm -rf "seeds/$target" && mv "seeds/$target.min" "seeds/$target"
+    else
+        rm -rf "seeds/$target.min"
+    fi
+    files=$(ls "seeds/$target" | wc -l)
+    echo "fuzz $target: executions=$execs seconds=$secs per_second=$(( ${execs:-0} / (secs > 0 ? secs : 1) )) coverage=$cov seeds=$files"
+    rm -f "$log"
+done
