@@ -11,6 +11,7 @@
 //!   face.
 
 mod face;
+mod memory;
 mod metrics;
 mod server;
 mod shutdown;

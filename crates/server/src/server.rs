@@ -297,9 +297,15 @@ impl<'a, F: Face> Acceptor<'a, F> {
                 revents: 0,
             })
             .collect();
+        let mut last_trim = std::time::Instant::now();
+        let trim_ms = crate::memory::TRIM_INTERVAL.as_millis() as i32;
         loop {
             if shutdown.is_triggered() {
                 return Ok(());
+            }
+            if last_trim.elapsed() >= crate::memory::TRIM_INTERVAL {
+                crate::memory::trim_allocator();
+                last_trim = std::time::Instant::now();
             }
             for fd in &mut fds {
                 fd.revents = 0;
@@ -307,7 +313,7 @@ impl<'a, F: Face> Acceptor<'a, F> {
             // SAFETY: `fds` is a live, exclusively borrowed array of
             // `fds.len()` pollfd structs for the duration of the call, and
             // every descriptor in it stays open until this function returns.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, trim_ms) };
             if ready < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {

@@ -209,47 +209,8 @@ async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
     }
     let last = guard.load.load(Ordering::SeqCst) == 1;
     drop(guard);
-    closed_one(last);
+    crate::memory::closed_one(last);
 }
-
-/// Closes on one worker between two returns of free memory to the OS.
-const TRIM_EVERY_CLOSES: u32 = 512;
-
-thread_local! {
-    static CLOSED_SINCE_TRIM: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Counts a closed connection; every [`TRIM_EVERY_CLOSES`], and when a
-/// worker's last connection closes after others did, asks the
-/// allocator to give its free pages back. Why: glibc keeps what many
-/// closed connections freed (their read buffers and tasks, about 12 KiB
-/// each) in its arenas, so without this 10 000 connections opened and
-/// closed left the server 120 MB larger for good (measured,
-/// crates/nvdepot/tests/bounded.rs).
-/// `last`: the worker has no connection left, a good moment to trim too.
-fn closed_one(last: bool) {
-    let n = CLOSED_SINCE_TRIM.with(|c| {
-        let n = c.get() + 1;
-        let trim = n == TRIM_EVERY_CLOSES || (last && n > 1);
-        c.set(if trim { 0 } else { n });
-        trim
-    });
-    if n {
-        trim_allocator();
-    }
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_allocator() {
-    // SAFETY: malloc_trim only walks the allocator's own free lists and
-    // returns whole free pages to the kernel; no memory in use moves.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_allocator() {}
 
 /// One connection's socket, buffers and session.
 struct ConnectionIo<F: Face> {
