@@ -90,7 +90,13 @@ impl GcThread {
                                 inner.segments.notify_freed();
                                 std::thread::park_timeout(Duration::from_millis(20));
                             }
-                            Ok(_) => *inner.segments.gc_failed.lock() = None,
+                            Ok(pass) => {
+                                *inner.segments.gc_failed.lock() = None;
+                                if pass.freed == 0 {
+                                    // Waiting for appends in flight to land.
+                                    std::thread::park_timeout(Duration::from_millis(1));
+                                }
+                            }
                             Err(e) => {
                                 tracing::error!("garbage collection failed: {e}");
                                 *inner.segments.gc_failed.lock() = Some(e.to_string());
@@ -155,13 +161,25 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
             pick_victim(inner, greedy)
         };
         let Some(victim) = victim else {
-            exhausted = true;
+            // A segment passed over only because appends to it are still
+            // in flight (write-behind puts not yet written) becomes a
+            // candidate in a moment: not a reason for writers to give up.
+            exhausted = !appends_in_flight_to_sealed(inner);
             break;
         };
         collect_segment(inner, victim)?;
     }
     let freed = inner.segments.free_count().saturating_sub(start);
     Ok(Pass { freed, exhausted })
+}
+
+/// Whether some sealed segment still has appends in flight.
+fn appends_in_flight_to_sealed(inner: &Inner) -> bool {
+    inner
+        .segments
+        .infos
+        .iter()
+        .any(|s| s.state() == SegState::Sealed && s.in_flight.load(Ordering::Acquire) > 0)
 }
 
 /// Sealed segments with no appends in flight: what cache mode may evict.
