@@ -35,6 +35,8 @@ pub enum Stop {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub server: SocketAddr,
+    /// The protocol spoken. Default memcache.
+    pub protocol: Protocol,
     /// TCP connections. Default: 16.
     pub connections: usize,
     /// Client threads the connections are spread over. Default:
@@ -74,6 +76,7 @@ impl Config {
     pub fn new(server: SocketAddr) -> Config {
         Config {
             server,
+            protocol: Protocol::Memcache,
             connections: 16,
             threads: default_threads(16),
             pipeline: 1,
@@ -321,6 +324,47 @@ impl Bench {
     }
 }
 
+/// The protocol a load is sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The memcached text protocol: `get`/`set` (crate::proto).
+    Memcache,
+    /// The Redis protocol: `GET`/`SET` (crate::resp_proto).
+    Resp,
+}
+
+impl Protocol {
+    fn write_get(self, out: &mut Vec<u8>, key: u64) {
+        match self {
+            Protocol::Memcache => proto::write_get(out, key),
+            Protocol::Resp => crate::resp_proto::write_get(out, key),
+        }
+    }
+
+    fn write_set(self, out: &mut Vec<u8>, key: u64, values: &Values) {
+        match self {
+            Protocol::Memcache => proto::write_set(out, key, values),
+            Protocol::Resp => crate::resp_proto::write_set(out, key, values),
+        }
+    }
+
+    fn parse_reply(
+        self,
+        buf: &[u8],
+        op: Op,
+    ) -> Result<Option<(Reply<'_>, usize)>, proto::Malformed> {
+        match self {
+            Protocol::Memcache => proto::parse_reply(buf, op),
+            Protocol::Resp => crate::resp_proto::parse_reply(buf, op),
+        }
+    }
+
+    /// Whether a hit names its key (memcache's `VALUE key …`; RESP's does not).
+    fn hit_names_key(self) -> bool {
+        self == Protocol::Memcache
+    }
+}
+
 /// What every thread of a phase reads.
 struct Shared<'a> {
     config: &'a Config,
@@ -403,8 +447,11 @@ impl Conn {
                 return;
             };
             match op {
-                Op::Get => proto::write_get(&mut self.out, key),
-                Op::Set => proto::write_set(&mut self.out, key, shared.values),
+                Op::Get => shared.config.protocol.write_get(&mut self.out, key),
+                Op::Set => shared
+                    .config
+                    .protocol
+                    .write_set(&mut self.out, key, shared.values),
             }
             let verify = op == Op::Get
                 && shared.config.verify_fraction > 0.0
@@ -509,10 +556,13 @@ impl Conn {
         let now = Instant::now();
         let mut replies = 0;
         while let Some(&p) = self.pending.front() {
-            let parsed = proto::parse_reply(&self.input[self.parsed..self.filled], p.op)
+            let parsed = shared
+                .config
+                .protocol
+                .parse_reply(&self.input[self.parsed..self.filled], p.op)
                 .map_err(|m| BenchError::Protocol(m.detail))?;
             let Some((reply, n)) = parsed else { break };
-            tally.account(shared.values, &p, &reply, now);
+            tally.account(shared, &p, &reply, now);
             if shared.config.set_on_miss && matches!(reply, Reply::Miss) {
                 self.refill.push_back(p.key);
             }
@@ -645,7 +695,8 @@ impl Tally {
         }
     }
 
-    fn account(&mut self, values: &Values, p: &Pending, reply: &Reply<'_>, now: Instant) {
+    fn account(&mut self, shared: &Shared<'_>, p: &Pending, reply: &Reply<'_>, now: Instant) {
+        let values = shared.values;
         let ns = now.saturating_duration_since(p.queued).as_nanos();
         let ns = u64::try_from(ns).unwrap_or(u64::MAX).max(1);
         let r = &mut self.report;
@@ -664,7 +715,8 @@ impl Tally {
                 r.hits += 1;
                 let mut want = Vec::with_capacity(16);
                 proto::write_key(&mut want, p.key);
-                let mut ok = *key == want.as_slice() && data.len() == values.bytes();
+                let key_ok = !shared.config.protocol.hit_names_key() || *key == want.as_slice();
+                let mut ok = key_ok && data.len() == values.bytes();
                 if ok && p.verify {
                     r.verified += 1;
                     ok = values.matches(p.key, data);

@@ -11,8 +11,12 @@ pub fn describe(config: &Config) -> String {
         Stop::Requests(n) => format!("{n} requests"),
     };
     format!(
-        "memcache bench: {server}, {conns} connections on {threads} threads, pipeline {depth}, \
+        "{proto} bench: {server}, {conns} connections on {threads} threads, pipeline {depth}, \
          get:set {g}:{s}{miss}, {bytes}-byte values, {keys} keys ({dist}), {stop}",
+        proto = match config.protocol {
+            crate::Protocol::Memcache => "memcache",
+            crate::Protocol::Resp => "resp",
+        },
         server = config.server,
         conns = config.connections,
         threads = config.threads.min(config.connections),

@@ -1,5 +1,6 @@
-//! `nvdepot bench memcache`: the memcache load generator of
-//! `nvdepot-bench` behind a command line, memtier_benchmark-like.
+//! `nvdepot bench memcache` and `nvdepot bench resp`: the load generator
+//! of `nvdepot-bench` behind a command line, memtier_benchmark-like, in the
+//! memcached text protocol or the Redis protocol.
 //!
 //! Prints the settings, the preload rate (with `--preload`), then the
 //! measured phase: ops/s, hit ratio, checked values and mismatches, and
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use nvdepot_bench::{memcache, report, Bench, Config, Distribution, Stop};
+use nvdepot_bench::{memcache, report, Bench, Config, Distribution, Protocol, Stop};
 
 use crate::size::parse_size;
 
@@ -30,6 +31,9 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Load a memcached-protocol server (text get/set) and measure it.
     Memcache(MemcacheBenchArgs),
+    /// Load a Redis-protocol server (GET/SET) and measure it; the same
+    /// options as `bench memcache`.
+    Resp(MemcacheBenchArgs),
     /// Measure the in-DRAM index against dashmap and a locked hashbrown map.
     Index(crate::bench_index::IndexBenchArgs),
     /// Measure the store in process: GET/PUT at given queue depths on the
@@ -144,12 +148,13 @@ pub(crate) fn parse_count(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
-    let args = match args.command {
-        BenchCommand::Memcache(args) => args,
+    let (args, protocol) = match args.command {
+        BenchCommand::Memcache(args) => (args, Protocol::Memcache),
+        BenchCommand::Resp(args) => (args, Protocol::Resp),
         BenchCommand::Index(args) => return crate::bench_index::run(args),
         BenchCommand::Engine(args) => return crate::bench_engine::run(args),
     };
-    match bench_memcache(args) {
+    match bench_memcache(args, protocol) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -177,7 +182,7 @@ fn resolve(server: &str, allow_remote: bool) -> Result<SocketAddr, BoxError> {
 }
 
 /// Ok(true): clean run; Ok(false): mismatches or error replies.
-fn bench_memcache(args: MemcacheBenchArgs) -> Result<bool, BoxError> {
+fn bench_memcache(args: MemcacheBenchArgs, protocol: Protocol) -> Result<bool, BoxError> {
     let server = resolve(&args.server, args.allow_remote)?;
     if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(format!("--rate {:?} must be a positive number", args.rate).into());
@@ -187,6 +192,7 @@ fn bench_memcache(args: MemcacheBenchArgs) -> Result<bool, BoxError> {
     }
     let connections = args.connections as usize;
     let config = Config {
+        protocol,
         connections,
         threads: args
             .threads

@@ -1,6 +1,7 @@
-//! Smoke test of `nvdepot bench memcache` end to end: the real binary
-//! against a spawned `nvdepot memcache` on a free port of 127.0.0.1 with a
-//! store under `CARGO_TARGET_TMPDIR`. Short (a few seconds): the real
+//! Smoke test of `nvdepot bench memcache` and `nvdepot bench resp` end to
+//! end: the real binary against a spawned `nvdepot memcache` (or `nvdepot
+//! serve`) on a free port of 127.0.0.1 with a store under
+//! `CARGO_TARGET_TMPDIR`. Short (a few seconds): the real
 //! benchmark is `bench/memcache-vs-memcached.sh`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,17 +21,28 @@ struct Server {
 
 impl Server {
     fn start(data: &Path) -> Server {
+        let face = [
+            "memcache",
+            "-p",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-m",
+            "8",
+            "--data",
+        ];
+        Server::spawn(&face, data, "nvdepot memcache listening on ")
+    }
+
+    /// `nvdepot serve`, the Redis-protocol face.
+    fn start_serve(data: &Path) -> Server {
+        let face = ["serve", "--port", "0", "--bind", "127.0.0.1", "--data"];
+        Server::spawn(&face, data, "nvdepot serve listening on ")
+    }
+
+    fn spawn(face: &[&str], data: &Path, listening: &'static str) -> Server {
         let mut child = Command::new(BIN)
-            .args([
-                "memcache",
-                "-p",
-                "0",
-                "-l",
-                "127.0.0.1",
-                "-m",
-                "8",
-                "--data",
-            ])
+            .args(face)
             .arg(data)
             .args(["--size", "64M", "--segment-size", "8M"])
             .env_remove("RUST_LOG")
@@ -43,7 +55,7 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.strip_prefix("nvdepot memcache listening on ") {
+                if let Some(rest) = line.strip_prefix(listening) {
                     let addr = rest.split([' ', ',']).next().unwrap_or("").to_owned();
                     let _ = tx.send(addr);
                 }
@@ -53,7 +65,7 @@ impl Server {
             Ok(addr) => Server { child, addr },
             Err(_) => {
                 let _ = child.kill();
-                panic!("nvdepot memcache printed no listening line");
+                panic!("{face:?} printed no listening line");
             }
         }
     }
@@ -67,8 +79,12 @@ impl Drop for Server {
 }
 
 fn bench(args: &[&str]) -> Output {
+    bench_in("memcache", args)
+}
+
+fn bench_in(protocol: &str, args: &[&str]) -> Output {
     Command::new(BIN)
-        .args(["bench", "memcache"])
+        .args(["bench", protocol])
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -215,4 +231,51 @@ fn bench_memcache_against_nvdepot_memcache() {
     let out = bench(&["--server", "127.0.0.1:1", "--requests", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("error: connecting to"));
+}
+
+#[test]
+fn bench_resp_against_nvdepot_serve() {
+    let dir = tempfile::Builder::new()
+        .prefix("bench-resp-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let server = Server::start_serve(&dir.path().join("data"));
+    let json = dir.path().join("run.json");
+    let out = bench_in(
+        "resp",
+        &[
+            "--server",
+            &server.addr,
+            "--connections",
+            "4",
+            "--pipeline",
+            "4",
+            "--keys",
+            "1000",
+            "--value-size",
+            "300",
+            "--preload",
+            "--requests",
+            "4000",
+            "--verify",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("resp bench: "), "{stdout}");
+    let json = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(field(&json, "preload", "sets"), 1000.0, "{json}");
+    assert_eq!(field(&json, "run", "ops"), 4000.0, "{json}");
+    assert_eq!(field(&json, "run", "hit_ratio"), 1.0, "{json}");
+    assert_eq!(field(&json, "run", "mismatches"), 0.0, "{json}");
+    assert_eq!(field(&json, "run", "errors"), 0.0, "{json}");
+    assert_eq!(
+        field(&json, "run", "verified"),
+        field(&json, "run", "gets"),
+        "{json}"
+    );
 }
