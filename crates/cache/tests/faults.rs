@@ -135,3 +135,44 @@ fn device_errors_answer_server_error_and_the_connection_goes_on() {
     assert_eq!(get(&mut conn, "a").as_deref(), Some("2"));
     assert_eq!(call(&mut conn, "version\r\n"), "VERSION 1.6.18-nvdepot\r\n");
 }
+
+/// The Redis-protocol binding over the same device: a read error or
+/// silent corruption fails that GET (naming the device), a failed write
+/// fails that SET and every later write, reads go on.
+#[test]
+fn resp_binding_answers_device_faults_per_request() {
+    use nvdepot_cache::resp::RespStore;
+    let dev = Arc::new(MemDevice::named("respdev", 32 * MIB, 512));
+    let mut opts = CacheStore::default_options().segment_bytes(MIB);
+    opts.sync = true;
+    opts.progress = false;
+    opts.background_gc = false;
+    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
+        .expect("open");
+    // No DRAM tier: every GET reads the device.
+    let resp = RespStore::new(CacheStore::over(store, 0), 2).unwrap();
+    let now = 1_000;
+    use nvdepot_io::uring::run_ready as run;
+    for i in 0..50u32 {
+        run(resp.set(0, format!("k{i}").as_bytes(), &[i as u8; 600], 0)).unwrap();
+    }
+    dev.fail_reads_at(0..32 * MIB);
+    let err = run(resp.get(0, b"k3", now)).unwrap_err();
+    assert!(err.to_string().contains("respdev"), "{err}");
+    dev.clear_faults();
+    dev.corrupt_reads_at(0..32 * MIB);
+    let err = run(resp.get(0, b"k4", now)).unwrap_err();
+    assert!(err.to_string().contains("corrupt"), "{err}");
+    dev.clear_faults();
+    let v = run(resp.get(0, b"k5", now)).unwrap().expect("k5");
+    assert_eq!(v.data(), &[5u8; 600][..]);
+    dev.fail_writes_after(0);
+    assert!(run(resp.set(0, b"new", b"x", 0)).is_err());
+    dev.clear_faults();
+    assert!(
+        run(resp.set(0, b"later", b"y", 0)).is_err(),
+        "writes stay refused"
+    );
+    let v = run(resp.get(0, b"k6", now)).unwrap().expect("k6");
+    assert_eq!(v.data(), &[6u8; 600][..]);
+}
