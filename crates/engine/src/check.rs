@@ -39,6 +39,9 @@ pub struct CheckReport {
     pub damage: Vec<crate::Damage>,
     /// Everything wrong, one line each. Empty means the store is sound.
     pub problems: Vec<String>,
+    /// Damage that lost nothing (a segment header read from its second
+    /// copy), one line each: reported, but the store is sound.
+    pub repaired: Vec<String>,
 }
 
 impl CheckReport {
@@ -73,6 +76,9 @@ impl fmt::Display for CheckReport {
                 writeln!(f, "torn {d}")?;
             }
         }
+        for r in &self.repaired {
+            writeln!(f, "DAMAGE (nothing lost) {r}")?;
+        }
         for p in &self.problems {
             writeln!(f, "PROBLEM {p}")?;
         }
@@ -94,8 +100,18 @@ pub fn check(path: &Path, opts: &Options) -> Result<CheckReport> {
 pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<CheckReport> {
     let sbs = recovery::read_superblocks(&devices)?;
     let (layout, sb) = recovery::load_layout(devices, sbs)?;
-    let headers = recovery::read_segment_headers(&layout, sb.uuid)?;
+    let recovery::SegmentHeaders {
+        headers,
+        one_copy_damaged,
+    } = recovery::read_segment_headers(&layout, sb.uuid)?;
     let mut report = CheckReport {
+        repaired: one_copy_damaged
+            .iter()
+            .map(|(s, _, which)| {
+                let (device, offset) = layout.describe(*s, 0);
+                format!("segment {s} header at {device} offset {offset:#x}: {which} (the next open rewrites it)")
+            })
+            .collect(),
         devices: layout.devices.len(),
         segments: layout.segments as u64,
         kv_segments: headers

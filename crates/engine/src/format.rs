@@ -127,6 +127,11 @@ pub enum SegmentKind {
 /// Length of the segment header's encoded form.
 pub const SEGMENT_HEADER_ENCODED: usize = 64;
 
+/// Where in the 4 KiB header block the second copy of a segment header
+/// sits: in another 512-byte grain than the first, so that one damaged
+/// grain (or sector) leaves one copy readable.
+pub const SEGMENT_HEADER_COPY_AT: usize = 2048;
+
 /// The first bytes of every segment (the rest of its first
 /// [`SEGMENT_HEADER_BYTES`] are zero).
 ///
@@ -156,7 +161,17 @@ pub struct SegmentHeader {
 }
 
 impl SegmentHeader {
+    /// Encodes the header at the start of `out` and, when `out` holds the
+    /// header block (4 KiB, as every write of one does), its copy at
+    /// [`SEGMENT_HEADER_COPY_AT`].
     pub fn encode(&self, out: &mut [u8]) {
+        self.encode_one(out);
+        if out.len() >= SEGMENT_HEADER_COPY_AT + SEGMENT_HEADER_ENCODED {
+            self.encode_one(&mut out[SEGMENT_HEADER_COPY_AT..]);
+        }
+    }
+
+    fn encode_one(&self, out: &mut [u8]) {
         assert!(out.len() >= SEGMENT_HEADER_ENCODED);
         out[..SEGMENT_HEADER_ENCODED].fill(0);
         put_u32(out, 0, SEGMENT_MAGIC);
@@ -172,7 +187,39 @@ impl SegmentHeader {
         put_u32(out, 60, crc);
     }
 
+    /// Decodes the header at the start of `buf`, or its copy when the
+    /// first fails and `buf` holds the copy too.
     pub fn decode(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
+        Self::decode_copies(buf).map(|(h, _)| h)
+    }
+
+    /// [`SegmentHeader::decode`], saying whether the first copy was
+    /// unreadable and the second was used. The first copy wins when both
+    /// check: they differ only after a write of the block torn between
+    /// them, and the first is then the newer.
+    pub fn decode_copies(buf: &[u8]) -> Result<(SegmentHeader, bool), DecodeError> {
+        match Self::decode_one(buf) {
+            Ok(h) => Ok((h, false)),
+            Err(e) => {
+                let copy = buf
+                    .get(SEGMENT_HEADER_COPY_AT..)
+                    .map(Self::decode_one)
+                    .and_then(Result::ok);
+                copy.map(|h| (h, true)).ok_or(e)
+            }
+        }
+    }
+
+    /// True if `buf` holds a second copy that is damaged (its magic is
+    /// there but it does not decode); a block without one (written before
+    /// the copy existed) is not damaged.
+    pub fn copy_damaged(buf: &[u8]) -> bool {
+        buf.get(SEGMENT_HEADER_COPY_AT..).is_some_and(|copy| {
+            copy.len() >= 4 && get_u32(copy, 0) == SEGMENT_MAGIC && Self::decode_one(copy).is_err()
+        })
+    }
+
+    fn decode_one(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
         if buf.len() < SEGMENT_HEADER_ENCODED || get_u32(buf, 0) != SEGMENT_MAGIC {
             return Err(DecodeError::Absent);
         }

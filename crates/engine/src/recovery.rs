@@ -119,7 +119,11 @@ pub(crate) fn open(
         return Ok((inner, report));
     }
     let (layout, sb) = load_layout(devices, sbs)?;
-    let headers = read_segment_headers(&layout, sb.uuid)?;
+    let SegmentHeaders {
+        headers,
+        one_copy_damaged,
+    } = read_segment_headers(&layout, sb.uuid)?;
+    rewrite_headers(&layout, &one_copy_damaged)?;
     if let Some((inner, keys)) = try_checkpoint(&layout, &headers, opts, sb.uuid)? {
         let report = OpenReport {
             clean: true,
@@ -359,21 +363,61 @@ fn format_store(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Inner> 
 
 /// Header of every segment; `None` for segments holding no valid header
 /// of this store (free).
-pub(crate) fn read_segment_headers(
-    layout: &Layout,
-    uuid: u128,
-) -> Result<Vec<Option<SegmentHeader>>> {
-    let mut out = Vec::with_capacity(layout.segments as usize);
-    let mut buf = layout.buffer(layout.align.max(512));
+pub(crate) struct SegmentHeaders {
+    pub headers: Vec<Option<SegmentHeader>>,
+    /// Segments with one damaged header copy and one intact (damage that
+    /// lost nothing): segment, header, which copy was damaged.
+    pub one_copy_damaged: Vec<(u32, SegmentHeader, &'static str)>,
+}
+
+pub(crate) fn read_segment_headers(layout: &Layout, uuid: u128) -> Result<SegmentHeaders> {
+    let mut headers = Vec::with_capacity(layout.segments as usize);
+    let mut one_copy_damaged = Vec::new();
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
     for s in 0..layout.segments {
         let n = buf.len();
         layout.read(s, 0, &mut buf[..n])?;
-        out.push(match SegmentHeader::decode(&buf) {
-            Ok(h) if h.uuid == uuid && h.kind != SegmentKind::Free => Some(h),
+        headers.push(match SegmentHeader::decode_copies(&buf) {
+            Ok((h, from_copy)) if h.uuid == uuid => {
+                if from_copy {
+                    one_copy_damaged.push((s, h, "its first copy is damaged, its second was used"));
+                } else if SegmentHeader::copy_damaged(&buf) {
+                    one_copy_damaged.push((
+                        s,
+                        h,
+                        "its second copy is damaged, its first is intact",
+                    ));
+                }
+                (h.kind != SegmentKind::Free).then_some(h)
+            }
             _ => None,
         });
     }
-    Ok(out)
+    Ok(SegmentHeaders {
+        headers,
+        one_copy_damaged,
+    })
+}
+
+/// Rewrites the header blocks with a damaged copy (from the intact one),
+/// and flushes, so the next open reads two good copies again.
+fn rewrite_headers(layout: &Layout, repaired: &[(u32, SegmentHeader, &'static str)]) -> Result<()> {
+    if repaired.is_empty() {
+        return Ok(());
+    }
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
+    let mut mask = 0;
+    for (s, h, which) in repaired {
+        let (device, offset) = layout.describe(*s, 0);
+        tracing::warn!(
+            "recovery: segment {s} header damaged at {device} offset {offset:#x}: {which}; nothing lost, header rewritten"
+        );
+        buf.fill(0);
+        h.encode(&mut buf);
+        layout.write(*s, 0, &buf)?;
+        mask |= layout.device_bit(*s);
+    }
+    layout.flush(mask)
 }
 
 /// Overwrites segment headers with "free" headers and flushes.

@@ -37,9 +37,10 @@ const NAMESPACES: [&str; 2] = ["default", "second"];
 /// Grain size (the default) and record header size (docs/FORMAT.md).
 const GRAIN: u64 = 512;
 const RECORD_HEADER: usize = 40;
-/// The device header before segment 0, and each segment's header.
+/// The device header before segment 0.
 const DEVICE_HEADER: u64 = MIB;
-const SEGMENT_HEADER: u64 = 4096;
+/// Damage aimed at a segment header copy, over the whole test.
+static HEADER_HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// What a key may hold after a crash.
 #[derive(Clone, Debug, Default)]
@@ -333,20 +334,33 @@ fn extents_of<'a>(all: &'a Extents, key: &[u8], value: &[u8]) -> &'a [(u64, u64)
     all.get(&(key.to_vec(), tag)).map_or(&[], |v| v.as_slice())
 }
 
-/// Flips one bit of one grain of the log (never a device or segment
-/// header): in the live record of a random acknowledged key half the
+/// Flips one bit of one grain of the log (segment headers included, not
+/// the device header before it): in the live record of a random acknowledged key half the
 /// time, else anywhere data was written. Marks the keys whose acknowledged
 /// or pending record overlaps the grain. Returns the grain's offset.
 fn damage_one_grain(dev: &MemDevice, model: &mut Model, rng: &mut StdRng) -> Option<u64> {
     let image = image(dev);
     let extents = record_extents(&image);
-    let in_log = |o: u64| o >= DEVICE_HEADER && (o - DEVICE_HEADER) % MIB >= SEGMENT_HEADER;
+    // Segment headers included: each has two copies in separate grains.
+    let in_log = |o: u64| o >= DEVICE_HEADER;
     let acked: Vec<_> = model
         .iter()
         .filter_map(|((_, k), m)| m.acked.as_ref().map(|v| (k.clone(), v.clone())))
         .collect();
     let mut target = None;
-    if rng.gen_bool(0.5) && !acked.is_empty() {
+    if rng.gen_bool(0.125) {
+        // A segment header in use, one of its two copies (64 bytes each,
+        // at 0 and 2048 of the segment).
+        let headers: Vec<u64> = (0..(image.len() as u64 - DEVICE_HEADER) / MIB)
+            .map(|s| DEVICE_HEADER + s * MIB)
+            .filter(|&o| image[o as usize..o as usize + 4] != [0; 4])
+            .collect();
+        if !headers.is_empty() {
+            let copy = if rng.gen_bool(0.5) { 0 } else { 2048 };
+            target = Some(headers[rng.gen_range(0..headers.len())] + copy + rng.gen_range(0..64));
+            HEADER_HITS.fetch_add(1, Ordering::Relaxed);
+        }
+    } else if rng.gen_bool(0.5) && !acked.is_empty() {
         let (k, v) = &acked[rng.gen_range(0..acked.len())];
         if let Some(&(start, end)) = extents_of(&extents, k, v).last() {
             target = Some(rng.gen_range(start..end));
@@ -544,5 +558,9 @@ fn random_crashes_lose_no_acknowledged_write() {
     assert!(
         cov.damaged_grains > rounds / 8 && cov.damage_lost_keys > 0,
         "too few damaged grains cost a key: {cov:?}"
+    );
+    assert!(
+        HEADER_HITS.load(Ordering::Relaxed) > 0,
+        "no damage hit a segment header: {cov:?}"
     );
 }

@@ -155,25 +155,70 @@ fn cache_mode_drops_the_damaged_record_and_opens() {
     assert_all_but(&s, damaged);
 }
 
-/// A damaged segment header: the segment cannot be trusted (a freed
-/// segment's leftovers look like live records), so it is dropped whole —
-/// reported, refused in store mode, salvaged on request — and the keys it
-/// held are hidden rather than served at an older value.
-#[test]
-fn a_damaged_segment_header_is_reported_and_never_resurrects() {
+/// The start of the segment holding the newest record of key `i`.
+fn segment_of_newest(image: &[u8], i: usize) -> usize {
     use nvdepot_engine::format::DEVICE_HEADER_BYTES;
-    let dir = tempfile::tempdir().unwrap();
-    let old = KEYS / 2;
-    let file = crashed_store(dir.path(), old);
-    // The header of the segment holding the newest record of key `old`.
-    let mut image = std::fs::read(&file).unwrap();
-    let needle = [key(old), value(old, 1)[..14].to_vec()].concat();
+    let needle = [key(i), value(i, 1)[..14].to_vec()].concat();
     let at = image
         .windows(needle.len())
         .position(|w| w == needle)
         .expect("the record is in the file") as u64;
-    let segment_start = (at - DEVICE_HEADER_BYTES) / MIB * MIB + DEVICE_HEADER_BYTES;
-    image[segment_start as usize + 36] ^= 0x01;
+    ((at - DEVICE_HEADER_BYTES) / MIB * MIB + DEVICE_HEADER_BYTES) as usize
+}
+
+/// One damaged copy of a segment header (each copy in its own grain):
+/// the other is used, every record is served, `check` reports the damage
+/// as losing nothing, and the open rewrites the header.
+#[test]
+fn one_damaged_segment_header_copy_loses_nothing() {
+    use nvdepot_engine::format::SEGMENT_HEADER_COPY_AT;
+    for copy in [0, SEGMENT_HEADER_COPY_AT] {
+        let dir = tempfile::tempdir().unwrap();
+        let old = KEYS / 2;
+        let file = crashed_store(dir.path(), old);
+        let mut image = std::fs::read(&file).unwrap();
+        let start = segment_of_newest(&image, old);
+        image[start + copy + 36] ^= 0x01;
+        std::fs::write(&file, &image).unwrap();
+
+        let report = check(dir.path(), &opts()).unwrap();
+        assert!(report.is_ok(), "{report}");
+        assert!(
+            report.to_string().contains("DAMAGE (nothing lost)"),
+            "{report}"
+        );
+        let s = Store::open(dir.path(), &opts()).unwrap();
+        assert_all_but_none(&s);
+        drop(s);
+        let report = check(dir.path(), &opts()).unwrap();
+        assert!(
+            !report.to_string().contains("DAMAGE"),
+            "rewritten: {report}"
+        );
+    }
+}
+
+fn assert_all_but_none(s: &Store) {
+    let ns = s.default_namespace();
+    for i in 0..KEYS {
+        assert_eq!(s.get(ns, &key(i)).unwrap(), Some(value(i, 1)), "key {i}");
+    }
+}
+
+/// Both copies of a segment header damaged: the segment cannot be trusted
+/// (a freed segment's leftovers look like live records), so it is dropped
+/// whole — reported, refused in store mode, salvaged on request — and the
+/// keys it held are hidden rather than served at an older value.
+#[test]
+fn a_damaged_segment_header_is_reported_and_never_resurrects() {
+    use nvdepot_engine::format::SEGMENT_HEADER_COPY_AT;
+    let dir = tempfile::tempdir().unwrap();
+    let old = KEYS / 2;
+    let file = crashed_store(dir.path(), old);
+    let mut image = std::fs::read(&file).unwrap();
+    let segment_start = segment_of_newest(&image, old);
+    image[segment_start + 36] ^= 0x01;
+    image[segment_start + SEGMENT_HEADER_COPY_AT + 36] ^= 0x01;
     std::fs::write(&file, &image).unwrap();
 
     let report = check(dir.path(), &opts()).unwrap();
