@@ -145,6 +145,11 @@ pub(crate) struct Pass {
 /// Collects victims until `target` segments are free, there is nothing
 /// worth collecting, or every segment has been tried once.
 pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
+    collect_avoiding(inner, target, &[])
+}
+
+/// [`collect`], never taking a segment of `avoid` as a victim.
+pub(crate) fn collect_avoiding(inner: &Inner, target: usize, avoid: &[u32]) -> Result<Pass> {
     let _one_collector = inner.collector.lock();
     let start = inner.segments.free_count();
     let mut exhausted = false;
@@ -156,9 +161,9 @@ pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
         // Nearly out of space: take the emptiest segment, ignoring age.
         let greedy = free <= GC_RESERVE_SEGMENTS + 1;
         let victim = if inner.opts.cache_mode {
-            choose_victim(inner, inner.opts.eviction)
+            choose_victim(inner, inner.opts.eviction, avoid)
         } else {
-            pick_victim(inner, greedy)
+            pick_victim(inner, greedy, avoid)
         };
         let Some(victim) = victim else {
             // A segment passed over only because appends to it are still
@@ -199,7 +204,8 @@ fn evictable(inner: &Inner) -> impl Iterator<Item = (u32, &SegmentInfo)> {
 /// order are logged until no older segment could hold a stale copy of
 /// them, and a segment kept forever would keep those logs (and relocate
 /// them) forever. Every other candidate then ages by one eviction.
-fn choose_victim(inner: &Inner, policy: Eviction) -> Option<u32> {
+fn choose_victim(inner: &Inner, policy: Eviction, avoid: &[u32]) -> Option<u32> {
+    let evictable = |inner| evictable(inner).filter(|(i, _)| !avoid.contains(i));
     let n = inner.segments.len() as u32;
     let seq = |s: &SegmentInfo| s.seq.load(Ordering::Relaxed);
     let overdue = evictable(inner)
@@ -225,13 +231,13 @@ fn choose_victim(inner: &Inner, policy: Eviction) -> Option<u32> {
     Some(victim)
 }
 
-fn pick_victim(inner: &Inner, greedy: bool) -> Option<u32> {
+fn pick_victim(inner: &Inner, greedy: bool, avoid: &[u32]) -> Option<u32> {
     let cap = inner.layout.grains_per_segment();
     let now = inner.seq.load(Ordering::Relaxed);
     let mut best: Option<(f64, u32)> = None;
     let mut dead = 0u64;
     for (i, s) in inner.segments.infos.iter().enumerate() {
-        if s.state() != SegState::Sealed {
+        if s.state() != SegState::Sealed || avoid.contains(&(i as u32)) {
             continue;
         }
         let valid = s.valid_grains.load(Ordering::Relaxed).min(cap);

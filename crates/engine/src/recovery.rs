@@ -1016,6 +1016,25 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
     })
 }
 
+/// Frees a segment or two for the tombstones `settle` appends, when the
+/// crash left none free (garbage collection, which normally keeps some,
+/// runs only once the open is done). Segments holding damage are never
+/// collected here: their damaged records must stay until the tombstones
+/// that hide their keys' older values are on the device.
+fn make_room(inner: &Inner, damage: &[Damage]) -> Result<()> {
+    let want = crate::writer::GC_RESERVE_SEGMENTS;
+    if inner.segments.free_count() >= want {
+        return Ok(());
+    }
+    let avoid: Vec<u32> = damage.iter().map(|d| d.segment).collect();
+    let pass = crate::gc::collect_avoiding(inner, want, &avoid)?;
+    tracing::info!(
+        "recovery: freed {} segment(s) for the tombstones of damaged records",
+        pass.freed
+    );
+    Ok(())
+}
+
 /// After a recovery that goes ahead: pads over every torn tail (before
 /// any new write, so a crash meanwhile finds them still after the flush
 /// mark), logs a tombstone for each lost record whose key is known and
@@ -1055,6 +1074,9 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
         _ => None,
     });
     let from_headless = hidden_keys.iter().map(|(ns, key, _)| (*ns, key.as_slice()));
+    if !lost.is_empty() || !hidden_keys.is_empty() {
+        make_room(inner, damage)?;
+    }
     let mut cands = Vec::new();
     for (ns, key) in known.chain(from_headless) {
         // A key still indexed has a record newer than the lost one (the
