@@ -145,11 +145,19 @@ pub(crate) struct Pass {
 /// Collects victims until `target` segments are free, there is nothing
 /// worth collecting, or every segment has been tried once.
 pub(crate) fn collect(inner: &Inner, target: usize) -> Result<Pass> {
-    collect_avoiding(inner, target, &[])
+    collect_with(inner, target, &[], false)
 }
 
-/// [`collect`], never taking a segment of `avoid` as a victim.
+/// Recovery's collection when a crash left no segment free: never takes a
+/// segment of `avoid` as a victim, and takes the emptiest first in cache
+/// mode too (a segment whose records GC had already relocated, the usual
+/// reason nothing is free, is freed with no write; evicting by age could
+/// need room to log evictions).
 pub(crate) fn collect_avoiding(inner: &Inner, target: usize, avoid: &[u32]) -> Result<Pass> {
+    collect_with(inner, target, avoid, true)
+}
+
+fn collect_with(inner: &Inner, target: usize, avoid: &[u32], emptiest: bool) -> Result<Pass> {
     let _one_collector = inner.collector.lock();
     let start = inner.segments.free_count();
     let mut exhausted = false;
@@ -160,10 +168,10 @@ pub(crate) fn collect_avoiding(inner: &Inner, target: usize, avoid: &[u32]) -> R
         }
         // Nearly out of space: take the emptiest segment, ignoring age.
         let greedy = free <= GC_RESERVE_SEGMENTS + 1;
-        let victim = if inner.opts.cache_mode {
-            choose_victim(inner, inner.opts.eviction, avoid)
+        let victim = if inner.opts.cache_mode && !emptiest {
+            choose_victim(inner, inner.opts.eviction)
         } else {
-            pick_victim(inner, greedy, avoid)
+            pick_victim(inner, greedy || emptiest, avoid)
         };
         let Some(victim) = victim else {
             // A segment passed over only because appends to it are still
@@ -204,8 +212,7 @@ fn evictable(inner: &Inner) -> impl Iterator<Item = (u32, &SegmentInfo)> {
 /// order are logged until no older segment could hold a stale copy of
 /// them, and a segment kept forever would keep those logs (and relocate
 /// them) forever. Every other candidate then ages by one eviction.
-fn choose_victim(inner: &Inner, policy: Eviction, avoid: &[u32]) -> Option<u32> {
-    let evictable = |inner| evictable(inner).filter(|(i, _)| !avoid.contains(i));
+fn choose_victim(inner: &Inner, policy: Eviction) -> Option<u32> {
     let n = inner.segments.len() as u32;
     let seq = |s: &SegmentInfo| s.seq.load(Ordering::Relaxed);
     let overdue = evictable(inner)
