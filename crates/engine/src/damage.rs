@@ -42,9 +42,9 @@ pub struct Damage {
     pub reason: String,
     /// The damaged record's key, when its header and key still check.
     pub key: Option<Vec<u8>>,
-    /// Its namespace (physical id) and sequence number, when its header
-    /// fields decode.
-    pub(crate) head: Option<(u32, u64)>,
+    /// Its header fields, when they decode (checked, or corrected, when
+    /// `key` is known).
+    pub(crate) head: Option<RecordHeader>,
     /// Where it is in the log: segment, its sequence number, offset in it.
     pub(crate) segment: u32,
     pub(crate) segment_seq: u64,
@@ -71,8 +71,8 @@ impl fmt::Display for Damage {
                 "; key {shown:?}{}",
                 if k.len() > 64 { "..." } else { "" }
             )?;
-            if let Some((_, seq)) = self.head {
-                write!(f, " (record sequence number {seq})")?;
+            if let Some(h) = self.head {
+                write!(f, " (record sequence number {})", h.seq)?;
             }
         }
         Ok(())
@@ -126,7 +126,7 @@ pub(crate) fn classify(
                 len: f.invalid.len,
                 reason: f.invalid.reason.to_string(),
                 key: f.invalid.key,
-                head: f.invalid.header.map(|h| (h.namespace, h.seq)),
+                head: f.invalid.header,
                 segment: f.segment,
                 segment_seq: f.segment_seq,
                 segment_offset: f.invalid.offset,
@@ -135,6 +135,51 @@ pub(crate) fn classify(
         .collect();
     out.sort_by(|a, b| (&a.device, a.offset).cmp(&(&b.device, b.offset)));
     out
+}
+
+/// Replaces each lost record whose key is known with a tombstone of that
+/// key at the record's own place and sequence number (then a pad over the
+/// rest of its stretch), and flushes; the stretches whose key is unknown
+/// get a pad only ([`mend`]). In place, the tombstone needs no free
+/// segment, and at the lost record's sequence number it hides exactly the
+/// key's older records: never a newer one. Returns how many were buried.
+pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<usize> {
+    let grain = layout.grain_bytes as usize;
+    let mut padded = Vec::new();
+    let mut buried = 0;
+    for d in lost {
+        let (Some(key), Some(head)) = (&d.key, d.head) else {
+            padded.push(*d);
+            continue;
+        };
+        let tomb = crate::format::record_bytes(key.len(), 0, grain);
+        let stretch = usize::try_from(d.len).unwrap_or(usize::MAX);
+        if stretch < tomb || head.kind == crate::format::RecordKind::Pad {
+            padded.push(*d);
+            continue;
+        }
+        let pad = stretch.min(u32::MAX as usize) - tomb;
+        let want = tomb + if pad > 0 { RECORD_HEADER_BYTES } else { 0 };
+        let (mut buf, at) = layout.read_range(d.segment, d.segment_offset, want)?;
+        let header = RecordHeader {
+            kind: crate::format::RecordKind::Tombstone,
+            key_len: key.len() as u16,
+            value_len: 0,
+            ..head
+        };
+        buf[at..at + tomb].fill(0);
+        crate::format::encode_record(&mut buf[at..at + tomb], &header, key, &[]);
+        if pad > 0 {
+            crate::format::encode_pad_header(&mut buf[at + tomb..], pad, d.segment_seq);
+        }
+        layout.write(d.segment, d.segment_offset - at as u64, &buf)?;
+        buried += 1;
+    }
+    mend(layout, &padded)?;
+    if buried > 0 {
+        layout.flush(u64::MAX)?;
+    }
+    Ok(buried)
 }
 
 /// Overwrites each stretch with a pad record (its header only: a pad's

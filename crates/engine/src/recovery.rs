@@ -627,7 +627,13 @@ pub(crate) fn scan_log(
     // A lost record whose key is known hides the key's older records: an
     // older value must not come back in its place.
     for d in damage.iter().filter(|d| d.kind == DamageKind::Lost) {
-        if let (Some(key), Some((ns, seq))) = (&d.key, d.head) {
+        if let (
+            Some(key),
+            Some(crate::format::RecordHeader {
+                namespace: ns, seq, ..
+            }),
+        ) = (&d.key, d.head)
+        {
             let id = (ns, key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
             let hidden = Found {
                 seq,
@@ -1016,8 +1022,8 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
     })
 }
 
-/// Frees a segment or two for the tombstones `settle` appends, when the
-/// crash left none free (garbage collection, which normally keeps some,
+/// Frees a segment or two for the tombstones `settle` appends for the keys
+/// of segments dropped whole, when the crash left none free (garbage collection, which normally keeps some,
 /// runs only once the open is done). Segments holding damage are never
 /// collected here: their damaged records must stay until the tombstones
 /// that hide their keys' older values are on the device.
@@ -1037,12 +1043,13 @@ fn make_room(inner: &Inner, damage: &[Damage]) -> Result<()> {
 
 /// After a recovery that goes ahead: pads over every torn tail (before
 /// any new write, so a crash meanwhile finds them still after the flush
-/// mark), logs a tombstone for each lost record whose key is known and
-/// each key of a segment dropped for its damaged header, unless the key
-/// has a newer record (their older values must stay hidden once the
-/// damaged records are gone), then pads
-/// over the lost records and frees those segments. The next scan of the log is then clean,
-/// and a later crash's recovery does not report the same stretches again.
+/// mark); replaces each lost record whose key is known by a tombstone of
+/// that key in its place, at its sequence number (its older values must
+/// stay hidden once it is gone; newer ones stay), and pads over the other
+/// lost stretches; logs a tombstone for each key of a segment dropped for
+/// its damaged header (unless the key has a newer record), then frees
+/// those segments. The next scan of the log is then clean, and a later
+/// crash's recovery does not report the same stretches again.
 fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result<()> {
     // A stretch at offset 0 is a damaged segment header: that segment is
     // dropped whole (reported) and marked free rather than padded, so the
@@ -1066,27 +1073,27 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
     // Torn: before any new write.
     free(pick(DamageKind::TornTail, true))?;
     damage::mend(&inner.layout, &pick(DamageKind::TornTail, false))?;
-    // Lost: only once the tombstones hiding their keys are on the device.
+    // Lost records: a tombstone of the key in the record's place when the
+    // key is known (its older values must stay hidden once the record is
+    // gone), a pad otherwise.
     let lost = pick(DamageKind::Lost, false);
-    let mut last = None;
-    let known = lost.iter().filter_map(|d| match (&d.key, d.head) {
-        (Some(key), Some((ns, _))) => Some((ns, key.as_slice())),
-        _ => None,
-    });
-    let from_headless = hidden_keys.iter().map(|(ns, key, _)| (*ns, key.as_slice()));
-    if !lost.is_empty() || !hidden_keys.is_empty() {
+    damage::bury(&inner.layout, &lost)?;
+    // Segments dropped for a damaged header: their keys' tombstones go to
+    // the log, on the device before the segments are marked free.
+    if !hidden_keys.is_empty() {
         make_room(inner, damage)?;
     }
+    let mut last = None;
     let mut cands = Vec::new();
-    for (ns, key) in known.chain(from_headless) {
-        // A key still indexed has a record newer than the lost one (the
+    for (ns, key, _) in hidden_keys {
+        // A key still indexed has a record newer than the dropped one (the
         // scan hid it otherwise): that record hides the older ones, and a
         // tombstone, which takes the next sequence number, would hide it
         // too at the next recovery.
-        let (hash, hash2) = (key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
+        let (hash, hash2) = (key_hash(*ns, key), crate::loc_cache::key_hash2(*ns, key));
         let newer = crate::aio::now(inner.existing(
             crate::aio::Mode::Blocking,
-            ns,
+            *ns,
             key,
             hash,
             hash2,
@@ -1095,7 +1102,7 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
         if newer.is_some() {
             continue;
         }
-        let header = inner.header(RecordKind::Tombstone, ns, key, 0);
+        let header = inner.header(RecordKind::Tombstone, *ns, key, 0);
         let parts = crate::writer::RecordParts {
             header,
             key,
@@ -1109,10 +1116,7 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
     }
     if let Some(lsn) = last {
         inner.writer.wait_durable(lsn)?;
-        // On the device (not only written) before the pads replace what
-        // they hide.
         inner.layout.flush(u64::MAX)?;
     }
-    damage::mend(&inner.layout, &lost)?;
     free(pick(DamageKind::Lost, true))
 }
