@@ -25,11 +25,23 @@ fn rss(server: &Server) -> u64 {
     kib << 10
 }
 
-fn start() -> (tempfile::TempDir, Server) {
+/// The tests of this file run one at a time: each compares another
+/// client's latency with its idle latency, which a concurrent test's load
+/// would disturb.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+type Running = (
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    Server,
+);
+
+fn start() -> Running {
     start_with(&[])
 }
 
-fn start_with(extra: &[&str]) -> (tempfile::TempDir, Server) {
+fn start_with(extra: &[&str]) -> Running {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = temp_dir();
     let args = [
         &["--size", "256M", "--segment-size", "8M", "-m", "0"],
@@ -44,7 +56,7 @@ fn start_with(extra: &[&str]) -> (tempfile::TempDir, Server) {
         batch.extend_from_slice(format!("set k{i} 0 0 {VALUE} noreply\r\n{value}\r\n").as_bytes());
     }
     c.call(&[batch, b"mn\r\n".to_vec()].concat(), b"MN\r\n");
-    (dir, server)
+    (turn, dir, server)
 }
 
 /// Median time of one `get` on `c`, over `n` requests.
@@ -73,7 +85,7 @@ fn assert_latency_kept(idle: Duration, busy: Duration, what: &str) {
 
 #[test]
 fn a_client_that_pipelines_and_never_reads_is_held_back() {
-    let (_dir, server) = start();
+    let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
     let before = rss(&server);
@@ -135,7 +147,7 @@ fn memchr_ends(buf: &[u8]) -> Vec<usize> {
 
 #[test]
 fn a_very_slow_reader_holds_bounded_memory() {
-    let (_dir, server) = start();
+    let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
     let before = rss(&server);
@@ -164,7 +176,7 @@ fn a_very_slow_reader_holds_bounded_memory() {
 
 #[test]
 fn a_multiget_of_ten_thousand_keys() {
-    let (_dir, server) = start();
+    let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
     let before = rss(&server);
@@ -199,7 +211,7 @@ fn a_multiget_of_ten_thousand_keys() {
 
 #[test]
 fn ten_thousand_idle_connections() {
-    let (_dir, server) = start_with(&["-c", "11000"]);
+    let (_turn, _dir, server) = start_with(&["-c", "11000"]);
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
     let before = rss(&server);
