@@ -18,7 +18,8 @@
 //! key may show an older value it held.
 //!
 //! `NVDEPOT_CRASH_ROUNDS` sets the number of crashes (default 240);
-//! `NVDEPOT_CRASH_SEED` replays one seed.
+//! `NVDEPOT_CRASH_SEED` replays one seed; `NVDEPOT_CRASH_CACHE_ONLY=1`
+//! runs every chain in cache mode (otherwise one in three).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -407,7 +408,8 @@ fn damage_one_grain(dev: &MemDevice, model: &mut Model, rng: &mut StdRng) -> Opt
 }
 
 fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
-    let cache_mode = seed.is_multiple_of(3);
+    let cache_mode =
+        seed.is_multiple_of(3) || std::env::var_os("NVDEPOT_CRASH_CACHE_ONLY").is_some();
     let mut rng = StdRng::seed_from_u64(seed);
     // Small devices make GC run often; larger ones leave room for big values.
     let size = if seed.is_multiple_of(2) {
