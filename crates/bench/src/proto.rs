@@ -55,7 +55,7 @@ impl fmt::Display for Malformed {
     }
 }
 
-fn malformed(what: &str, bytes: &[u8]) -> Malformed {
+pub(crate) fn malformed(what: &str, bytes: &[u8]) -> Malformed {
     let shown = &bytes[..bytes.len().min(80)];
     Malformed {
         detail: format!("{what}: {:?}", String::from_utf8_lossy(shown)),
@@ -63,7 +63,7 @@ fn malformed(what: &str, bytes: &[u8]) -> Malformed {
 }
 
 /// The first `\r\n`-terminated line of `buf`: `(line, bytes consumed)`.
-fn line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, Malformed> {
+pub(crate) fn line(buf: &[u8]) -> Result<Option<(&[u8], usize)>, Malformed> {
     match buf.windows(2).position(|w| w == b"\r\n") {
         Some(end) => Ok(Some((&buf[..end], end + 2))),
         None if buf.len() > LINE_BYTES_MAX => Err(malformed("reply line too long", buf)),
@@ -98,15 +98,10 @@ pub fn parse_reply(buf: &[u8], op: Op) -> Result<Option<(Reply<'_>, usize)>, Mal
             }
             let (key, flags, bytes) = parse_value_line(first)?;
             // Data block, its "\r\n", then "END\r\n".
-            let data_end = used + bytes;
-            if buf.len() < data_end + 2 {
+            let Some((data, n)) = data_block(&buf[used..], bytes, first)? else {
                 return Ok(None);
-            }
-            if &buf[data_end..data_end + 2] != b"\r\n" {
-                return Err(malformed("data block not followed by \\r\\n", first));
-            }
-            let data = &buf[used..data_end];
-            used = data_end + 2;
+            };
+            used += n;
             let Some((end, n)) = line(&buf[used..])? else {
                 return Ok(None);
             };
@@ -116,6 +111,24 @@ pub fn parse_reply(buf: &[u8], op: Op) -> Result<Option<(Reply<'_>, usize)>, Mal
             Ok(Some((Reply::Hit { key, flags, data }, used + n)))
         }
     }
+}
+
+/// The `len` bytes at the start of `buf` and the `\r\n` after them (a
+/// memcache data block, a RESP bulk string's data): `(data, bytes
+/// consumed)`, `None` if not all there yet. `line` is the line that
+/// announced them, for the error.
+pub(crate) fn data_block<'a>(
+    buf: &'a [u8],
+    len: usize,
+    line: &[u8],
+) -> Result<Option<(&'a [u8], usize)>, Malformed> {
+    if buf.len() < len.saturating_add(2) {
+        return Ok(None);
+    }
+    if &buf[len..len + 2] != b"\r\n" {
+        return Err(malformed("data not followed by \\r\\n", line));
+    }
+    Ok(Some((&buf[..len], len + 2)))
 }
 
 /// `VALUE <key> <flags> <bytes> [<cas>]` → (key, flags, bytes).

@@ -7,14 +7,7 @@
 //! in RESP2, `_` in RESP3: a miss), `+OK` (a stored SET) and `-…` errors.
 //! Anything else cannot be framed by this client and is a protocol error.
 
-use crate::proto::{write_key, Malformed, Op, Reply, Values, LINE_BYTES_MAX};
-
-fn malformed(what: &str, bytes: &[u8]) -> Malformed {
-    let shown = &bytes[..bytes.len().min(80)];
-    Malformed {
-        detail: format!("{what}: {:?}", String::from_utf8_lossy(shown)),
-    }
-}
+use crate::proto::{data_block, line, malformed, write_key, Malformed, Op, Reply, Values};
 
 /// `$<len>\r\n<bytes>\r\n` of the key `key:%010d`.
 fn write_key_bulk(out: &mut Vec<u8>, index: u64) {
@@ -50,14 +43,9 @@ pub fn write_set(out: &mut Vec<u8>, index: u64, values: &Values) {
 /// [`crate::proto::parse_reply`] does for memcache. A hit's `key` is empty:
 /// RESP does not echo it.
 pub fn parse_reply(buf: &[u8], op: Op) -> Result<Option<(Reply<'_>, usize)>, Malformed> {
-    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
-        if buf.len() > LINE_BYTES_MAX {
-            return Err(malformed("reply line too long", buf));
-        }
+    let Some((first, used)) = line(buf)? else {
         return Ok(None);
     };
-    let first = &buf[..end];
-    let used = end + 2;
     match (first.first(), op) {
         (Some(b'-'), _) => Ok(Some((Reply::Error(first), used))),
         (Some(b'+'), Op::Set) if first == b"+OK" => Ok(Some((Reply::Stored, used))),
@@ -68,21 +56,16 @@ pub fn parse_reply(buf: &[u8], op: Op) -> Result<Option<(Reply<'_>, usize)>, Mal
                 .ok()
                 .and_then(|t| t.parse().ok())
                 .ok_or_else(|| malformed("bad bulk length", first))?;
-            let data_end = used + len;
-            if buf.len() < data_end + 2 {
+            let Some((data, n)) = data_block(&buf[used..], len, first)? else {
                 return Ok(None);
-            }
-            if &buf[data_end..data_end + 2] != b"\r\n" {
-                return Err(malformed("bulk string not followed by \\r\\n", first));
-            }
-            let data = &buf[used..data_end];
+            };
             Ok(Some((
                 Reply::Hit {
                     key: b"",
                     flags: 0,
                     data,
                 },
-                data_end + 2,
+                used + n,
             )))
         }
         (Some(b'$'), Op::Set) if first == b"$-1" => {

@@ -142,8 +142,8 @@ pub(crate) fn classify(
 /// rest of its stretch), and flushes; the stretches whose key is unknown
 /// get a pad only ([`mend`]). In place, the tombstone needs no free
 /// segment, and at the lost record's sequence number it hides exactly the
-/// key's older records: never a newer one. Returns how many were buried.
-pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<usize> {
+/// key's older records: never a newer one.
+pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<()> {
     let grain = layout.grain_bytes as usize;
     let mut padded = Vec::new();
     let mut buried = 0;
@@ -154,7 +154,7 @@ pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<usize> {
         };
         let tomb = crate::format::record_bytes(key.len(), 0, grain);
         let stretch = usize::try_from(d.len).unwrap_or(usize::MAX);
-        if stretch < tomb || head.kind == crate::format::RecordKind::Pad {
+        if stretch < tomb {
             padded.push(*d);
             continue;
         }
@@ -179,7 +179,7 @@ pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<usize> {
     if buried > 0 {
         layout.flush(u64::MAX)?;
     }
-    Ok(buried)
+    Ok(())
 }
 
 /// Overwrites each stretch with a pad record (its header only: a pad's

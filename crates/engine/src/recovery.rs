@@ -402,31 +402,38 @@ pub(crate) fn read_segment_headers(layout: &Layout, uuid: u128) -> Result<Segmen
 /// Rewrites the header blocks with a damaged copy (from the intact one),
 /// and flushes, so the next open reads two good copies again.
 fn rewrite_headers(layout: &Layout, repaired: &[(u32, SegmentHeader, &'static str)]) -> Result<()> {
-    if repaired.is_empty() {
-        return Ok(());
-    }
-    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
-    let mut mask = 0;
-    for (s, h, which) in repaired {
+    for (s, _, which) in repaired {
         let (device, offset) = layout.describe(*s, 0);
         tracing::warn!(
             "recovery: segment {s} header damaged at {device} offset {offset:#x}: {which}; nothing lost, header rewritten"
         );
+    }
+    write_headers(layout, repaired.iter().map(|&(s, h, _)| (s, h)))
+}
+
+/// Writes each segment's header block (both copies, the rest zero) and
+/// flushes the devices written.
+fn write_headers(
+    layout: &Layout,
+    headers: impl Iterator<Item = (u32, SegmentHeader)>,
+) -> Result<()> {
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
+    let mut mask = 0;
+    for (s, h) in headers {
         buf.fill(0);
         h.encode(&mut buf);
-        layout.write(*s, 0, &buf)?;
-        mask |= layout.device_bit(*s);
+        layout.write(s, 0, &buf)?;
+        mask |= layout.device_bit(s);
+    }
+    if mask == 0 {
+        return Ok(());
     }
     layout.flush(mask)
 }
 
 /// Overwrites segment headers with "free" headers and flushes.
 pub(crate) fn mark_free(layout: &Layout, uuid: u128, segs: &[u32]) -> Result<()> {
-    if segs.is_empty() {
-        return Ok(());
-    }
-    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize);
-    SegmentHeader {
+    let free = SegmentHeader {
         kind: SegmentKind::Free,
         uuid,
         seq: 0,
@@ -434,14 +441,8 @@ pub(crate) fn mark_free(layout: &Layout, uuid: u128, segs: &[u32]) -> Result<()>
         parts: 0,
         payload_bytes: 0,
         payload_crc: 0,
-    }
-    .encode(&mut buf);
-    let mut mask = 0;
-    for &s in segs {
-        layout.write(s, 0, &buf)?;
-        mask |= layout.device_bit(s);
-    }
-    layout.flush(mask)
+    };
+    write_headers(layout, segs.iter().map(|&s| (s, free)))
 }
 
 fn try_checkpoint(
@@ -1023,9 +1024,9 @@ fn report_damage(damage: &[Damage], opts: &Options) -> Result<()> {
 }
 
 /// Frees a segment or two for the tombstones `settle` appends for the keys
-/// of segments dropped whole, when the crash left none free (garbage collection, which normally keeps some,
-/// runs only once the open is done). Segments holding damage are never
-/// collected here: their damaged records must stay until the tombstones
+/// of segments dropped whole, when the crash left none free (garbage
+/// collection, which normally keeps some, runs only once the open is
+/// done). Segments holding damage are never collected here: their damaged records must stay until the tombstones
 /// that hide their keys' older values are on the device.
 fn make_room(inner: &Inner, damage: &[Damage]) -> Result<()> {
     let want = crate::writer::GC_RESERVE_SEGMENTS;

@@ -40,8 +40,6 @@ const GRAIN: u64 = 512;
 const RECORD_HEADER: usize = 40;
 /// The device header before segment 0.
 const DEVICE_HEADER: u64 = MIB;
-/// Damage aimed at a segment header copy, over the whole test.
-static HEADER_HITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// What a key may hold after a crash.
 #[derive(Clone, Debug, Default)]
@@ -288,6 +286,8 @@ struct Coverage {
     evictions_logged: usize,
     /// Crashes followed by a damaged grain.
     damaged_grains: usize,
+    /// Of those, damage aimed at a segment header copy.
+    header_hits: usize,
     /// Of those, damage recovery took for a torn tail.
     damage_taken_for_torn: usize,
     /// Of those, store-mode ones that cost an acknowledged key (each
@@ -339,7 +339,12 @@ fn extents_of<'a>(all: &'a Extents, key: &[u8], value: &[u8]) -> &'a [(u64, u64)
 /// the device header before it): in the live record of a random acknowledged key half the
 /// time, else anywhere data was written. Marks the keys whose acknowledged
 /// or pending record overlaps the grain. Returns the grain's offset.
-fn damage_one_grain(dev: &MemDevice, model: &mut Model, rng: &mut StdRng) -> Option<u64> {
+fn damage_one_grain(
+    dev: &MemDevice,
+    model: &mut Model,
+    rng: &mut StdRng,
+    cov: &mut Coverage,
+) -> Option<u64> {
     let image = image(dev);
     let extents = record_extents(&image);
     // Segment headers included: each has two copies in separate grains.
@@ -359,7 +364,7 @@ fn damage_one_grain(dev: &MemDevice, model: &mut Model, rng: &mut StdRng) -> Opt
         if !headers.is_empty() {
             let copy = if rng.gen_bool(0.5) { 0 } else { 2048 };
             target = Some(headers[rng.gen_range(0..headers.len())] + copy + rng.gen_range(0..64));
-            HEADER_HITS.fetch_add(1, Ordering::Relaxed);
+            cov.header_hits += 1;
         }
     } else if rng.gen_bool(0.5) && !acked.is_empty() {
         let (k, v) = &acked[rng.gen_range(0..acked.len())];
@@ -469,7 +474,7 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         cov.acked_keys += model.values().filter(|m| m.acked.is_some()).count();
         dev = Arc::new(next);
         let damaged = if rng.gen_bool(0.25) {
-            damage_one_grain(&dev, &mut model, &mut rng)
+            damage_one_grain(&dev, &mut model, &mut rng, cov)
         } else {
             None
         };
@@ -562,7 +567,7 @@ fn random_crashes_lose_no_acknowledged_write() {
         "too few damaged grains cost a key: {cov:?}"
     );
     assert!(
-        HEADER_HITS.load(Ordering::Relaxed) > 0,
+        cov.header_hits > 0,
         "no damage hit a segment header: {cov:?}"
     );
 }

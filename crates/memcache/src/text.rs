@@ -395,11 +395,10 @@ impl<S: Storage> Connection<S> {
             }
             .into_iter();
             for (i, &key) in chunk.iter().enumerate() {
-                let next = chunk_at + i + 1;
                 if bad.is_none() && out.len() - mark >= REPLY_PAUSE_BYTES {
                     // Pause before this key (the rest of the chunk's reads
                     // are dropped and done again on resuming).
-                    self.get_resume = Some(next - 1);
+                    self.get_resume = Some(chunk_at + i);
                     return true;
                 }
                 let found = if touch {
