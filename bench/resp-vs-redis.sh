@@ -6,11 +6,9 @@
 #   nvdepot       nvdepot serve --cache-mb 1024 (default --appendfsync
 #                 always: durable; the DRAM tier holds the hot data);
 #                 NV_THREADS=N adds --threads N (default: one worker per
-#                 core). On 2026-11-24, NV_THREADS=1 gave GET 0.84x
-#                 redis-none at 4 clients (2 workers: 0.63x; perf showed
-#                 finish_task_switch at 31 % of the server's samples) but
-#                 0.66x at 128 (2 workers: 0.85x): no overall win, so the
-#                 default stays.
+#                 core). One worker wins the hot scenario on this 2-core
+#                 machine and loses the big one (A/B runs and profiles:
+#                 bench/results/resp-vs-redis-profile.md).
 # hot  (the data fits in RAM): redis-benchmark SET and GET, 1 KiB values
 #      over 100 000 random keys, at each concurrency, REPS times.
 # big  (data 4x an equal memory budget, BUDGET_MB, default 256, QUICK 128):
