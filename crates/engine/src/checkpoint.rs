@@ -12,9 +12,9 @@ use nvdepot_index::{Geometry, Index};
 
 use crate::error::{Error, Result};
 use crate::format::{get_u32, get_u64, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES};
+use crate::inner::Inner;
 use crate::layout::Layout;
 use crate::segments::SegState;
-use crate::store::Inner;
 
 const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"NVCKPT01");
 

@@ -25,10 +25,10 @@ use crate::error::Result;
 use crate::format::{
     encode_evictions, EvictedKey, RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
 };
+use crate::inner::{key_hash, Inner};
 use crate::iter::scan_segment;
 use crate::options::Eviction;
 use crate::segments::{SegState, SegmentInfo};
-use crate::store::{key_hash, Inner};
 use crate::writer::{Appender, RecordParts, GC_RESERVE_SEGMENTS};
 
 /// A live record copied out of a victim.
@@ -537,7 +537,7 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
         {
             inner.segments.add_valid(new_seg, app.grains);
             inner.segments.sub_valid(victim, live.grains);
-            let now = crate::store::Existing {
+            let now = crate::inner::Existing {
                 loc: new,
                 grains: app.grains,
                 seq,

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::format::{
     self, RecordCheck, RecordHeader, RecordKind, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
+use crate::inner::{key_hash, Inner};
 use crate::layout::Layout;
-use crate::store::{key_hash, Inner};
 
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 4 << 20;

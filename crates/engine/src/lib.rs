@@ -38,19 +38,23 @@
 mod aio;
 mod check;
 mod checkpoint;
+mod commit;
 mod damage;
 mod error;
 pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gc;
+mod inner;
 mod iter;
 mod layout;
 mod loc_cache;
 mod log_writer;
+mod lookup;
 #[cfg(test)]
 mod model;
 mod namespace;
+mod namespace_admin;
 mod options;
 mod read;
 mod recovery;

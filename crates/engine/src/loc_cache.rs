@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nvdepot_index::{Location, GRAINS_MAX};
 
-use crate::store::Existing;
+use crate::inner::Existing;
 
 /// `[hash, second hash, pba << 24 | grains, version]`; hash 0 = empty.
 type Slot = [AtomicU64; 4];

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::store::Inner;
+use crate::inner::Inner;
 
 /// How long a write-behind put waits, at most, before its write starts.
 pub(crate) const INTERVAL: Duration = Duration::from_micros(500);

@@ -28,13 +28,14 @@ use crate::format::{
     self, DecodeError, RecordKind, SegmentHeader, SegmentKind, Superblock, FORMAT_VERSION,
     SEGMENT_HEADER_BYTES,
 };
+use crate::inner::{key_hash, Inner};
 use crate::iter::scan_segment;
 use crate::layout::Layout;
 use crate::namespace::{self, Namespace, Namespaces, DEFAULT_NAME, SYSTEM_NS};
 use crate::options::Options;
 use crate::read::{read_record, Fetched, Span};
 use crate::segments::{SegState, Segments};
-use crate::store::{key_hash, Inner, OpenReport, PutMode};
+use crate::store::{OpenReport, PutMode};
 use crate::writer::GC_RESERVE_SEGMENTS;
 
 /// Name of the n-th data file in a store directory.

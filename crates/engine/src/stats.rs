@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::inner::Inner;
 use crate::segments::SegState;
-use crate::store::Inner;
 
 #[derive(Default)]
 pub(crate) struct Counters {

@@ -23,9 +23,9 @@ use nvdepot_index::Location;
 
 use crate::aio::Mode;
 use crate::error::Result;
+use crate::inner::{Existing, Inner, KeyAt};
 use crate::namespace::Namespace;
 use crate::read::{Fetched, Record, Span};
-use crate::store::{Existing, Inner, KeyAt};
 use crate::writer::Appender;
 
 /// What an update does with the key, decided from its current value.

@@ -1,0 +1,411 @@
+//! The write step: put, delete and `write_batch` append their records,
+//! wait until they are durable, then point the index, the location cache
+//! and the counters at them (one code path for all three).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use nvdepot_index::{Expect, InsertError, Location, GRAINS_MAX};
+
+use crate::aio::{now, Mode};
+use crate::error::{Error, Result};
+use crate::format::RecordKind;
+use crate::inner::{key_hash, Committed, Existing, Inner, KeyAt};
+use crate::namespace::Namespace;
+use crate::store::{DeleteOutcome, PutMode, WriteOp};
+use crate::writer::{Appended, Appender, Placed, RecordParts};
+
+impl Inner {
+    /// Writes one record durably and points the index at it. Returns the
+    /// new version, or `None` if the condition failed (nothing written).
+    // The stripe guard is held across awaits on purpose (until the index
+    // points to the durable record); async callers wait for it without
+    // blocking the thread (`Stripes::lock_in`).
+    pub async fn put(
+        &self,
+        mode: Mode,
+        ns: Namespace,
+        key: &[u8],
+        value: &[u8],
+        cond: PutMode,
+    ) -> Result<Option<u64>> {
+        self.check_sizes(key, Some(value))?;
+        let (physical, count) = self.resolve(ns)?;
+        let at = KeyAt::new(physical, key);
+        loop {
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
+            let mut cands = Vec::new();
+            let existing = self
+                .existing(mode, physical, key, at.h, at.h2, &mut cands)
+                .await?;
+            let allowed = match cond {
+                PutMode::Upsert => true,
+                PutMode::IfAbsent => existing.is_none(),
+                PutMode::IfPresent => existing.is_some(),
+                PutMode::IfVersion(v) => existing.is_some_and(|e| e.seq == v),
+            };
+            if !allowed {
+                return Ok(None);
+            }
+            match self
+                .commit_put(mode, &at, key, value, existing, &cands, &count)
+                .await?
+            {
+                Some(committed) => {
+                    drop(stripe);
+                    return self.finish(mode, committed).await.map(Some);
+                }
+                None => {
+                    // GC may need this stripe to make room: wait without it.
+                    drop(stripe);
+                    self.writer.wait_for_space_in(mode, Appender::Put).await?;
+                }
+            }
+        }
+    }
+
+    /// The write step every put shares (put, `write_batch`, update): the
+    /// caller holds the key's stripe and has found `existing`. Appends the
+    /// record, waits until it is durable, then points the index and the
+    /// location cache at it. `Ok(None)`: no segment is free; the caller
+    /// must drop its stripe, wait for space and start over.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn commit_put(
+        &self,
+        mode: Mode,
+        at: &KeyAt,
+        key: &[u8],
+        value: &[u8],
+        existing: Option<Existing>,
+        cands: &[Location],
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<Option<Committed>> {
+        let header = self.header(RecordKind::Put, at.physical, key, value.len());
+        let version = header.seq;
+        let parts = RecordParts { header, key, value };
+        let early = self.opts.write_behind || self.opts.unlock_before_durable;
+        if early && !self.writer.unwritten_over_budget() {
+            // The index points to the record now; reads find its buffered
+            // copy until it is written.
+            let Some((placed, first)) = self.writer.try_append_buffered(&parts, Appender::Put)?
+            else {
+                return Ok(None);
+            };
+            self.linked_put(at, placed, version, existing, cands, count)?;
+            if self.opts.write_behind {
+                // Acknowledged from the write buffer.
+                self.writer.write_behind(mode, first);
+                return Ok(Some(Committed {
+                    version,
+                    wait: None,
+                }));
+            }
+            // Acknowledged once durable, waited for without the lock.
+            return Ok(Some(Committed {
+                version,
+                wait: Some(placed.lsn),
+            }));
+        }
+        let Some(app) = self.writer.try_append(&parts, Appender::Put)? else {
+            return Ok(None);
+        };
+        self.writer.wait_durable_in(mode, app.lsn).await?;
+        let placed = Placed {
+            pba: app.pba,
+            grains: app.grains,
+            lsn: app.lsn,
+        };
+        self.linked_put(at, placed, version, existing, cands, count)?;
+        Ok(Some(Committed {
+            version,
+            wait: None,
+        }))
+    }
+
+    /// After a committed put has released its key's lock: waits for the
+    /// durability it still owes (see [`Options::unlock_before_durable`]).
+    pub(crate) async fn finish(&self, mode: Mode, c: Committed) -> Result<u64> {
+        if let Some(lsn) = c.wait {
+            self.writer.wait_durable_in(mode, lsn).await?;
+        }
+        Ok(c.version)
+    }
+
+    /// After a put's record is durable: the index, the location cache and
+    /// the counters.
+    fn linked_put(
+        &self,
+        at: &KeyAt,
+        app: Placed,
+        version: u64,
+        existing: Option<Existing>,
+        cands: &[Location],
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<()> {
+        let new = Location {
+            pba: app.pba,
+            grains: app.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        self.link(at.fp, new, app.grains, existing, cands)?;
+        let now = Existing {
+            loc: new,
+            grains: app.grains,
+            seq: version,
+        };
+        self.loc_cache.set(self.stripe_of(at.h), at.h, at.h2, &now);
+        if existing.is_none() {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .user_bytes
+            .fetch_add(app.grains * self.layout.grain_bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Appends a record that hides older puts (a tombstone, an Evictions
+    /// record) outside any user write, waiting for space as `who` may,
+    /// and counts it as tombstone grains of its segment.
+    pub(crate) fn append_hiding(&self, parts: &RecordParts<'_>, who: Appender) -> Result<Appended> {
+        let app = self.writer.append(parts, who)?;
+        let seg = self.layout.segment_of(app.pba);
+        self.segments
+            .get(seg)
+            .tombstone_grains
+            .fetch_add(app.grains, Ordering::Relaxed);
+        Ok(app)
+    }
+
+    /// Points the index at a new durable record, replacing `existing`.
+    fn link(
+        &self,
+        fp: u64,
+        new: Location,
+        grains: u64,
+        existing: Option<Existing>,
+        cands: &[Location],
+    ) -> Result<()> {
+        let expect = match existing {
+            Some(e) => Expect::Replace(e.loc),
+            None => Expect::Absent { seen: cands },
+        };
+        match self.index.insert(fp, new, expect) {
+            Ok(_) => {}
+            Err(InsertError::Full) => {
+                return Err(Error::Unusable(format!(
+                    "index full at {} keys",
+                    self.index.len()
+                )));
+            }
+            Err(InsertError::Conflict) => {
+                // Under the stripe lock only a namespace purge can change
+                // this key's entries; it removed the old one.
+                let mut now = Vec::new();
+                self.index.lookup(fp, &mut now);
+                self.index
+                    .insert(fp, new, Expect::Absent { seen: &now })
+                    .map_err(|e| Error::Unusable(format!("index insert failed: {e:?}")))?;
+            }
+        }
+        self.segments
+            .add_valid(self.layout.segment_of(new.pba), grains);
+        if let Some(e) = existing {
+            self.segments
+                .sub_valid(self.layout.segment_of(e.loc.pba), e.grains);
+        }
+        Ok(())
+    }
+
+    // The stripe guard is held across awaits on purpose (until the index
+    // points to the durable record); async callers wait for it without
+    // blocking the thread (`Stripes::lock_in`).
+    pub async fn delete(
+        &self,
+        mode: Mode,
+        ns: Namespace,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome> {
+        self.check_sizes(key, None)?;
+        let (physical, count) = self.resolve(ns)?;
+        let at = KeyAt::new(physical, key);
+        loop {
+            let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
+            let mut cands = Vec::new();
+            let Some(existing) = self
+                .existing(mode, physical, key, at.h, at.h2, &mut cands)
+                .await?
+            else {
+                return Ok(DeleteOutcome::NotFound);
+            };
+            if version.is_some_and(|v| v != existing.seq) {
+                return Ok(DeleteOutcome::VersionMismatch);
+            }
+            if self.commit_delete(mode, &at, key, existing, &count).await? {
+                return Ok(DeleteOutcome::Deleted);
+            }
+            drop(stripe);
+            self.writer
+                .wait_for_space_in(mode, Appender::Delete)
+                .await?;
+        }
+    }
+
+    /// The delete step every delete shares: as [`Inner::commit_put`], for a
+    /// tombstone of the `existing` record. `Ok(false)`: no segment is free.
+    pub(crate) async fn commit_delete(
+        &self,
+        mode: Mode,
+        at: &KeyAt,
+        key: &[u8],
+        existing: Existing,
+        count: &std::sync::atomic::AtomicI64,
+    ) -> Result<bool> {
+        let header = self.header(RecordKind::Tombstone, at.physical, key, 0);
+        let parts = RecordParts {
+            header,
+            key,
+            value: &[],
+        };
+        let Some(app) = self.writer.try_append(&parts, Appender::Delete)? else {
+            return Ok(false);
+        };
+        self.writer.wait_durable_in(mode, app.lsn).await?;
+        self.unlinked(at, existing, &app, count);
+        Ok(true)
+    }
+
+    /// After a tombstone is durable: the index, the location cache and the
+    /// counters.
+    fn unlinked(
+        &self,
+        at: &KeyAt,
+        existing: Existing,
+        app: &Appended,
+        count: &std::sync::atomic::AtomicI64,
+    ) {
+        self.unlink(at.fp, existing, app.pba, app.grains);
+        self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
+        count.fetch_sub(1, Ordering::Relaxed);
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn unlink(&self, fp: u64, existing: Existing, tomb_pba: u64, tomb_grains: u64) {
+        if self.index.remove(fp, existing.loc) {
+            self.segments
+                .sub_valid(self.layout.segment_of(existing.loc.pba), existing.grains);
+        }
+        let tseg = self.layout.segment_of(tomb_pba);
+        self.segments
+            .get(tseg)
+            .tombstone_grains
+            .fetch_add(tomb_grains, Ordering::Relaxed);
+    }
+
+    pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
+        for op in ops {
+            match op {
+                WriteOp::Put { key, value } => self.check_sizes(key, Some(value))?,
+                WriteOp::Delete { key } => self.check_sizes(key, None)?,
+            }
+        }
+        let (physical, count) = self.resolve(ns)?;
+        // Last operation on a key wins.
+        let mut last: HashMap<&[u8], usize> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            last.insert(op.key(), i);
+        }
+        let mut order: Vec<usize> = last.into_values().collect();
+        order.sort_unstable();
+        let hashes: Vec<u64> = order
+            .iter()
+            .map(|&i| key_hash(physical, ops[i].key()))
+            .collect();
+        // Best effort: make room first, since the stripes must not be held
+        // while waiting for GC. If space still runs out mid-batch, the rest
+        // of the batch dips into the GC reserve.
+        self.writer.wait_for_space(Appender::Put)?;
+        let _stripes = self.lock_stripes(hashes.iter().copied());
+        let append = |parts: &RecordParts<'_>, who: Appender| -> Result<Appended> {
+            match self.writer.try_append(parts, who)? {
+                Some(app) => Ok(app),
+                None => self
+                    .writer
+                    .try_append(parts, Appender::Gc)?
+                    .ok_or_else(|| self.writer.full_error()),
+            }
+        };
+        struct Planned {
+            at: KeyAt,
+            seq: u64,
+            existing: Option<Existing>,
+            cands: Vec<Location>,
+            app: Option<Appended>,
+        }
+        let mut plan = Vec::with_capacity(order.len());
+        for &i in &order {
+            let at = KeyAt::new(physical, ops[i].key());
+            let mut cands = Vec::new();
+            let existing = now(self.existing(
+                Mode::Blocking,
+                physical,
+                ops[i].key(),
+                at.h,
+                at.h2,
+                &mut cands,
+            ))?;
+            let mut seq = 0;
+            let app = match ops[i] {
+                WriteOp::Put { key, value } => {
+                    let header = self.header(RecordKind::Put, physical, key, value.len());
+                    seq = header.seq;
+                    Some(append(&RecordParts { header, key, value }, Appender::Put)?)
+                }
+                WriteOp::Delete { key } if existing.is_some() => {
+                    let header = self.header(RecordKind::Tombstone, physical, key, 0);
+                    Some(append(
+                        &RecordParts {
+                            header,
+                            key,
+                            value: &[],
+                        },
+                        Appender::Delete,
+                    )?)
+                }
+                WriteOp::Delete { .. } => None,
+            };
+            plan.push(Planned {
+                at,
+                seq,
+                existing,
+                cands,
+                app,
+            });
+        }
+        if let Some(lsn) = plan
+            .iter()
+            .filter_map(|p| p.app.as_ref().map(|a| a.lsn))
+            .max()
+        {
+            self.writer.wait_durable(lsn)?;
+        }
+        for (p, &i) in plan.iter().zip(&order) {
+            let Some(app) = &p.app else { continue };
+            match ops[i] {
+                WriteOp::Put { .. } => {
+                    let placed = Placed {
+                        pba: app.pba,
+                        grains: app.grains,
+                        lsn: app.lsn,
+                    };
+                    self.linked_put(&p.at, placed, p.seq, p.existing, &p.cands, &count)?
+                }
+                WriteOp::Delete { .. } => {
+                    let existing = p.existing.expect("delete planned only for present keys");
+                    self.unlinked(&p.at, existing, app, &count);
+                }
+            }
+        }
+        Ok(())
+    }
+}

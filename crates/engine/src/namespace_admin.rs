@@ -1,0 +1,114 @@
+//! Namespace administration: create, drop and clear (O(1) for the caller:
+//! a registry record, then a purge of the retired physical namespace's
+//! index entries, on the GC thread when it runs).
+
+use std::sync::atomic::Ordering;
+
+use nvdepot_index::Index;
+
+use crate::aio::{now, Mode};
+use crate::error::{Error, Result};
+use crate::format::RecordKind;
+use crate::inner::{key_hash, Inner};
+use crate::namespace::{self, Namespace, SYSTEM_NS};
+use crate::store::PutMode;
+
+impl Inner {
+    pub fn create_namespace(&self, name: &str) -> Result<Namespace> {
+        validate_ns_name(name)?;
+        let _admin = self.ns_admin.lock();
+        if self.namespaces.lookup(name).is_some() {
+            return Err(Error::NamespaceExists(name.to_string()));
+        }
+        let id = self.namespaces.allocate_id();
+        let value = namespace::encode_registry_value(id, id);
+        now(self.put(
+            Mode::Blocking,
+            Namespace(SYSTEM_NS),
+            name.as_bytes(),
+            &value,
+            PutMode::Upsert,
+        ))?;
+        self.namespaces.insert(name, id, id, 0);
+        Ok(Namespace(id))
+    }
+
+    pub fn drop_namespace(&self, name: &str) -> Result<()> {
+        let _admin = self.ns_admin.lock();
+        let logical = self
+            .namespaces
+            .lookup(name)
+            .ok_or_else(|| Error::NoSuchNamespace(name.to_string()))?;
+        now(self.delete(Mode::Blocking, Namespace(SYSTEM_NS), name.as_bytes(), None))?;
+        if let Some(physical) = self.namespaces.remove(logical) {
+            self.purge(physical)?;
+        }
+        Ok(())
+    }
+
+    pub fn clear(&self, ns: Namespace) -> Result<()> {
+        let _admin = self.ns_admin.lock();
+        let name = self
+            .namespaces
+            .name_of(ns)
+            .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))?;
+        let new_physical = self.namespaces.allocate_id();
+        let value = namespace::encode_registry_value(ns.0, new_physical);
+        now(self.put(
+            Mode::Blocking,
+            Namespace(SYSTEM_NS),
+            name.as_bytes(),
+            &value,
+            PutMode::Upsert,
+        ))?;
+        let old = self.namespaces.remove(ns.0);
+        self.namespaces.insert(&name, ns.0, new_physical, 0);
+        if let Some(old) = old {
+            self.purge(old)?;
+        }
+        Ok(())
+    }
+
+    /// Removes from the index every record of a retired physical
+    /// namespace: now, or (with background GC) soon, on the GC thread, so
+    /// that `clear` and `drop_namespace` are O(1) for the caller.
+    fn purge(&self, physical: u32) -> Result<()> {
+        if self.opts.background_gc {
+            self.pending_purge.lock().push(physical);
+            return Ok(());
+        }
+        self.purge_now(&[physical])
+    }
+
+    /// Scans the log once and unlinks the records of retired namespaces.
+    pub fn purge_now(&self, retired: &[u32]) -> Result<()> {
+        let _pause = self.gc_pause.read();
+        for s in 0..self.segments.len() as u32 {
+            if !self.segments.get(s).state().holds_records() {
+                continue;
+            }
+            let seg_seq = self.segments.get(s).seq.load(Ordering::Relaxed);
+            crate::iter::scan_segment(&self.layout, s, seg_seq, |rec| {
+                let physical = rec.header.namespace;
+                if rec.header.kind == RecordKind::Put && retired.contains(&physical) {
+                    let fp = Index::fingerprint(key_hash(physical, rec.key()));
+                    let loc = self.location(rec.pba, &rec.header);
+                    if self.index.remove(fp, loc) {
+                        self.segments.sub_valid(s, self.grains_of(&rec.header));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn validate_ns_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 255 || name.bytes().any(|b| b < 0x20) {
+        return Err(Error::Config(format!(
+            "namespace name {name:?} must be 1-255 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
