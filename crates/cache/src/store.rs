@@ -76,7 +76,6 @@ impl CacheStore {
             sync: false,
             flush_interval_ms: 100,
             key_bytes_max: 250,
-            progress: true,
             ..Options::default()
         }
     }

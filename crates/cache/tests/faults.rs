@@ -17,7 +17,6 @@ const MIB: u64 = 1 << 20;
 fn open(dev: Arc<MemDevice>, create: bool) -> Connection<MemcacheStorage> {
     let mut opts = CacheStore::default_options().segment_bytes(MIB);
     opts.sync = true;
-    opts.progress = false;
     opts.background_gc = false;
     if create {
         opts = opts.create_bytes(0);
@@ -145,7 +144,6 @@ fn resp_binding_answers_device_faults_per_request() {
     let dev = Arc::new(MemDevice::named("respdev", 32 * MIB, 512));
     let mut opts = CacheStore::default_options().segment_bytes(MIB);
     opts.sync = true;
-    opts.progress = false;
     opts.background_gc = false;
     let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
         .expect("open");

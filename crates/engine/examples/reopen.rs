@@ -74,7 +74,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(
         &dir,
         &Options {
-            progress: true,
+            // The CLI draws a bar; an example prints every tenth.
+            progress: Some(nvdepot_engine::Progress::new(|done, total| {
+                if done == total || done % (total / 10).max(1) == 0 {
+                    eprintln!("scanned {done}/{total} segments");
+                }
+            })),
             ..Options::default()
         },
     )?;

@@ -126,7 +126,7 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
             .count() as u64,
         ..Default::default()
     };
-    let scan = recovery::scan_log(&layout, &headers, opts.progress)?;
+    let scan = recovery::scan_log(&layout, &headers, opts.progress.as_ref())?;
     report.records = scan.records;
     for d in &scan.damage {
         if d.kind == crate::DamageKind::Lost {

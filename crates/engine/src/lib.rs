@@ -71,7 +71,7 @@ pub use damage::{Damage, DamageKind};
 pub use error::{Error, Result};
 pub use iter::NamespaceIter;
 pub use namespace::Namespace;
-pub use options::{Eviction, Options};
+pub use options::{Eviction, Options, Progress};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};
 pub use update::{Change, Current, Updated};

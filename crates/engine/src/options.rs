@@ -1,5 +1,7 @@
 //! Options fixed when a store is opened.
 
+use std::sync::Arc;
+
 /// How a store is created and run. Each field documents its default.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -37,8 +39,10 @@ pub struct Options {
     pub eviction: Eviction,
     /// Run garbage collection in a background thread. Default: true.
     pub background_gc: bool,
-    /// Show a progress bar on stderr while rebuilding the index. Default: false.
-    pub progress: bool,
+    /// Told how far the log scan of a rebuild is (segments scanned, of how
+    /// many), from the scanning threads; the CLI draws a progress bar with
+    /// it. Default: none.
+    pub progress: Option<Progress>,
     /// Open a store whose log holds damage to acknowledged records (found
     /// by crash recovery; see `nvdepot check`) anyway, dropping only the
     /// damaged records. Without it a store-mode open fails with
@@ -83,7 +87,7 @@ impl Default for Options {
             eviction: Eviction::SegmentLru,
             location_cache_entries: 1 << 18,
             background_gc: true,
-            progress: false,
+            progress: None,
             salvage: false,
             buffered_io: false,
             write_behind: false,
@@ -117,5 +121,26 @@ impl Options {
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
         self.segment_bytes = bytes;
         self
+    }
+}
+
+/// A progress callback: `(done, total)` segments of the log scan. Called
+/// from the scan's threads, once per segment.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl Progress {
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    pub(crate) fn report(&self, done: u64, total: u64) {
+        (self.0)(done, total)
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use nvdepot_engine::{check_devices, Error, Options, PutMode, Store, WriteOp};
+use nvdepot_engine::{check_devices, Error, Options, Progress, PutMode, Store, WriteOp};
 use nvdepot_io::{Device, MemDevice};
 
 const MIB: u64 = 1 << 20;
@@ -188,9 +188,27 @@ fn clean_reopen_uses_checkpoint_and_crash_reopen_scans() {
     assert_eq!(s.get(ns, b"k1999").unwrap().unwrap(), 1999u32.to_le_bytes());
     s.put(ns, b"later", b"x").unwrap();
     // Crash: no checkpoint (it was invalidated at open), the log has it all.
+    // The log scan tells the caller's progress callback each segment.
     drop(s);
-    let s = reopen(dev);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let o = Options {
+        progress: Some(Progress::new({
+            let seen = seen.clone();
+            move |done, total| seen.lock().unwrap().push((done, total))
+        })),
+        ..Options::default()
+    };
+    let s = Store::open_devices(vec![dev as Arc<dyn Device>], &o).unwrap();
     assert!(!s.open_report().clean);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    let total = seen[0].1;
+    assert!(total >= 1, "{seen:?}");
+    assert_eq!(
+        seen,
+        (1..=total).map(|d| (d, total)).collect::<Vec<_>>(),
+        "one report per scanned segment"
+    );
     assert_eq!(s.open_report().keys, 1501);
     assert_eq!(s.get(ns, b"k10").unwrap(), None);
     assert_eq!(s.get(ns, b"later").unwrap().as_deref(), Some(&b"x"[..]));

@@ -1,6 +1,5 @@
 //! `nvdepot check`: verifies a store offline and reports what it found.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,7 +22,7 @@ pub fn run(args: CheckArgs) -> Result<Outcome, CliError> {
         return Err(CliError::NoStore(args.data));
     }
     let opts = Options {
-        progress: std::io::stderr().is_terminal(),
+        progress: crate::store_dir::recovery_progress(),
         ..Options::default()
     };
     let report = nvdepot_engine::check(&args.data, &opts)?;

@@ -5,7 +5,7 @@
 //! that is missing; every other command needs them to exist already.
 
 use std::ffi::OsString;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -114,7 +114,7 @@ pub fn run(args: KvArgs) -> Result<Outcome, CliError> {
 
 fn open(args: &KvArgs, create: bool) -> Result<Store, CliError> {
     let mut opts = Options {
-        progress: std::io::stderr().is_terminal(),
+        progress: crate::store_dir::recovery_progress(),
         salvage: args.salvage,
         ..Options::default()
     };

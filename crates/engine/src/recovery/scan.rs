@@ -1,0 +1,416 @@
+//! The log scan of a rebuild: every segment's records in sequence order,
+//! the newest record per key, and every damaged stretch, classified.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nvdepot_index::{Location, GRAINS_MAX};
+
+use crate::damage::{self, Damage, DamageKind};
+use crate::error::{Error, Result};
+use crate::format::{
+    self, DecodeError, RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
+};
+use crate::inner::key_hash;
+use crate::iter::scan_segment;
+use crate::layout::Layout;
+use crate::namespace::{self, Namespaces, SYSTEM_NS};
+use crate::options::Progress;
+use crate::read::{read_record, Fetched, Span};
+use crate::segments::{SegState, Segments};
+
+/// Hashes the rebuild map's keys, which are already uniform hashes, by
+/// folding them instead of running SipHash over them.
+#[derive(Default)]
+pub(crate) struct FoldHasher(u64);
+
+impl std::hash::Hasher for FoldHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 ^= v as u64;
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).rotate_left(29);
+    }
+}
+
+pub(crate) type FoldMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FoldHasher>>;
+
+/// The newest record of a key found while scanning.
+#[derive(Clone, Copy)]
+pub(crate) struct Found {
+    seq: u64,
+    pba: u64,
+    grains: u64,
+    tombstone: bool,
+}
+
+/// What a scan of the whole log found.
+pub(crate) struct LogScan {
+    pub(super) found: FoldMap<(u32, u64, u64), Found>,
+    pub segs: Arc<Segments>,
+    pub max_seq: u64,
+    pub max_ns: u32,
+    pub records: u64,
+    /// Invalid stretches of the log, classified, in device order.
+    pub damage: Vec<Damage>,
+    /// Keys of records in segments dropped for a damaged header
+    /// (namespace, key, sequence number).
+    pub hidden_keys: Vec<HiddenKey>,
+}
+
+/// A key whose records were dropped with their segment: (namespace, key,
+/// sequence number).
+pub(crate) type HiddenKey = (u32, Vec<u8>, u64);
+
+/// Segments scanned so far, told to the caller's [`Progress`].
+pub(crate) struct Scanned<'a> {
+    done: AtomicU64,
+    total: u64,
+    progress: Option<&'a Progress>,
+}
+
+impl Scanned<'_> {
+    fn one_more(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(p) = self.progress {
+            p.report(done, self.total);
+        }
+    }
+}
+
+pub(crate) fn scan_log(
+    layout: &Layout,
+    headers: &[Option<SegmentHeader>],
+    progress: Option<&Progress>,
+) -> Result<LogScan> {
+    let mut kv: Vec<(u64, u32)> = headers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            h.filter(|h| h.kind == SegmentKind::Kv)
+                .map(|h| (h.seq, i as u32))
+        })
+        .collect();
+    kv.sort_unstable();
+    let segs = Arc::new(Segments::new(layout.segments));
+    let bar = Scanned {
+        done: AtomicU64::new(0),
+        total: kv.len() as u64,
+        progress,
+    };
+    // Recovery is CPU-bound (checksums, hashing, the key map): scan every
+    // other segment on a second thread, then merge the two maps.
+    let (even, odd): (Vec<_>, Vec<_>) = kv.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    let even: Vec<(u64, u32)> = even.into_iter().map(|(_, &x)| x).collect();
+    let odd: Vec<(u64, u32)> = odd.into_iter().map(|(_, &x)| x).collect();
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &bar));
+        let mine = scan_part(layout, &segs, &even, &bar);
+        (mine, other.join().expect("recovery scan thread panicked"))
+    });
+    let (mut a, b) = (a?, b?);
+    let (mut found, other) = if a.found.len() >= b.found.len() {
+        (std::mem::take(&mut a.found), b.found)
+    } else {
+        (b.found, std::mem::take(&mut a.found))
+    };
+    found.reserve(other.len());
+    for (id, f) in other {
+        keep_newest(&mut found, id, f);
+    }
+    let mut invalid = a.invalid;
+    invalid.extend(b.invalid);
+    invalid.extend(damaged_headers(layout, headers)?);
+    // The newest valid record of the log: in the newest segment that has
+    // one, its last.
+    let newest = a
+        .last
+        .into_iter()
+        .chain(b.last)
+        .max_by_key(|&(seg_seq, _)| seg_seq)
+        .map(|(_, h)| h);
+    let damage = damage::classify(layout, invalid, newest.as_ref());
+    // A lost record whose key is known hides the key's older records: an
+    // older value must not come back in its place.
+    for d in damage.iter().filter(|d| d.kind == DamageKind::Lost) {
+        if let (
+            Some(key),
+            Some(crate::format::RecordHeader {
+                namespace: ns, seq, ..
+            }),
+        ) = (&d.key, d.head)
+        {
+            let id = (ns, key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
+            let hidden = Found {
+                seq,
+                pba: 0,
+                grains: 0,
+                tombstone: true,
+            };
+            keep_newest(&mut found, id, hidden);
+        }
+    }
+    // The keys of a segment dropped for its damaged header (not a torn
+    // one: those records were never acknowledged, and the older ones are
+    // right): hidden, so older records of them cannot come back.
+    let mut hidden_keys = Vec::new();
+    for d in damage
+        .iter()
+        .filter(|d| d.kind == DamageKind::Lost && d.segment_offset == 0)
+    {
+        scan_segment(layout, d.segment, d.segment_seq, |rec| {
+            if rec.header.kind == RecordKind::Put {
+                hidden_keys.push((rec.header.namespace, rec.key().to_vec(), rec.header.seq));
+            }
+            Ok(())
+        })?;
+    }
+    for (ns, key, seq) in &hidden_keys {
+        let id = (
+            *ns,
+            key_hash(*ns, key),
+            crate::loc_cache::key_hash2(*ns, key),
+        );
+        let hidden = Found {
+            seq: *seq,
+            pba: 0,
+            grains: 0,
+            tombstone: true,
+        };
+        keep_newest(&mut found, id, hidden);
+    }
+    Ok(LogScan {
+        hidden_keys,
+        found,
+        segs,
+        max_seq: a
+            .max_seq
+            .max(b.max_seq)
+            .max(kv.last().map_or(0, |&(s, _)| s)),
+        max_ns: a.max_ns.max(b.max_ns),
+        records: a.records + b.records,
+        damage,
+    })
+}
+
+/// Segments without a valid header that were in use: a header whose
+/// checksum fails, or an unreadable one followed by a valid record. Their
+/// records are not scanned (without the header, a freed segment's leftovers
+/// cannot be told from live records), so each is reported as one damaged
+/// stretch at the segment sequence number its first record carries (a
+/// torn tail if that is past the flush mark, as for a new segment whose
+/// header write was torn by a crash).
+pub(crate) fn damaged_headers(
+    layout: &Layout,
+    headers: &[Option<SegmentHeader>],
+) -> Result<Vec<damage::Found>> {
+    let mut out = Vec::new();
+    let mut buf = layout.buffer(SEGMENT_HEADER_BYTES as usize + layout.grain_bytes as usize);
+    for (s, h) in headers.iter().enumerate() {
+        if h.is_some() {
+            continue;
+        }
+        let s = s as u32;
+        let n = buf.len();
+        layout.read(s, 0, &mut buf[..n])?;
+        let first = &buf[SEGMENT_HEADER_BYTES as usize..];
+        let first_seq = match format::check_record_head(first) {
+            format::RecordCheck::Valid(h) => Some(h.segment_seq),
+            _ => None,
+        };
+        let reason = match SegmentHeader::decode(&buf) {
+            Err(DecodeError::BadChecksum { .. }) => "segment header checksum mismatch",
+            Err(DecodeError::Absent)
+                if matches!(
+                    format::check_record_head(first),
+                    format::RecordCheck::Valid(_)
+                ) =>
+            {
+                "segment header unreadable, records follow it"
+            }
+            _ => continue,
+        };
+        out.push(damage::Found {
+            segment: s,
+            // Unknown: no record to tell it; not counted as acknowledged.
+            segment_seq: first_seq.unwrap_or(u64::MAX),
+            invalid: crate::iter::Invalid {
+                offset: 0,
+                len: layout.segment_bytes,
+                reason,
+                header: None,
+                key: None,
+            },
+            followed: true,
+        });
+    }
+    Ok(out)
+}
+
+/// Records `f` for key `id` unless a newer record of it was seen.
+pub(crate) fn keep_newest(
+    found: &mut FoldMap<(u32, u64, u64), Found>,
+    id: (u32, u64, u64),
+    f: Found,
+) {
+    match found.entry(id) {
+        std::collections::hash_map::Entry::Occupied(mut o) => {
+            if o.get().seq < f.seq {
+                o.insert(f);
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(f);
+        }
+    }
+}
+
+/// What one recovery thread found in its share of the segments.
+pub(crate) struct Part {
+    found: FoldMap<(u32, u64, u64), Found>,
+    max_seq: u64,
+    max_ns: u32,
+    records: u64,
+    /// Invalid stretches, not yet classified.
+    invalid: Vec<damage::Found>,
+    /// The last valid record of the newest segment scanned that had one:
+    /// (segment sequence number, its header).
+    last: Option<(u64, crate::format::RecordHeader)>,
+}
+
+pub(crate) fn scan_part(
+    layout: &Layout,
+    segs: &Segments,
+    kv: &[(u64, u32)],
+    bar: &Scanned<'_>,
+) -> Result<Part> {
+    let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
+    let mut max_seq = 0u64;
+    let mut max_ns = 1u32;
+    let mut records = 0u64;
+    let mut invalid = Vec::new();
+    let mut last = None;
+    for &(seq, seg) in kv {
+        let info = segs.get(seg);
+        info.seq.store(seq, Ordering::Relaxed);
+        let mut newest = seq;
+        let end = scan_segment(layout, seg, seq, |rec| {
+            records += 1;
+            let h = rec.header;
+            last = Some((seq, h));
+            max_seq = max_seq.max(h.seq);
+            newest = newest.max(h.seq);
+            max_ns = max_ns.max(h.namespace);
+            info.min_seq.fetch_min(h.seq, Ordering::Relaxed);
+            let grains = (h.body_bytes() as u64).div_ceil(layout.grain_bytes);
+            let tombstone = h.kind != RecordKind::Put;
+            if tombstone {
+                info.tombstone_grains.fetch_add(grains, Ordering::Relaxed);
+            }
+            let f = Found {
+                seq: h.seq,
+                pba: rec.pba,
+                grains,
+                tombstone,
+            };
+            if h.kind == RecordKind::Evictions {
+                // Each evicted key: a tombstone at this record's seq.
+                for k in format::decode_evictions(rec.value()) {
+                    keep_newest(&mut found, (k.namespace, k.hash, k.hash2), f);
+                }
+                return Ok(());
+            }
+            let id = (
+                h.namespace,
+                key_hash(h.namespace, rec.key()),
+                crate::loc_cache::key_hash2(h.namespace, rec.key()),
+            );
+            keep_newest(&mut found, id, f);
+            Ok(())
+        })?;
+        let stretch = |invalid, followed| damage::Found {
+            segment: seg,
+            segment_seq: seq,
+            invalid,
+            followed,
+        };
+        invalid.extend(end.damaged.into_iter().map(|d| stretch(d, true)));
+        invalid.extend(end.tail.map(|t| stretch(t, false)));
+        info.sealed_at.store(newest, Ordering::Relaxed);
+        info.set_state(SegState::Sealed);
+        bar.one_more();
+        if seg == kv[0].1 {
+            // After the first segment, size the map for the whole log from
+            // its average record size: growing a map of millions of entries
+            // step by step costs more than the scan itself.
+            let per_segment = records.max(1);
+            let expected = per_segment.saturating_mul(kv.len() as u64).min(1 << 28);
+            found.reserve(expected.saturating_sub(found.len() as u64) as usize);
+        }
+    }
+    Ok(Part {
+        found,
+        max_seq,
+        max_ns,
+        records,
+        invalid,
+        last,
+    })
+}
+
+/// The live entries of a log scan: (namespace, hash, location, true grains).
+pub(crate) fn live_entries(
+    scan: &LogScan,
+    live_ns: impl Fn(u32) -> bool,
+) -> Vec<(u32, u64, Location, u64)> {
+    scan.found
+        .iter()
+        .filter(|((ns, _, _), f)| !f.tombstone && live_ns(*ns))
+        .map(|(&(ns, h, _), f)| {
+            (
+                ns,
+                h,
+                Location {
+                    pba: f.pba,
+                    grains: f.grains.min(GRAINS_MAX as u64) as u16,
+                },
+                f.grains,
+            )
+        })
+        .collect()
+}
+
+/// Namespaces named by the registry records of a scan.
+pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i64)> {
+    let namespaces = Namespaces::new(scan.max_ns + 1);
+    let mut system = 0i64;
+    for (&(ns, _, _), f) in scan.found.iter() {
+        if ns != SYSTEM_NS || f.tombstone {
+            continue;
+        }
+        let loc = Location {
+            pba: f.pba,
+            grains: f.grains.min(GRAINS_MAX as u64) as u16,
+        };
+        let Fetched::Record(r) = read_record(layout, loc, Span::Whole)? else {
+            return Err(Error::Unusable(
+                "namespace registry record unreadable".into(),
+            ));
+        };
+        let name = String::from_utf8_lossy(r.key()).into_owned();
+        let (logical, physical) = namespace::decode_registry_value(r.value())
+            .ok_or_else(|| Error::Unusable(format!("bad namespace registry value for {name:?}")))?;
+        namespaces.insert(&name, logical, physical, 0);
+        system += 1;
+    }
+    Ok((namespaces, system))
+}
