@@ -20,6 +20,7 @@
 mod create;
 mod devices;
 mod headers;
+mod keys;
 mod scan;
 
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};
@@ -35,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nvdepot_index::{Expect, Index, IndexConfig, Location};
+use nvdepot_index::{Expect, Index, IndexConfig, Location, GRAINS_MAX};
 use nvdepot_io::Device;
 
 use crate::checkpoint;
@@ -249,41 +250,56 @@ fn rebuild(
     }
     let index = Index::new(index_config(&layout, scan.found.len() as u64));
     let segs = scan.segs.clone();
-    let live = live_entries(&scan, |ns| {
-        ns == SYSTEM_NS || namespaces.is_live_physical(ns)
-    });
-    // The index is concurrent: fill it from two threads.
-    let halves = live.split_at(live.len() / 2);
-    let fill = |part: &[(u32, u64, Location, u64)]| -> Result<HashMap<u32, i64>> {
+    let live_ns = |ns: u32| ns == SYSTEM_NS || namespaces.is_live_physical(ns);
+    // The index is concurrent: fill it from two threads, each taking every
+    // other partition of the key table. A partition's keys share the low
+    // bits of their hash, which pick the index table, so each thread's
+    // inserts stay within a few tables at a time.
+    let fill = |first: usize| -> Result<HashMap<u32, i64>> {
         let mut counts: HashMap<u32, i64> = HashMap::new();
         let mut cands = Vec::new();
-        for &(ns, h, loc, grains) in part {
-            let fp = Index::fingerprint(h);
-            // Every entry is a distinct key; a Conflict only means the other
-            // thread just added an entry with the same fingerprint.
-            loop {
-                cands.clear();
-                index.lookup(fp, &mut cands);
-                match index.insert(fp, loc, Expect::Absent { seen: &cands }) {
-                    Ok(_) => break,
-                    Err(nvdepot_index::InsertError::Conflict) => continue,
-                    Err(e) => {
-                        return Err(Error::Unusable(format!(
-                            "index insert during recovery failed: {e:?}"
-                        )))
+        // Nearly every key is in one namespace: remember the last answer.
+        let mut last_ns = (u32::MAX, false);
+        for part in scan.found.partitions().iter().skip(first).step_by(2) {
+            for (&(ns, h, _), f) in part {
+                if last_ns.0 != ns {
+                    last_ns = (ns, live_ns(ns));
+                }
+                if f.tombstone || !last_ns.1 {
+                    continue;
+                }
+                let loc = Location {
+                    pba: f.pba,
+                    grains: f.grains.min(GRAINS_MAX as u64) as u16,
+                };
+                let fp = Index::fingerprint(h);
+                // Every entry is a distinct key; a Conflict only means the
+                // other thread just added an entry with the same
+                // fingerprint.
+                loop {
+                    cands.clear();
+                    index.lookup(fp, &mut cands);
+                    match index.insert(fp, loc, Expect::Absent { seen: &cands }) {
+                        Ok(_) => break,
+                        Err(nvdepot_index::InsertError::Conflict) => continue,
+                        Err(e) => {
+                            return Err(Error::Unusable(format!(
+                                "index insert during recovery failed: {e:?}"
+                            )))
+                        }
                     }
                 }
-            }
-            segs.add_valid(layout.segment_of(loc.pba), grains);
-            if ns != SYSTEM_NS {
-                *counts.entry(ns).or_default() += 1;
+                segs.add_valid(layout.segment_of(loc.pba), f.grains);
+                if ns != SYSTEM_NS {
+                    *counts.entry(ns).or_default() += 1;
+                }
             }
         }
         Ok(counts)
     };
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| fill(halves.1));
-        let mine = fill(halves.0);
+        let other = scope.spawn(|| fill(1));
+        let mine = fill(0);
         (mine, other.join().expect("index fill thread panicked"))
     });
     let mut counts = a?;
@@ -291,7 +307,6 @@ fn rebuild(
         *counts.entry(ns).or_default() += n;
     }
     let keys: u64 = counts.values().map(|&n| n as u64).sum();
-    drop(live);
     for (ns, n) in counts {
         if let Some(c) = namespaces.counter(ns) {
             c.store(n, Ordering::Relaxed);

@@ -1,12 +1,12 @@
 //! The log scan of a rebuild: every segment's records in sequence order,
 //! the newest record per key, and every damaged stretch, classified.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nvdepot_index::{Location, GRAINS_MAX};
 
+use super::keys::{Found, KeyTable, Seen, PARTITIONS};
 use crate::damage::{self, Damage, DamageKind};
 use crate::error::{Error, Result};
 use crate::format::{
@@ -20,42 +20,9 @@ use crate::options::Progress;
 use crate::read::{read_record, Fetched, Span};
 use crate::segments::{SegState, Segments};
 
-/// Hashes the rebuild map's keys, which are already uniform hashes, by
-/// folding them instead of running SipHash over them.
-#[derive(Default)]
-pub(crate) struct FoldHasher(u64);
-
-impl std::hash::Hasher for FoldHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 ^= v as u64;
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0 ^ v).rotate_left(29);
-    }
-}
-
-pub(crate) type FoldMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FoldHasher>>;
-
-/// The newest record of a key found while scanning.
-#[derive(Clone, Copy)]
-pub(crate) struct Found {
-    seq: u64,
-    pba: u64,
-    grains: u64,
-    tombstone: bool,
-}
-
 /// What a scan of the whole log found.
 pub(crate) struct LogScan {
-    pub(super) found: FoldMap<(u32, u64, u64), Found>,
+    pub(super) found: KeyTable,
     pub segs: Arc<Segments>,
     pub max_seq: u64,
     pub max_ns: u32,
@@ -117,16 +84,8 @@ pub(crate) fn scan_log(
         let mine = scan_part(layout, &segs, &even, &bar);
         (mine, other.join().expect("recovery scan thread panicked"))
     });
-    let (mut a, b) = (a?, b?);
-    let (mut found, other) = if a.found.len() >= b.found.len() {
-        (std::mem::take(&mut a.found), b.found)
-    } else {
-        (b.found, std::mem::take(&mut a.found))
-    };
-    found.reserve(other.len());
-    for (id, f) in other {
-        keep_newest(&mut found, id, f);
-    }
+    let (a, b) = (a?, b?);
+    let mut found = KeyTable::build(vec![a.seen, b.seen]);
     let mut invalid = a.invalid;
     invalid.extend(b.invalid);
     invalid.extend(damaged_headers(layout, headers)?);
@@ -156,7 +115,7 @@ pub(crate) fn scan_log(
                 grains: 0,
                 tombstone: true,
             };
-            keep_newest(&mut found, id, hidden);
+            found.keep_newest(id, hidden);
         }
     }
     // The keys of a segment dropped for its damaged header (not a torn
@@ -186,7 +145,7 @@ pub(crate) fn scan_log(
             grains: 0,
             tombstone: true,
         };
-        keep_newest(&mut found, id, hidden);
+        found.keep_newest(id, hidden);
     }
     Ok(LogScan {
         hidden_keys,
@@ -256,27 +215,9 @@ pub(crate) fn damaged_headers(
     Ok(out)
 }
 
-/// Records `f` for key `id` unless a newer record of it was seen.
-pub(crate) fn keep_newest(
-    found: &mut FoldMap<(u32, u64, u64), Found>,
-    id: (u32, u64, u64),
-    f: Found,
-) {
-    match found.entry(id) {
-        std::collections::hash_map::Entry::Occupied(mut o) => {
-            if o.get().seq < f.seq {
-                o.insert(f);
-            }
-        }
-        std::collections::hash_map::Entry::Vacant(v) => {
-            v.insert(f);
-        }
-    }
-}
-
 /// What one recovery thread found in its share of the segments.
 pub(crate) struct Part {
-    found: FoldMap<(u32, u64, u64), Found>,
+    seen: Seen,
     max_seq: u64,
     max_ns: u32,
     records: u64,
@@ -293,7 +234,7 @@ pub(crate) fn scan_part(
     kv: &[(u64, u32)],
     bar: &Scanned<'_>,
 ) -> Result<Part> {
-    let mut found: FoldMap<(u32, u64, u64), Found> = FoldMap::default();
+    let mut seen = Seen::new();
     let mut max_seq = 0u64;
     let mut max_ns = 1u32;
     let mut records = 0u64;
@@ -325,7 +266,7 @@ pub(crate) fn scan_part(
             if h.kind == RecordKind::Evictions {
                 // Each evicted key: a tombstone at this record's seq.
                 for k in format::decode_evictions(rec.value()) {
-                    keep_newest(&mut found, (k.namespace, k.hash, k.hash2), f);
+                    seen.push((k.namespace, k.hash, k.hash2), f);
                 }
                 return Ok(());
             }
@@ -334,7 +275,7 @@ pub(crate) fn scan_part(
                 key_hash(h.namespace, rec.key()),
                 crate::loc_cache::key_hash2(h.namespace, rec.key()),
             );
-            keep_newest(&mut found, id, f);
+            seen.push(id, f);
             Ok(())
         })?;
         let stretch = |invalid, followed| damage::Found {
@@ -349,16 +290,15 @@ pub(crate) fn scan_part(
         info.set_state(SegState::Sealed);
         bar.one_more();
         if seg == kv[0].1 {
-            // After the first segment, size the map for the whole log from
-            // its average record size: growing a map of millions of entries
-            // step by step costs more than the scan itself.
-            let per_segment = records.max(1);
-            let expected = per_segment.saturating_mul(kv.len() as u64).min(1 << 28);
-            found.reserve(expected.saturating_sub(found.len() as u64) as usize);
+            // After the first segment, size the lists for this thread's
+            // share of the log from its record count: growing lists of
+            // millions of entries step by step copies them over and over.
+            let expected = records.max(1).saturating_mul(kv.len() as u64).min(1 << 28);
+            seen.reserve(expected as usize / PARTITIONS);
         }
     }
     Ok(Part {
-        found,
+        seen,
         max_seq,
         max_ns,
         records,
