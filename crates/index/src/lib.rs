@@ -58,6 +58,10 @@ pub enum Expect<'a> {
     /// Replace the entry with this fingerprint whose location is exactly
     /// `old`. If there is none (it was changed or removed): `Conflict`.
     Replace(Location),
+    /// Add a new entry without looking at the others: the caller knows no
+    /// entry of this key exists (a rebuild inserting distinct keys). Saves
+    /// the lookup `Absent` needs; wrong use leaves two entries for a key.
+    New,
 }
 
 /// Why a conditional insert did not happen.

@@ -177,11 +177,13 @@ pub(crate) fn insert(
             }
             Insert::Done(Some(old))
         }
-        Expect::Absent { seen } => {
-            if w.matches(home, tag)
-                .any(|(_, e)| !seen.contains(&e.location()))
-            {
-                return Insert::Conflict;
+        Expect::Absent { .. } | Expect::New => {
+            if let Expect::Absent { seen } = expect {
+                if w.matches(home, tag)
+                    .any(|(_, e)| !seen.contains(&e.location()))
+                {
+                    return Insert::Conflict;
+                }
             }
             let Some(off) = w.free_offset(home).or_else(|| displace(w, home)) else {
                 return Insert::NoSpace;
@@ -385,6 +387,16 @@ mod tests {
             insert(&mut w, 3, 9, loc(2), Expect::Replace(loc(1))),
             Insert::Done(Some(loc(1)))
         );
+        // `New` adds beside an entry of the same fingerprint, unchecked.
+        assert_eq!(
+            insert(&mut w, 3, 9, loc(6), Expect::New),
+            Insert::Done(None)
+        );
+        let mut both = Vec::new();
+        lookup(&w, 3, 9, &mut both);
+        both.sort_by_key(|l| l.pba);
+        assert_eq!(both, vec![loc(2), loc(6)]);
+        assert!(remove(&mut w, 3, 9, loc(6)));
         assert!(!remove(&mut w, 3, 9, loc(1)));
         assert!(!remove(&mut w, 4, 9, loc(2)));
         assert!(remove(&mut w, 3, 9, loc(2)));

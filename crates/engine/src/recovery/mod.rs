@@ -257,7 +257,6 @@ fn rebuild(
     // inserts stay within a few tables at a time.
     let fill = |first: usize| -> Result<HashMap<u32, i64>> {
         let mut counts: HashMap<u32, i64> = HashMap::new();
-        let mut cands = Vec::new();
         // Nearly every key is in one namespace: remember the last answer.
         let mut last_ns = (u32::MAX, false);
         for part in scan.found.partitions().iter().skip(first).step_by(2) {
@@ -273,21 +272,11 @@ fn rebuild(
                     grains: f.grains.min(GRAINS_MAX as u64) as u16,
                 };
                 let fp = Index::fingerprint(h);
-                // Every entry is a distinct key; a Conflict only means the
-                // other thread just added an entry with the same
-                // fingerprint.
-                loop {
-                    cands.clear();
-                    index.lookup(fp, &mut cands);
-                    match index.insert(fp, loc, Expect::Absent { seen: &cands }) {
-                        Ok(_) => break,
-                        Err(nvdepot_index::InsertError::Conflict) => continue,
-                        Err(e) => {
-                            return Err(Error::Unusable(format!(
-                                "index insert during recovery failed: {e:?}"
-                            )))
-                        }
-                    }
+                // Every entry of the key table is a distinct key: no lookup.
+                if let Err(e) = index.insert(fp, loc, Expect::New) {
+                    return Err(Error::Unusable(format!(
+                        "index insert during recovery failed: {e:?}"
+                    )));
                 }
                 segs.add_valid(layout.segment_of(loc.pba), f.grains);
                 if ns != SYSTEM_NS {
