@@ -61,7 +61,14 @@ NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+# On exit: stop the servers, then drop their data directories (several GB
+# of preallocated stores and AOF files); the logs and tables stay.
+finish() {
+  cleanup
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  find "$WORK" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+}
+trap finish EXIT
 
 start_redis() { # NAME PORT ARGS...
   local name=$1 port=$2; shift 2
