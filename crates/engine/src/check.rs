@@ -156,14 +156,7 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
         }
     }
     // Compare with the checkpoint, if the store was closed cleanly.
-    let mut parts: Vec<_> = headers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, h)| {
-            h.filter(|h| h.kind == SegmentKind::Checkpoint)
-                .map(|h| (i as u32, h))
-        })
-        .collect();
+    let mut parts = recovery::checkpoint_segments(&headers);
     if let Some(newest) = parts.iter().map(|(_, h)| h.seq).max() {
         parts.retain(|(_, h)| h.seq == newest);
         parts.sort_by_key(|(_, h)| h.part);

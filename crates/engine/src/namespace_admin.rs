@@ -21,14 +21,7 @@ impl Inner {
             return Err(Error::NamespaceExists(name.to_string()));
         }
         let id = self.namespaces.allocate_id();
-        let value = namespace::encode_registry_value(id, id);
-        now(self.put(
-            Mode::Blocking,
-            Namespace(SYSTEM_NS),
-            name.as_bytes(),
-            &value,
-            PutMode::Upsert,
-        ))?;
+        self.write_registry(name, id, id)?;
         self.namespaces.insert(name, id, id, 0);
         Ok(Namespace(id))
     }
@@ -53,7 +46,18 @@ impl Inner {
             .name_of(ns)
             .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))?;
         let new_physical = self.namespaces.allocate_id();
-        let value = namespace::encode_registry_value(ns.0, new_physical);
+        self.write_registry(&name, ns.0, new_physical)?;
+        let old = self.namespaces.remove(ns.0);
+        self.namespaces.insert(&name, ns.0, new_physical, 0);
+        if let Some(old) = old {
+            self.purge(old)?;
+        }
+        Ok(())
+    }
+
+    /// Durably names `name`'s logical and physical ids in the registry.
+    fn write_registry(&self, name: &str, logical: u32, physical: u32) -> Result<()> {
+        let value = namespace::encode_registry_value(logical, physical);
         now(self.put(
             Mode::Blocking,
             Namespace(SYSTEM_NS),
@@ -61,11 +65,6 @@ impl Inner {
             &value,
             PutMode::Upsert,
         ))?;
-        let old = self.namespaces.remove(ns.0);
-        self.namespaces.insert(&name, ns.0, new_physical, 0);
-        if let Some(old) = old {
-            self.purge(old)?;
-        }
         Ok(())
     }
 

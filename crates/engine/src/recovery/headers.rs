@@ -91,3 +91,15 @@ pub(crate) fn mark_free(layout: &Layout, uuid: u128, segs: &[u32]) -> Result<()>
     };
     write_headers(layout, segs.iter().map(|&s| (s, free)))
 }
+
+/// The segments holding index checkpoint parts, with their headers.
+pub(crate) fn checkpoint_segments(headers: &[Option<SegmentHeader>]) -> Vec<(u32, SegmentHeader)> {
+    headers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            h.filter(|h| h.kind == SegmentKind::Checkpoint)
+                .map(|h| (i as u32, h))
+        })
+        .collect()
+}

@@ -24,7 +24,7 @@ mod keys;
 mod scan;
 
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};
-pub(crate) use headers::{read_segment_headers, SegmentHeaders};
+pub(crate) use headers::{checkpoint_segments, read_segment_headers, SegmentHeaders};
 pub(crate) use scan::{live_entries, registry, scan_log};
 
 use create::format_store;
@@ -142,14 +142,7 @@ fn try_checkpoint(
     opts: &Options,
     uuid: u128,
 ) -> Result<Option<(Inner, u64)>> {
-    let ckpt: Vec<(u32, SegmentHeader)> = headers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, h)| {
-            h.filter(|h| h.kind == SegmentKind::Checkpoint)
-                .map(|h| (i as u32, h))
-        })
-        .collect();
+    let ckpt = checkpoint_segments(headers);
     if ckpt.is_empty() {
         return Ok(None);
     }
