@@ -562,8 +562,10 @@ fn random_crashes_lose_no_acknowledged_write() {
         cov.evictions_logged > 0,
         "no cache-mode eviction out of write order: {cov:?}"
     );
+    // Lost keys are counted in store mode only (cache mode drops them).
+    let cache_only = std::env::var_os("NVDEPOT_CRASH_CACHE_ONLY").is_some();
     assert!(
-        cov.damaged_grains > rounds / 8 && cov.damage_lost_keys > 0,
+        cov.damaged_grains > rounds / 8 && (cache_only || cov.damage_lost_keys > 0),
         "too few damaged grains cost a key: {cov:?}"
     );
     assert!(
