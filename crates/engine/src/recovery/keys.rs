@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use nvdepot_index::{Location, GRAINS_MAX};
+
 /// Partitions of the key table (a power of two).
 pub(crate) const PARTITIONS: usize = 256;
 
@@ -53,6 +55,14 @@ pub(crate) struct Found {
 }
 
 impl Found {
+    /// Its index location (the grain count saturates, as the index's does).
+    pub fn location(&self) -> Location {
+        Location {
+            pba: self.pba,
+            grains: self.grains.min(GRAINS_MAX as u64) as u16,
+        }
+    }
+
     /// Whether `self` hides `other` (a record of the same key): it is
     /// newer, or as new and a tombstone (a buried record's tombstone has
     /// the lost record's sequence number).
@@ -116,24 +126,13 @@ impl KeyTable {
             map.shrink_to_fit();
             map
         };
-        let (even, odd): (Vec<_>, Vec<_>) = by_part
-            .into_iter()
-            .enumerate()
-            .partition(|(p, _)| p % 2 == 0);
-        let (even, odd) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| {
-                odd.into_iter()
-                    .map(|(_, l)| build_one(l))
-                    .collect::<Vec<_>>()
-            });
-            let mine: Vec<_> = even.into_iter().map(|(_, l)| build_one(l)).collect();
+        let upper = by_part.split_off(PARTITIONS / 2);
+        let (mut parts, upper) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| upper.into_iter().map(build_one).collect::<Vec<_>>());
+            let mine: Vec<_> = by_part.into_iter().map(build_one).collect();
             (mine, other.join().expect("key table thread panicked"))
         });
-        let mut parts = Vec::with_capacity(PARTITIONS);
-        for (e, o) in even.into_iter().zip(odd) {
-            parts.push(e);
-            parts.push(o);
-        }
+        parts.extend(upper);
         KeyTable { parts }
     }
 

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nvdepot_index::{Expect, Index, IndexConfig, Location, GRAINS_MAX};
+use nvdepot_index::{Expect, Index, IndexConfig};
 use nvdepot_io::Device;
 
 use crate::checkpoint;
@@ -260,10 +260,7 @@ fn rebuild(
                 if f.tombstone || !last_ns.1 {
                     continue;
                 }
-                let loc = Location {
-                    pba: f.pba,
-                    grains: f.grains.min(GRAINS_MAX as u64) as u16,
-                };
+                let loc = f.location();
                 let fp = Index::fingerprint(h);
                 // Every entry of the key table is a distinct key: no lookup.
                 if let Err(e) = index.insert(fp, loc, Expect::New) {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nvdepot_index::{Location, GRAINS_MAX};
+use nvdepot_index::Location;
 
 use super::keys::{Found, KeyTable, Seen, PARTITIONS};
 use crate::damage::{self, Damage, DamageKind};
@@ -315,17 +315,7 @@ pub(crate) fn live_entries(
     scan.found
         .iter()
         .filter(|((ns, _, _), f)| !f.tombstone && live_ns(*ns))
-        .map(|(&(ns, h, _), f)| {
-            (
-                ns,
-                h,
-                Location {
-                    pba: f.pba,
-                    grains: f.grains.min(GRAINS_MAX as u64) as u16,
-                },
-                f.grains,
-            )
-        })
+        .map(|(&(ns, h, _), f)| (ns, h, f.location(), f.grains))
         .collect()
 }
 
@@ -337,11 +327,7 @@ pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i
         if ns != SYSTEM_NS || f.tombstone {
             continue;
         }
-        let loc = Location {
-            pba: f.pba,
-            grains: f.grains.min(GRAINS_MAX as u64) as u16,
-        };
-        let Fetched::Record(r) = read_record(layout, loc, Span::Whole)? else {
+        let Fetched::Record(r) = read_record(layout, f.location(), Span::Whole)? else {
             return Err(Error::Unusable(
                 "namespace registry record unreadable".into(),
             ));
