@@ -69,7 +69,7 @@ pub(crate) fn scan_log(
         .collect();
     kv.sort_unstable();
     let segs = Arc::new(Segments::new(layout.segments));
-    let bar = Scanned {
+    let scanned = Scanned {
         done: AtomicU64::new(0),
         total: kv.len() as u64,
         progress,
@@ -80,8 +80,8 @@ pub(crate) fn scan_log(
     let even: Vec<(u64, u32)> = even.into_iter().map(|(_, &x)| x).collect();
     let odd: Vec<(u64, u32)> = odd.into_iter().map(|(_, &x)| x).collect();
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &bar));
-        let mine = scan_part(layout, &segs, &even, &bar);
+        let other = scope.spawn(|| scan_part(layout, &segs, &odd, &scanned));
+        let mine = scan_part(layout, &segs, &even, &scanned);
         (mine, other.join().expect("recovery scan thread panicked"))
     });
     let (a, b) = (a?, b?);
@@ -232,7 +232,7 @@ pub(crate) fn scan_part(
     layout: &Layout,
     segs: &Segments,
     kv: &[(u64, u32)],
-    bar: &Scanned<'_>,
+    scanned: &Scanned<'_>,
 ) -> Result<Part> {
     let mut seen = Seen::new();
     let mut max_seq = 0u64;
@@ -288,7 +288,7 @@ pub(crate) fn scan_part(
         invalid.extend(end.tail.map(|t| stretch(t, false)));
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
-        bar.one_more();
+        scanned.one_more();
         if seg == kv[0].1 {
             // After the first segment, size the lists for this thread's
             // share of the log from its record count: growing lists of
