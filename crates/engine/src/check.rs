@@ -145,7 +145,10 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
     let live = recovery::live_entries(&scan, |ns| {
         ns == SYSTEM_NS || namespaces.is_live_physical(ns)
     });
-    report.live_keys = live.iter().filter(|e| e.0 != SYSTEM_NS).count() as u64;
+    report.live_keys = live
+        .iter()
+        .filter(|e| e.0 != SYSTEM_NS && e.0 & crate::format::CHUNK_SPACE == 0)
+        .count() as u64;
     // Every live record must read back whole (its CRC was checked by the
     // scan; this checks the location arithmetic the index will use).
     for &(_, _, loc, _) in &live {

@@ -3,17 +3,37 @@
 //! and the counters at them (one code path for all three).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use nvdepot_index::{Expect, InsertError, Location, GRAINS_MAX};
 
 use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
-use crate::format::RecordKind;
+use crate::format::{RecordKind, CHUNK_SPACE};
 use crate::inner::{key_hash, Committed, Existing, Inner, KeyAt};
 use crate::namespace::Namespace;
 use crate::store::{DeleteOutcome, PutMode, WriteOp};
 use crate::writer::{Appended, Appender, Placed, RecordParts};
+
+/// A record to write: its kind (a put, or a large value's head), key and
+/// value.
+#[derive(Clone, Copy)]
+pub(crate) struct Record<'a> {
+    pub kind: RecordKind,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    /// A put of `key` with `value`.
+    pub fn put(key: &'a [u8], value: &'a [u8]) -> Record<'a> {
+        Record {
+            kind: RecordKind::Put,
+            key,
+            value,
+        }
+    }
+}
 
 impl Inner {
     /// Writes one record durably and points the index at it. Returns the
@@ -31,6 +51,29 @@ impl Inner {
     ) -> Result<Option<u64>> {
         self.check_sizes(key, Some(value))?;
         let (physical, count) = self.resolve(ns)?;
+        if value.len() > self.record_value_bytes_max() {
+            return self
+                .put_large(mode, physical, &count, key, value, cond)
+                .await;
+        }
+        self.put_record(mode, physical, &count, key, value, RecordKind::Put, cond)
+            .await
+    }
+
+    /// Puts one record of `kind` (a put, or a large value's head) under
+    /// `cond`; once it is durable, drops the chunks of a large value it
+    /// replaced. `count`: the key counter of `physical`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn put_record(
+        &self,
+        mode: Mode,
+        physical: u32,
+        count: &AtomicI64,
+        key: &[u8],
+        value: &[u8],
+        kind: RecordKind,
+        cond: PutMode,
+    ) -> Result<Option<u64>> {
         let at = KeyAt::new(physical, key);
         loop {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
@@ -47,13 +90,16 @@ impl Inner {
             if !allowed {
                 return Ok(None);
             }
+            let record = Record { kind, key, value };
             match self
-                .commit_put(mode, &at, key, value, existing, &cands, &count)
+                .commit_put(mode, &at, record, existing, &cands, count)
                 .await?
             {
                 Some(committed) => {
                     drop(stripe);
-                    return self.finish(mode, committed).await.map(Some);
+                    let version = self.finish(mode, committed).await?;
+                    self.replaced(mode, physical, key, existing).await;
+                    return Ok(Some(version));
                 }
                 None => {
                     // GC may need this stripe to make room: wait without it.
@@ -74,16 +120,19 @@ impl Inner {
         &self,
         mode: Mode,
         at: &KeyAt,
-        key: &[u8],
-        value: &[u8],
+        record: Record<'_>,
         existing: Option<Existing>,
         cands: &[Location],
-        count: &std::sync::atomic::AtomicI64,
+        count: &AtomicI64,
     ) -> Result<Option<Committed>> {
-        let header = self.header(RecordKind::Put, at.physical, key, value.len());
+        let Record { kind, key, value } = record;
+        let header = self.header(kind, at.physical, key, value.len());
         let version = header.seq;
         let parts = RecordParts { header, key, value };
-        let early = self.opts.write_behind || self.opts.unlock_before_durable;
+        // A large value's chunks are durable before its head is appended,
+        // whatever the acknowledgement mode (see `large.rs`).
+        let early = (self.opts.write_behind || self.opts.unlock_before_durable)
+            && at.physical & CHUNK_SPACE == 0;
         if early && !self.writer.unwritten_over_budget() {
             // The index points to the record now; reads find its buffered
             // copy until it is written.
@@ -91,7 +140,7 @@ impl Inner {
             else {
                 return Ok(None);
             };
-            self.linked_put(at, placed, version, existing, cands, count)?;
+            self.linked_put(at, kind, placed, version, existing, cands, count)?;
             if self.opts.write_behind {
                 // Acknowledged from the write buffer.
                 self.writer.write_behind(mode, first);
@@ -115,7 +164,7 @@ impl Inner {
             grains: app.grains,
             lsn: app.lsn,
         };
-        self.linked_put(at, placed, version, existing, cands, count)?;
+        self.linked_put(at, kind, placed, version, existing, cands, count)?;
         Ok(Some(Committed {
             version,
             wait: None,
@@ -133,26 +182,36 @@ impl Inner {
 
     /// After a put's record is durable: the index, the location cache and
     /// the counters.
+    #[allow(clippy::too_many_arguments)]
     fn linked_put(
         &self,
         at: &KeyAt,
+        kind: RecordKind,
         app: Placed,
         version: u64,
         existing: Option<Existing>,
         cands: &[Location],
-        count: &std::sync::atomic::AtomicI64,
+        count: &AtomicI64,
     ) -> Result<()> {
         let new = Location {
             pba: app.pba,
             grains: app.grains.min(GRAINS_MAX as u64) as u16,
         };
         self.link(at.fp, new, app.grains, existing, cands)?;
-        let now = Existing {
-            loc: new,
-            grains: app.grains,
-            seq: version,
-        };
-        self.loc_cache.set(self.stripe_of(at.h), at.h, at.h2, &now);
+        let stripe = self.stripe_of(at.h);
+        if kind == RecordKind::Put {
+            let now = Existing {
+                loc: new,
+                grains: app.grains,
+                seq: version,
+                large: None,
+            };
+            self.loc_cache.set(stripe, at.h, at.h2, &now);
+        } else {
+            // Large heads are never cached: a writer must read one to
+            // learn its chunks (`Existing::large`).
+            self.loc_cache.clear(stripe, at.h, at.h2);
+        }
         if existing.is_none() {
             count.fetch_add(1, Ordering::Relaxed);
         }
@@ -228,6 +287,36 @@ impl Inner {
     ) -> Result<DeleteOutcome> {
         self.check_sizes(key, None)?;
         let (physical, count) = self.resolve(ns)?;
+        self.delete_record(mode, physical, &count, key, version)
+            .await
+    }
+
+    /// Deletes `key` of namespace `physical` (if its version is `version`,
+    /// when given); once the tombstone is durable, drops the chunks of a
+    /// large value it deleted. `count`: the key counter of `physical`.
+    pub(crate) async fn delete_record(
+        &self,
+        mode: Mode,
+        physical: u32,
+        count: &AtomicI64,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<DeleteOutcome> {
+        let (outcome, deleted) = self.delete_one(mode, physical, count, key, version).await?;
+        self.replaced(mode, physical, key, deleted).await;
+        Ok(outcome)
+    }
+
+    /// [`Inner::delete_record`] without dropping chunks: says what it
+    /// deleted.
+    pub(crate) async fn delete_one(
+        &self,
+        mode: Mode,
+        physical: u32,
+        count: &AtomicI64,
+        key: &[u8],
+        version: Option<u64>,
+    ) -> Result<(DeleteOutcome, Option<Existing>)> {
         let at = KeyAt::new(physical, key);
         loop {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
@@ -236,13 +325,13 @@ impl Inner {
                 .existing(mode, physical, key, at.h, at.h2, &mut cands)
                 .await?
             else {
-                return Ok(DeleteOutcome::NotFound);
+                return Ok((DeleteOutcome::NotFound, None));
             };
             if version.is_some_and(|v| v != existing.seq) {
-                return Ok(DeleteOutcome::VersionMismatch);
+                return Ok((DeleteOutcome::VersionMismatch, None));
             }
-            if self.commit_delete(mode, &at, key, existing, &count).await? {
-                return Ok(DeleteOutcome::Deleted);
+            if self.commit_delete(mode, &at, key, existing, count).await? {
+                return Ok((DeleteOutcome::Deleted, Some(existing)));
             }
             drop(stripe);
             self.writer
@@ -259,7 +348,7 @@ impl Inner {
         at: &KeyAt,
         key: &[u8],
         existing: Existing,
-        count: &std::sync::atomic::AtomicI64,
+        count: &AtomicI64,
     ) -> Result<bool> {
         let header = self.header(RecordKind::Tombstone, at.physical, key, 0);
         let parts = RecordParts {
@@ -277,13 +366,7 @@ impl Inner {
 
     /// After a tombstone is durable: the index, the location cache and the
     /// counters.
-    fn unlinked(
-        &self,
-        at: &KeyAt,
-        existing: Existing,
-        app: &Appended,
-        count: &std::sync::atomic::AtomicI64,
-    ) {
+    fn unlinked(&self, at: &KeyAt, existing: Existing, app: &Appended, count: &AtomicI64) {
         self.unlink(at.fp, existing, app.pba, app.grains);
         self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
         count.fetch_sub(1, Ordering::Relaxed);
@@ -305,7 +388,10 @@ impl Inner {
     pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
         for op in ops {
             match op {
-                WriteOp::Put { key, value } => self.check_sizes(key, Some(value))?,
+                WriteOp::Put { key, value } => {
+                    self.check_sizes(key, Some(value))?;
+                    self.check_one_record("write_batch", value.len())?;
+                }
                 WriteOp::Delete { key } => self.check_sizes(key, None)?,
             }
         }
@@ -325,7 +411,7 @@ impl Inner {
         // while waiting for GC. If space still runs out mid-batch, the rest
         // of the batch dips into the GC reserve.
         self.writer.wait_for_space(Appender::Put)?;
-        let _stripes = self.lock_stripes(hashes.iter().copied());
+        let stripes = self.lock_stripes(hashes.iter().copied());
         let append = |parts: &RecordParts<'_>, who: Appender| -> Result<Appended> {
             match self.writer.try_append(parts, who)? {
                 Some(app) => Ok(app),
@@ -398,12 +484,19 @@ impl Inner {
                         grains: app.grains,
                         lsn: app.lsn,
                     };
-                    self.linked_put(&p.at, placed, p.seq, p.existing, &p.cands, &count)?
+                    let kind = RecordKind::Put;
+                    self.linked_put(&p.at, kind, placed, p.seq, p.existing, &p.cands, &count)?
                 }
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
                     self.unlinked(&p.at, existing, app, &count);
                 }
+            }
+        }
+        drop(stripes);
+        for (p, &i) in plan.iter().zip(&order) {
+            if p.app.is_some() {
+                now(self.replaced(Mode::Blocking, physical, ops[i].key(), p.existing));
             }
         }
         Ok(())

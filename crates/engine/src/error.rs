@@ -21,6 +21,14 @@ pub enum Error {
     /// The value is longer than the limit.
     #[error("value too large: {len} bytes (limit {max} bytes)")]
     ValueTooLarge { len: usize, max: usize },
+    /// The operation takes only values one record holds (read-modify-write
+    /// and `write_batch`); longer ones are large values.
+    #[error("{op} takes values of up to {max} bytes (one record); this one is {len} bytes")]
+    TooLargeFor {
+        op: &'static str,
+        len: u64,
+        max: usize,
+    },
     /// No free segment and garbage collection cannot free one.
     #[error("store full: {used_segments} of {total_segments} segments in use, {valid_percent}% of their grains hold live data")]
     StoreFull {

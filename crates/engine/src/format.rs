@@ -4,7 +4,7 @@
 //! Every integer is little-endian. Every structure carries a CRC32C.
 
 /// Bumped on any incompatible change of anything in this file.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Bytes reserved at the start of every device for the superblock.
 pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
@@ -271,7 +271,98 @@ pub enum RecordKind {
     /// older puts of its key exactly like a tombstone of this record's
     /// sequence number.
     Evictions = 4,
+    /// The head of a large value (version 4): a put of the key whose value
+    /// is a [`LargeDescriptor`]; the value's bytes are in chunk records
+    /// (see [`chunk_key`]).
+    LargeHead = 5,
 }
+
+impl RecordKind {
+    /// Whether a record of this kind gives its key a value (a put or a
+    /// large head): the kinds a lookup may answer with.
+    pub fn is_value(self) -> bool {
+        matches!(self, RecordKind::Put | RecordKind::LargeHead)
+    }
+}
+
+/// Bytes of an encoded [`LargeDescriptor`].
+pub const LARGE_DESCRIPTOR_BYTES: usize = 24;
+
+/// Bytes a chunk key adds to its owner's key: generation and index.
+pub const CHUNK_KEY_SUFFIX_BYTES: usize = 12;
+
+/// What a large head's value says (version 4):
+///
+/// ```text
+///  0  u64  value length in bytes
+///  8  u64  generation: names this value's chunks (never reused)
+/// 16  u32  chunk bytes: every chunk but the last holds this many
+/// 20  u32  chunk count
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeDescriptor {
+    pub len: u64,
+    pub generation: u64,
+    pub chunk_bytes: u32,
+    pub chunks: u32,
+}
+
+impl LargeDescriptor {
+    pub fn encode(&self) -> [u8; LARGE_DESCRIPTOR_BYTES] {
+        let mut out = [0u8; LARGE_DESCRIPTOR_BYTES];
+        put_u64(&mut out, 0, self.len);
+        put_u64(&mut out, 8, self.generation);
+        put_u32(&mut out, 16, self.chunk_bytes);
+        put_u32(&mut out, 20, self.chunks);
+        out
+    }
+
+    /// Decodes a descriptor whose fields agree with each other.
+    pub fn decode(value: &[u8]) -> Option<LargeDescriptor> {
+        if value.len() != LARGE_DESCRIPTOR_BYTES {
+            return None;
+        }
+        let d = LargeDescriptor {
+            len: get_u64(value, 0),
+            generation: get_u64(value, 8),
+            chunk_bytes: get_u32(value, 16),
+            chunks: get_u32(value, 20),
+        };
+        let consistent =
+            d.chunk_bytes > 0 && d.len.div_ceil(u64::from(d.chunk_bytes)) == u64::from(d.chunks);
+        consistent.then_some(d)
+    }
+
+    /// Length of chunk `i`.
+    pub fn chunk_len(&self, i: u32) -> usize {
+        let start = u64::from(i) * u64::from(self.chunk_bytes);
+        (self.len - start).min(u64::from(self.chunk_bytes)) as usize
+    }
+}
+
+/// The key of chunk `index` of generation `generation` of `owner`'s large
+/// value: the owner's key, then the generation and the index (LE). Chunks
+/// live in the owner namespace's chunk space (its physical id with
+/// [`CHUNK_SPACE`] set), so they never meet user keys.
+pub fn chunk_key(owner: &[u8], generation: u64, index: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(owner.len() + CHUNK_KEY_SUFFIX_BYTES);
+    k.extend_from_slice(owner);
+    k.extend_from_slice(&generation.to_le_bytes());
+    k.extend_from_slice(&index.to_le_bytes());
+    k
+}
+
+/// A chunk key's owner key, generation and index.
+pub fn parse_chunk_key(key: &[u8]) -> Option<(&[u8], u64, u32)> {
+    let owner_len = key.len().checked_sub(CHUNK_KEY_SUFFIX_BYTES)?;
+    let (owner, suffix) = key.split_at(owner_len);
+    Some((owner, get_u64(suffix, 0), get_u32(suffix, 8)))
+}
+
+/// Set in the namespace id of chunk records: namespace `p`'s large-value
+/// chunks are in namespace `p | CHUNK_SPACE` (version 4). Namespace ids
+/// are allocated below it.
+pub const CHUNK_SPACE: u32 = 1 << 31;
 
 /// One entry of an [`RecordKind::Evictions`] record: a key named by the
 /// two hashes recovery tells keys apart by.
@@ -311,7 +402,7 @@ pub fn decode_evictions(value: &[u8]) -> impl Iterator<Item = EvictedKey> + '_ {
 /// ```text
 ///  0  u32  crc32c of bytes 4..end of value (for Pad: bytes 4..40 only)
 ///  4  u32  crc32c of bytes 8..40 followed by the key (checks a partial read)
-///  8  u8   kind (1 put, 2 tombstone, 3 pad, 4 evictions)
+///  8  u8   kind (1 put, 2 tombstone, 3 pad, 4 evictions, 5 large head)
 ///  9  u8   flags (0)
 /// 10  u16  key length
 /// 12  u32  value length
@@ -406,6 +497,7 @@ impl RecordHeader {
             2 => RecordKind::Tombstone,
             3 => RecordKind::Pad,
             4 => RecordKind::Evictions,
+            5 => RecordKind::LargeHead,
             _ => return None,
         };
         Some(RecordHeader {

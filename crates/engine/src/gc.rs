@@ -293,7 +293,7 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     let result = scan_segment(&inner.layout, victim, seg_seq, |rec| {
         let h = &rec.header;
         match h.kind {
-            RecordKind::Put => {
+            RecordKind::Put | RecordKind::LargeHead => {
                 let Some(_) = inner.namespaces.counter(h.namespace) else {
                     // Namespace dropped or cleared: forget the entry.
                     let fp = Index::fingerprint(key_hash(h.namespace, rec.key()));
@@ -504,7 +504,7 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
             continue;
         }
         let header = inner.header(
-            RecordKind::Put,
+            live.header.kind,
             live.header.namespace,
             &live.key,
             live.value.len(),
@@ -537,15 +537,19 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
         {
             inner.segments.add_valid(new_seg, app.grains);
             inner.segments.sub_valid(victim, live.grains);
-            let now = crate::inner::Existing {
-                loc: new,
-                grains: app.grains,
-                seq,
-            };
-            let h2 = crate::loc_cache::key_hash2(live.header.namespace, &live.key);
-            inner
-                .loc_cache
-                .set(inner.stripe_of(live.hash), live.hash, h2, &now);
+            // Large heads are never cached (see `Existing::large`).
+            if live.header.kind == RecordKind::Put {
+                let now = crate::inner::Existing {
+                    loc: new,
+                    grains: app.grains,
+                    seq,
+                    large: None,
+                };
+                let h2 = crate::loc_cache::key_hash2(live.header.namespace, &live.key);
+                inner
+                    .loc_cache
+                    .set(inner.stripe_of(live.hash), live.hash, h2, &now);
+            }
             inner
                 .counters
                 .gc_bytes

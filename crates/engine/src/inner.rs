@@ -91,6 +91,10 @@ pub(crate) struct Existing {
     pub grains: u64,
     /// The record's sequence number: the key's current version.
     pub seq: u64,
+    /// For a large head: what it says (its chunks are dropped once a
+    /// write that replaces it is durable). The location cache never holds
+    /// large heads, so an entry from it has `None` here rightly.
+    pub large: Option<crate::format::LargeDescriptor>,
 }
 
 /// A put whose record is linked: its version, and the log position it
@@ -181,15 +185,43 @@ impl Inner {
             if v.len() > max {
                 return Err(Error::ValueTooLarge { len: v.len(), max });
             }
+            // A large value's chunk keys add their suffix to the key.
+            let key_max = u16::MAX as usize - crate::format::CHUNK_KEY_SUFFIX_BYTES;
+            if v.len() > self.record_value_bytes_max() && key.len() > key_max {
+                return Err(Error::KeyTooLarge {
+                    len: key.len(),
+                    max: key_max,
+                });
+            }
         }
         Ok(())
     }
 
+    /// Refuses, for `op`, a value longer than one record holds.
+    pub(crate) fn check_one_record(&self, op: &'static str, len: usize) -> Result<()> {
+        let max = self.record_value_bytes_max();
+        if len > max {
+            return Err(Error::TooLargeFor {
+                op,
+                len: len as u64,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Longest value `put` accepts: [`Options::value_bytes_max`], at most
+    /// [`crate::large::LARGE_VALUE_BYTES_MAX`].
     pub fn value_bytes_max(&self) -> usize {
-        let seg_cap = (self.layout.segment_bytes / 4) as usize
-            - RECORD_HEADER_BYTES
-            - self.opts.key_bytes_max;
-        self.opts.value_bytes_max.min(seg_cap)
+        self.opts
+            .value_bytes_max
+            .min(crate::large::LARGE_VALUE_BYTES_MAX)
+    }
+
+    /// Longest value one record holds (a quarter of a segment, less the
+    /// header and the longest key): longer ones are large values.
+    pub fn record_value_bytes_max(&self) -> usize {
+        (self.layout.segment_bytes / 4) as usize - RECORD_HEADER_BYTES - self.opts.key_bytes_max
     }
 
     pub(crate) fn resolve(

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use nvdepot_index::Index;
 use parking_lot::RwLockReadGuard;
 
+use crate::aio::{now, Mode};
 use crate::error::Result;
 use crate::format::{
     self, RecordCheck, RecordHeader, RecordKind, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
@@ -272,11 +273,25 @@ impl<'a> NamespaceIter<'a> {
         let inner = self.inner;
         let ready = &mut self.ready;
         scan_segment(&inner.layout, segment, seq, |rec| {
-            if rec.header.kind == RecordKind::Put && rec.header.namespace == physical {
+            if rec.header.kind.is_value() && rec.header.namespace == physical {
                 let fp = Index::fingerprint(key_hash(physical, rec.key()));
-                if inner.still_indexed(fp, inner.location(rec.pba, &rec.header)) {
-                    ready.push_back((rec.key().to_vec(), rec.value().to_vec()));
+                let loc = inner.location(rec.pba, &rec.header);
+                if !inner.still_indexed(fp, loc) {
+                    return Ok(());
                 }
+                if rec.header.kind == RecordKind::LargeHead {
+                    // The chunks' bytes; `None`: replaced since (the new
+                    // record comes later in the log) or lost in cache mode.
+                    let key = rec.key();
+                    let value = now(inner.get_value(Mode::Blocking, physical, key))?;
+                    if let Some((v, seq, _)) = value {
+                        if seq == rec.header.seq {
+                            ready.push_back((key.to_vec(), v));
+                        }
+                    }
+                    return Ok(());
+                }
+                ready.push_back((rec.key().to_vec(), rec.value().to_vec()));
             }
             Ok(())
         })?;

@@ -73,6 +73,7 @@ impl LocationCache {
             },
             grains,
             seq: s[3].load(Ordering::Relaxed),
+            large: None,
         })
     }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use nvdepot_index::{Index, Location};
 
-use crate::aio::{drive, Mode};
+use crate::aio::Mode;
 use crate::error::{Error, Result};
 use crate::format::RecordKind;
 use crate::inner::{key_hash, Existing, Inner};
@@ -30,10 +30,12 @@ impl Inner {
             match self.read_at(mode, loc, span).await? {
                 Fetched::Record(r) => {
                     if self.holds(&r, physical, key) {
+                        let large = self.large_of(mode, &r, loc).await?;
                         let e = Existing {
                             loc,
                             grains: self.grains_of(&r.header),
                             seq: r.header.seq,
+                            large,
                         };
                         return Ok(Some((e, r)));
                     }
@@ -50,9 +52,32 @@ impl Inner {
         Ok(None)
     }
 
-    /// Whether `r` is a put of `key` in namespace `physical`.
+    /// Whether `r` is a put (or large head) of `key` in namespace
+    /// `physical`.
     pub(crate) fn holds(&self, r: &Record, physical: u32, key: &[u8]) -> bool {
-        r.header.kind == RecordKind::Put && r.header.namespace == physical && r.key() == key
+        r.header.kind.is_value() && r.header.namespace == physical && r.key() == key
+    }
+
+    /// The descriptor of `r` if it is a large head (read whole again if
+    /// `r` was read in part). Caller holds the key's stripe lock.
+    async fn large_of(
+        &self,
+        mode: Mode,
+        r: &Record,
+        loc: Location,
+    ) -> Result<Option<crate::format::LargeDescriptor>> {
+        if r.header.kind != RecordKind::LargeHead {
+            return Ok(None);
+        }
+        if let Some(d) = crate::format::LargeDescriptor::decode(r.value()) {
+            if r.value_checked() {
+                return Ok(Some(d));
+            }
+        }
+        match self.read_at(mode, loc, Span::Whole).await? {
+            Fetched::Record(whole) => self.descriptor(&whole, loc).map(Some),
+            Fetched::Invalid(e) => Err(e),
+        }
     }
 
     /// The key's existing record: from the location cache if the index
@@ -91,7 +116,7 @@ impl Inner {
     /// Readers take no lock: if no candidate holds the key, the lookup is
     /// repeated, and only an unchanged candidate set means "absent" (a
     /// record may have moved under us, or a candidate may be corrupt).
-    async fn find_record(
+    pub(crate) async fn find_record(
         &self,
         mode: Mode,
         physical: u32,
@@ -135,11 +160,11 @@ impl Inner {
         key: &[u8],
     ) -> Result<Option<(Vec<u8>, u64)>> {
         Ok(self
-            .find_record(mode, physical, key, Span::Whole)
+            .get_value(mode, physical, key)
             .await?
-            .map(|(r, loc)| {
+            .map(|(value, seq, loc)| {
                 self.touch(loc);
-                (r.value().to_vec(), r.header.seq)
+                (value, seq)
             }))
     }
 
@@ -173,17 +198,6 @@ impl Inner {
         offset: u64,
         len: usize,
     ) -> Result<Option<Vec<u8>>> {
-        let upto = offset.saturating_add(len as u64);
-        let span = Span::Prefix {
-            key_len: key.len(),
-            upto,
-        };
-        Ok(
-            drive(|m| self.find_record(m, physical, key, span))?.map(|(r, _)| {
-                let vlen = r.header.value_len as u64;
-                let (start, end) = (offset.min(vlen) as usize, upto.min(vlen) as usize);
-                r.value()[start..end].to_vec()
-            }),
-        )
+        crate::large::get_range(self, physical, key, offset, len)
     }
 }

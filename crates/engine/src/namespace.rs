@@ -30,6 +30,19 @@ impl Namespace {
 
 /// Physical id of the registry.
 pub(crate) const SYSTEM_NS: u32 = 0;
+
+pub(crate) use crate::format::CHUNK_SPACE;
+
+/// The physical namespace a record of namespace id `ns` belongs to: `ns`
+/// itself, or for a chunk of a large value, the namespace of its owner.
+pub(crate) fn owner_of(ns: u32) -> u32 {
+    ns & !CHUNK_SPACE
+}
+
+/// The chunk space of physical namespace `physical`.
+pub(crate) fn chunk_space(physical: u32) -> u32 {
+    physical | CHUNK_SPACE
+}
 /// Name of the namespace every store has.
 pub(crate) const DEFAULT_NAME: &str = "default";
 
@@ -135,13 +148,24 @@ impl Namespaces {
         self.maps.read().by_id.get(&ns.0).map(|e| e.name.clone())
     }
 
-    /// Key counter of a physical id, if it is live.
+    /// Key counter of a physical id, if it is live. A chunk space's
+    /// entries (see [`owner_of`]) count with the registry's, as index
+    /// entries that are not user keys.
     pub fn counter(&self, physical: u32) -> Option<Arc<AtomicI64>> {
-        self.maps.read().counts.get(&physical).cloned()
+        let m = self.maps.read();
+        if physical & CHUNK_SPACE != 0 {
+            if !m.counts.contains_key(&owner_of(physical)) {
+                return None;
+            }
+            return m.counts.get(&SYSTEM_NS).cloned();
+        }
+        m.counts.get(&physical).cloned()
     }
 
+    /// Whether records of `physical` are live: its namespace (the owner's,
+    /// for a chunk space) exists.
     pub fn is_live_physical(&self, physical: u32) -> bool {
-        self.maps.read().counts.contains_key(&physical)
+        self.maps.read().counts.contains_key(&owner_of(physical))
     }
 
     /// (name, logical, physical, count) of every user namespace.

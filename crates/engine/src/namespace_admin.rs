@@ -8,7 +8,6 @@ use nvdepot_index::Index;
 
 use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
-use crate::format::RecordKind;
 use crate::inner::{key_hash, Inner};
 use crate::namespace::{self, Namespace, SYSTEM_NS};
 use crate::store::PutMode;
@@ -89,11 +88,18 @@ impl Inner {
             let seg_seq = self.segments.get(s).seq.load(Ordering::Relaxed);
             crate::iter::scan_segment(&self.layout, s, seg_seq, |rec| {
                 let physical = rec.header.namespace;
-                if rec.header.kind == RecordKind::Put && retired.contains(&physical) {
+                let owner = namespace::owner_of(physical);
+                if rec.header.kind.is_value() && retired.contains(&owner) {
                     let fp = Index::fingerprint(key_hash(physical, rec.key()));
                     let loc = self.location(rec.pba, &rec.header);
                     if self.index.remove(fp, loc) {
                         self.segments.sub_valid(s, self.grains_of(&rec.header));
+                        // Chunk entries count with the registry's.
+                        if physical != owner {
+                            if let Some(c) = self.namespaces.counter(SYSTEM_NS) {
+                                c.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        }
                     }
                 }
                 Ok(())

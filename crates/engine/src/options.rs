@@ -16,7 +16,11 @@ pub struct Options {
     pub create_bytes: Option<u64>,
     /// Longest key. Default (and maximum): 65535 bytes.
     pub key_bytes_max: usize,
-    /// Longest value. Default: 16 MiB (capped at a quarter of a segment).
+    /// Longest value. Default and maximum: 1 GiB. A value longer than one
+    /// record holds (a quarter of a segment, less the longest key) is
+    /// stored as a large value: chunks, then a head naming them (see
+    /// docs/FORMAT.md, "Large values"); read-modify-write (`update`) and
+    /// `write_batch` take only values that fit one record.
     pub value_bytes_max: usize,
     /// Flush the device before acknowledging a write. Default: true.
     /// When false, a write is acknowledged once the `O_DIRECT` write
@@ -80,7 +84,7 @@ impl Default for Options {
             segment_bytes: 64 << 20,
             create_bytes: None,
             key_bytes_max: u16::MAX as usize,
-            value_bytes_max: 16 << 20,
+            value_bytes_max: crate::large::LARGE_VALUE_BYTES_MAX,
             sync: true,
             flush_interval_ms: 100,
             cache_mode: false,

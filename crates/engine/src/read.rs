@@ -13,6 +13,8 @@ pub(crate) struct Record {
     buf: Option<AlignedBuf>,
     start: usize,
     pub header: RecordHeader,
+    /// Whether the whole record's checksum was verified.
+    whole: bool,
 }
 
 impl Drop for Record {
@@ -33,6 +35,11 @@ impl Record {
     pub fn key(&self) -> &[u8] {
         let k = self.start + RECORD_HEADER_BYTES;
         &self.bytes()[k..k + self.header.key_len as usize]
+    }
+
+    /// Whether the value was read whole and checksummed.
+    pub fn value_checked(&self) -> bool {
+        self.whole
     }
 
     /// The value, or as much of it as was read (a head read has none).
@@ -105,6 +112,24 @@ pub(crate) async fn read_record_in(
     Ok(verify(layout, loc, span, buf, start))
 }
 
+/// `len` bytes at byte `at` of the record at `loc` (a window of its value:
+/// not checksummed; the caller checked the record's head).
+pub(crate) async fn read_window(
+    mode: Mode,
+    layout: &Layout,
+    loc: Location,
+    at: usize,
+    len: usize,
+) -> Result<Vec<u8>> {
+    let (segment, offset) = layout.split(loc.pba);
+    let (buf, start) = layout
+        .read_range_in(mode, segment, offset + at as u64, len)
+        .await?;
+    let bytes = buf[start..start + len].to_vec();
+    buf.recycle();
+    Ok(bytes)
+}
+
 /// The record of a write-behind put whose buffer is not written yet:
 /// `bytes` is its whole encoded record, verified as a device read is.
 pub(crate) fn buffered_record(layout: &Layout, loc: Location, span: Span, bytes: &[u8]) -> Fetched {
@@ -145,6 +170,7 @@ fn verify(layout: &Layout, loc: Location, span: Span, buf: AlignedBuf, start: us
                 buf: Some(buf),
                 start,
                 header,
+                whole: span == Span::Whole,
             })
         }
         RecordCheck::Truncated { need } => {

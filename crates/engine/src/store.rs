@@ -129,10 +129,17 @@ impl Store {
         })
     }
 
-    /// Longest value `put` accepts (`Options::value_bytes_max`, capped at a
-    /// quarter of a segment less the longest key).
+    /// Longest value `put` accepts (`Options::value_bytes_max`, at most
+    /// [`crate::LARGE_VALUE_BYTES_MAX`]). Values longer than
+    /// [`Store::record_value_bytes_max`] are stored as large values.
     pub fn value_bytes_max(&self) -> usize {
         self.inner.value_bytes_max()
+    }
+
+    /// Longest value one record holds (a quarter of a segment less the
+    /// longest key); `update` and `write_batch` take values up to this.
+    pub fn record_value_bytes_max(&self) -> usize {
+        self.inner.record_value_bytes_max()
     }
 
     /// How the open went (clean or recovered, how long).
@@ -173,9 +180,11 @@ impl Store {
     }
 
     /// Bytes `[offset, offset + len)` of the value (clipped to its end), or
-    /// `None` if the key is absent. Reads only the record's prefix up to the
-    /// end of the range; the header and key are checksummed, the value bytes
-    /// of a partial read are not (a full `get` verifies them).
+    /// `None` if the key is absent. Reads only what the range needs: of a
+    /// value in one record, its prefix up to the end of the range; of a
+    /// large value, the chunks the range touches (whole chunks whole, the
+    /// range's ends as windows). Headers and keys are checksummed, the
+    /// value bytes of a partial read are not (a full `get` verifies them).
     pub fn get_range(
         &self,
         ns: Namespace,
@@ -187,6 +196,21 @@ impl Store {
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
         self.inner.get_range(physical, key, offset, len)
+    }
+
+    /// A streaming read of `key`'s value (`std::io::Read + Seek`), or
+    /// `None` if the key is absent: a large value is read a chunk at a
+    /// time, only the chunks read. If the value is replaced or deleted
+    /// while the reader lives, reading a chunk not read yet fails.
+    pub fn value_reader(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+    ) -> Result<Option<crate::large::ValueReader<'_>>> {
+        self.inner.check_sizes(key, None)?;
+        let (physical, _) = self.inner.resolve(ns)?;
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        crate::large::ValueReader::open(&self.inner, physical, key)
     }
 
     /// Values of several keys.

@@ -22,6 +22,7 @@
 use nvdepot_index::Location;
 
 use crate::aio::Mode;
+use crate::commit::Record as NewRecord;
 use crate::error::Result;
 use crate::inner::{Existing, Inner, KeyAt};
 use crate::namespace::Namespace;
@@ -76,6 +77,9 @@ impl Inner {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
             let current = self.current(mode, &at, key, &mut cands).await?;
+            if let Some(d) = current.as_ref().and_then(|(e, _)| e.large) {
+                self.check_one_record("update", d.len as usize)?;
+            }
             let (change, out) = decide(current.as_ref().map(|(e, r)| Current {
                 value: r.value(),
                 version: e.seq,
@@ -85,8 +89,10 @@ impl Inner {
                 Change::Keep => return Ok((out, Updated::Kept)),
                 Change::Put(value) => {
                     self.check_sizes(key, Some(&value))?;
+                    self.check_one_record("update", value.len())?;
+                    let record = NewRecord::put(key, &value);
                     let put = self
-                        .commit_put(mode, &at, key, &value, existing, &cands, &count)
+                        .commit_put(mode, &at, record, existing, &cands, &count)
                         .await?;
                     if let Some(committed) = put {
                         drop(stripe);

@@ -58,6 +58,13 @@ fn limits_give_clear_errors() {
         Err(Error::KeyTooLarge { len: 70_000, .. })
     ));
     assert!(matches!(s.put(ns, b"", b"v"), Err(Error::KeyEmpty)));
+    let dev = Arc::new(MemDevice::new(32 * MIB, 512));
+    let limited = Options {
+        value_bytes_max: 300_000,
+        ..opts()
+    };
+    let s = Store::open_devices(vec![dev as Arc<dyn Device>], &limited).unwrap();
+    let ns = s.default_namespace();
     let big = vec![0u8; MIB as usize];
     let err = s.put(ns, b"k", &big).unwrap_err();
     assert!(matches!(err, Error::ValueTooLarge { .. }), "{err}");

@@ -146,6 +146,11 @@ impl KeyTable {
         keep_newest(&mut self.parts[partition(&id)], id, f)
     }
 
+    /// The newest record of `id`, if any.
+    pub fn get(&self, id: &KeyId) -> Option<&Found> {
+        self.parts[partition(id)].get(id)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&KeyId, &Found)> {
         self.parts.iter().flat_map(|m| m.iter())
     }

@@ -20,7 +20,7 @@
 mod create;
 mod devices;
 mod headers;
-mod keys;
+pub(crate) mod keys;
 mod scan;
 
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};
@@ -285,11 +285,27 @@ fn rebuild(
     for (ns, n) in b? {
         *counts.entry(ns).or_default() += n;
     }
+    // Chunk entries of large values count with the registry's entries.
+    let chunks: i64 = counts
+        .iter()
+        .filter(|(&ns, _)| ns & crate::format::CHUNK_SPACE != 0)
+        .map(|(_, &n)| n)
+        .sum();
+    counts.retain(|&ns, _| ns & crate::format::CHUNK_SPACE == 0);
     let keys: u64 = counts.values().map(|&n| n as u64).sum();
     for (ns, n) in counts {
         if let Some(c) = namespaces.counter(ns) {
             c.store(n, Ordering::Relaxed);
         }
+    }
+    if let Some(c) = namespaces.counter(SYSTEM_NS) {
+        c.fetch_add(chunks, Ordering::Relaxed);
+    }
+    if scan.orphan_chunks > 0 {
+        tracing::info!(
+            "recovery: {} chunk(s) of large values no head names (a large put cut by the crash) left out",
+            scan.orphan_chunks
+        );
     }
     // Everything else is free; KV segments that turned out empty too. A
     // segment with a damaged header is held back until `settle` has

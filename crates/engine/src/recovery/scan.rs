@@ -14,6 +14,7 @@ use crate::format::{
 };
 use crate::inner::key_hash;
 use crate::iter::scan_segment;
+use crate::large::LargeSeen;
 use crate::layout::Layout;
 use crate::namespace::{self, Namespaces, SYSTEM_NS};
 use crate::options::Progress;
@@ -32,6 +33,8 @@ pub(crate) struct LogScan {
     /// Keys of records in segments dropped for a damaged header
     /// (namespace, key, sequence number).
     pub hidden_keys: Vec<HiddenKey>,
+    /// Chunks of large values no live head names, left out of the index.
+    pub orphan_chunks: usize,
 }
 
 /// A key whose records were dropped with their segment: (namespace, key,
@@ -86,6 +89,8 @@ pub(crate) fn scan_log(
     });
     let (a, b) = (a?, b?);
     let mut found = KeyTable::build(vec![a.seen, b.seen]);
+    let mut large = a.large;
+    large.extend(b.large);
     let mut invalid = a.invalid;
     invalid.extend(b.invalid);
     invalid.extend(damaged_headers(layout, headers)?);
@@ -127,7 +132,7 @@ pub(crate) fn scan_log(
         .filter(|d| d.kind == DamageKind::Lost && d.segment_offset == 0)
     {
         scan_segment(layout, d.segment, d.segment_seq, |rec| {
-            if rec.header.kind == RecordKind::Put {
+            if rec.header.kind.is_value() {
                 hidden_keys.push((rec.header.namespace, rec.key().to_vec(), rec.header.seq));
             }
             Ok(())
@@ -147,9 +152,12 @@ pub(crate) fn scan_log(
         };
         found.keep_newest(id, hidden);
     }
+    // After the damage's hidden keys: a lost head orphans its chunks.
+    let orphans = crate::large::drop_orphans(&mut found, &large);
     Ok(LogScan {
         hidden_keys,
         found,
+        orphan_chunks: orphans,
         segs,
         max_seq: a
             .max_seq
@@ -218,6 +226,7 @@ pub(crate) fn damaged_headers(
 /// What one recovery thread found in its share of the segments.
 pub(crate) struct Part {
     seen: Seen,
+    large: LargeSeen,
     max_seq: u64,
     max_ns: u32,
     records: u64,
@@ -235,6 +244,7 @@ pub(crate) fn scan_part(
     scanned: &Scanned<'_>,
 ) -> Result<Part> {
     let mut seen = Seen::new();
+    let mut large = LargeSeen::default();
     let mut max_seq = 0u64;
     let mut max_ns = 1u32;
     let mut records = 0u64;
@@ -250,10 +260,10 @@ pub(crate) fn scan_part(
             last = Some((seq, h));
             max_seq = max_seq.max(h.seq);
             newest = newest.max(h.seq);
-            max_ns = max_ns.max(h.namespace);
+            max_ns = max_ns.max(namespace::owner_of(h.namespace));
             info.min_seq.fetch_min(h.seq, Ordering::Relaxed);
             let grains = (h.body_bytes() as u64).div_ceil(layout.grain_bytes);
-            let tombstone = h.kind != RecordKind::Put;
+            let tombstone = !h.kind.is_value();
             if tombstone {
                 info.tombstone_grains.fetch_add(grains, Ordering::Relaxed);
             }
@@ -276,6 +286,7 @@ pub(crate) fn scan_part(
                 crate::loc_cache::key_hash2(h.namespace, rec.key()),
             );
             seen.push(id, f);
+            large.note(id, &h, rec.key(), rec.value());
             Ok(())
         })?;
         let stretch = |invalid, followed| damage::Found {
@@ -299,6 +310,7 @@ pub(crate) fn scan_part(
     }
     Ok(Part {
         seen,
+        large,
         max_seq,
         max_ns,
         records,

@@ -154,8 +154,11 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
         args.databases,
         args.appendfsync
     );
+    // Redis's 512 MiB, or less if the store holds less.
     let limits = Limits {
-        bulk_bytes_max: store.cache().item_bytes_max().saturating_sub(8),
+        bulk_bytes_max: Limits::default()
+            .bulk_bytes_max
+            .min(store.cache().item_bytes_max().saturating_sub(8)),
         ..Limits::default()
     };
     let face = Arc::new(RespFace::new(
