@@ -18,6 +18,13 @@
 //! The decision is a closure, called once per attempt: again only if the
 //! log had no free segment, the stripe was dropped to let GC make room, and
 //! the record was read anew.
+//!
+//! Large values (see `large.rs`): a large current value is read whole from
+//! its chunks under the lock. A large new value is written as a large put
+//! conditioned on the version the decision saw: its chunks are written
+//! without the lock (they may wait for GC, which needs stripes), and if
+//! another write of the key came first the decision runs again on the new
+//! value. Either way no acknowledged write is lost.
 
 use nvdepot_index::Location;
 
@@ -25,9 +32,27 @@ use crate::aio::Mode;
 use crate::commit::Record as NewRecord;
 use crate::error::Result;
 use crate::inner::{Existing, Inner, KeyAt};
+use crate::large::Chunked;
 use crate::namespace::Namespace;
 use crate::read::{Fetched, Record, Span};
+use crate::store::PutMode;
 use crate::writer::Appender;
+
+/// The current value an update decides on: a record's, or a large
+/// value's bytes read from its chunks.
+enum Value<'r> {
+    Record(&'r Record),
+    Large(Vec<u8>),
+}
+
+impl Value<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Value::Record(r) => r.value(),
+            Value::Large(v) => v,
+        }
+    }
+}
 
 /// What an update does with the key, decided from its current value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,20 +101,39 @@ impl Inner {
         loop {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
-            let current = self.current(mode, &at, key, &mut cands).await?;
-            if let Some(d) = current.as_ref().and_then(|(e, _)| e.large) {
-                self.check_one_record("update", d.len as usize)?;
-            }
-            let (change, out) = decide(current.as_ref().map(|(e, r)| Current {
-                value: r.value(),
+            let found = self.current(mode, &at, key, &mut cands).await?;
+            let existing = found.as_ref().map(|(e, _)| *e);
+            // A large value is read whole under the lock (its chunks take
+            // no lock); one whose chunk eviction took reads as absent.
+            let value = match &found {
+                None => None,
+                Some((e, r)) => match e.large {
+                    None => Some(Value::Record(r)),
+                    Some(d) => self.large_current(mode, &at, key, e.seq, d).await?,
+                },
+            };
+            let (change, out) = decide(existing.zip(value.as_ref()).map(|(e, v)| Current {
+                value: v.bytes(),
                 version: e.seq,
             }));
-            let existing = current.map(|(e, _)| e);
+            drop(value);
             let (done, who) = match change {
                 Change::Keep => return Ok((out, Updated::Kept)),
+                Change::Put(value) if value.len() > self.record_value_bytes_max() => {
+                    // Chunks are written without the lock (they may wait for
+                    // GC, which needs stripes); the head then commits only if
+                    // the key is still as `decide` saw it, else decide again.
+                    self.check_sizes(key, Some(&value))?;
+                    drop(stripe);
+                    let cond = existing.map_or(PutMode::IfAbsent, |e| PutMode::IfVersion(e.seq));
+                    let put = self.put_large(mode, at.physical, &count, key, &value, cond);
+                    match put.await? {
+                        Some(version) => return Ok((out, Updated::Put(version))),
+                        None => continue,
+                    }
+                }
                 Change::Put(value) => {
                     self.check_sizes(key, Some(&value))?;
-                    self.check_one_record("update", value.len())?;
                     let record = NewRecord::put(key, &value);
                     let put = self
                         .commit_put(mode, &at, record, existing, &cands, &count)
@@ -97,6 +141,7 @@ impl Inner {
                     if let Some(committed) = put {
                         drop(stripe);
                         let version = self.finish(mode, committed).await?;
+                        self.replaced(mode, at.physical, key, existing).await;
                         return Ok((out, Updated::Put(version)));
                     }
                     (None, Appender::Put)
@@ -110,11 +155,40 @@ impl Inner {
                 },
             };
             if let Some(done) = done {
+                drop(stripe);
+                self.replaced(mode, at.physical, key, existing).await;
                 return Ok((out, done));
             }
             // No free segment: GC may need this stripe to make room.
             drop(stripe);
             self.writer.wait_for_space_in(mode, who).await?;
+        }
+    }
+
+    /// The whole value of the large head `d` (version `seq`) of a key
+    /// whose stripe lock the caller holds; `None` if a chunk is lost in
+    /// cache mode (eviction took it: the key reads as absent).
+    async fn large_current(
+        &self,
+        mode: Mode,
+        at: &KeyAt,
+        key: &[u8],
+        seq: u64,
+        d: crate::format::LargeDescriptor,
+    ) -> Result<Option<Value<'static>>> {
+        let v = crate::large::LargeAt {
+            physical: at.physical,
+            key,
+            version: seq,
+            d,
+        };
+        match self.large_range(mode, &v, 0, d.len).await? {
+            Chunked::Bytes(bytes) => Ok(Some(Value::Large(bytes))),
+            Chunked::Lost(e) => self.lost(e).map(|()| None),
+            // Writers of the key hold the lock we hold.
+            Chunked::Replaced => Err(crate::error::Error::Unusable(
+                "a large value changed under its key's lock".into(),
+            )),
         }
     }
 

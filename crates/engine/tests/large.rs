@@ -5,7 +5,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use nvdepot_engine::{Change, Error, Options, PutMode, Store, WriteOp};
+use nvdepot_engine::{Change, Error, Options, PutMode, Store, Updated, WriteOp};
 use nvdepot_io::{Device, MemDevice};
 
 const MIB: u64 = 1 << 20;
@@ -185,19 +185,35 @@ fn conditions_hold_for_large_puts_and_leave_no_chunks_behind() {
     assert!(new > version);
     assert_eq!(s.get(ns, b"k").unwrap().unwrap(), b);
     assert_eq!(s.stats().keys, 1);
-    // Read-modify-write and batches take one-record values only, clearly.
-    let err = s.update(ns, b"k", |_| (Change::Keep, ())).unwrap_err();
-    assert!(
-        matches!(err, Error::TooLargeFor { op: "update", .. }),
-        "{err}"
-    );
-    let err = s
-        .update(ns, b"small", |_| (Change::Put(a.clone()), ()))
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::TooLargeFor { op: "update", .. }),
-        "{err}"
-    );
+    // Read-modify-write sees a large value whole, and may write one.
+    let (len, done) = s
+        .update(ns, b"k", |c| (Change::Keep, c.map(|c| c.value.len())))
+        .unwrap();
+    assert_eq!((len, done), (Some(b.len()), Updated::Kept));
+    let (_, done) = s
+        .update(ns, b"k", |c| {
+            let mut v = c.expect("present").value.to_vec();
+            v.extend_from_slice(b"appended");
+            (Change::Put(v), ())
+        })
+        .unwrap();
+    assert!(matches!(done, Updated::Put(_)), "{done:?}");
+    let mut appended = b.clone();
+    appended.extend_from_slice(b"appended");
+    assert_eq!(s.get(ns, b"k").unwrap().unwrap(), appended);
+    // Large to small and small to large through update.
+    s.update(ns, b"k", |_| (Change::Put(b"tiny".to_vec()), ()))
+        .unwrap();
+    assert_eq!(s.get(ns, b"k").unwrap().unwrap(), b"tiny");
+    s.update(ns, b"k", |_| (Change::Put(a.clone()), ()))
+        .unwrap();
+    assert_eq!(s.get(ns, b"k").unwrap().unwrap(), a);
+    let (_, done) = s.update(ns, b"k", |_| (Change::Delete, ())).unwrap();
+    assert_eq!(done, Updated::Deleted);
+    assert_eq!(s.get(ns, b"k").unwrap(), None);
+    assert_eq!(s.stats().keys, 0);
+    assert!(s.stats().live_bytes < 64 * 1024, "{}", s.stats().live_bytes);
+    // Batches take one-record values only, clearly.
     let err = s
         .write_batch(
             ns,
@@ -207,6 +223,16 @@ fn conditions_hold_for_large_puts_and_leave_no_chunks_behind() {
             }],
         )
         .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::TooLargeFor {
+                op: "write_batch",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string()
             .contains("write_batch takes values of up to"),
@@ -296,4 +322,66 @@ fn a_crash_during_a_large_put_leaves_the_old_value_or_the_new_whole() {
         outcomes[0] > 0 && outcomes[1] > 0,
         "both ends seen: {outcomes:?}"
     );
+}
+
+/// Readers racing a writer that replaces a large value see one value or
+/// the other, whole; concurrent read-modify-writes of one large value lose
+/// no update.
+#[test]
+fn readers_never_see_a_mix_and_updates_are_atomic() {
+    let (_dev, s) = mem_store(64 * MIB);
+    let s = Arc::new(s);
+    let ns = s.default_namespace();
+    let a = Arc::new(value(MIB as usize + 100, 1));
+    let b = Arc::new(value(2 * MIB as usize + 200, 2));
+    s.put(ns, b"k", &a).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, a, b, stop) = (s.clone(), a.clone(), b.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let v = s.get(ns, b"k").unwrap().expect("always present");
+                    assert!(v == *a || v == *b, "a mix of {} bytes", v.len());
+                    let r = s.get_range(ns, b"k", 300_000, 10).unwrap().unwrap();
+                    assert!(r == a[300_000..300_010] || r == b[300_000..300_010]);
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for i in 0..20 {
+        s.put(ns, b"k", if i % 2 == 0 { &b } else { &a }).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    // Two threads each append 10 times to one large value.
+    s.put(ns, b"log", &a).unwrap();
+    let writers: Vec<_> = (0..2u8)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    s.update(ns, b"log", |c| {
+                        let mut v = c.expect("present").value.to_vec();
+                        v.push(b'0' + t);
+                        (Change::Put(v), ())
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let v = s.get(ns, b"log").unwrap().unwrap();
+    assert_eq!(v.len(), a.len() + 20, "no append lost");
+    assert_eq!(v[..a.len()], a[..]);
+    assert_eq!(v[a.len()..].iter().filter(|&&c| c == b'0').count(), 10);
+    assert_eq!(s.stats().keys, 2);
 }
