@@ -236,7 +236,7 @@ impl Inner {
     }
 
     /// Points the index at a new durable record, replacing `existing`.
-    fn link(
+    pub(crate) fn link(
         &self,
         fp: u64,
         new: Location,

@@ -41,6 +41,7 @@ use crate::namespace::{chunk_space, owner_of, SYSTEM_NS};
 use crate::read::{Fetched, Record, Span};
 use crate::recovery::keys::{Found, KeyId, KeyTable};
 use crate::store::PutMode;
+use crate::writer::{Appender, RecordParts};
 
 /// Longest value a store takes (and the default of
 /// [`crate::Options::value_bytes_max`]).
@@ -49,6 +50,10 @@ pub const LARGE_VALUE_BYTES_MAX: usize = 1 << 30;
 /// Largest chunk: a large put waits for one group commit per chunk, and a
 /// ranged read of a chunk's middle reads at most this much before it.
 const CHUNK_BYTES_MAX: usize = 8 << 20;
+
+/// Chunks written before one group commit: a batch's buffers are the
+/// writer's copy of them.
+const CHUNK_BATCH_BYTES: usize = 32 << 20;
 
 /// How many times a read starts over because the value was replaced
 /// while it read the chunks.
@@ -114,27 +119,11 @@ impl Inner {
             chunk_bytes: chunk_bytes as u32,
             chunks: value.len().div_ceil(chunk_bytes) as u32,
         };
-        let system = self.system_count()?;
-        let space = chunk_space(physical);
         let mut written = 0;
-        let mut result = Ok(None);
-        for (i, part) in value.chunks(chunk_bytes).enumerate() {
-            let ck = format::chunk_key(key, d.generation, i as u32);
-            let put = self.put_record(
-                mode,
-                space,
-                &system,
-                &ck,
-                part,
-                RecordKind::Put,
-                PutMode::Upsert,
-            );
-            if let Err(e) = put.await {
-                result = Err(e);
-                break;
-            }
-            written = i as u32 + 1;
-        }
+        let result = self
+            .write_chunks(mode, physical, key, &d, value, &mut written)
+            .await;
+        let mut result = result.map(|()| None);
         if written == d.chunks {
             let head = d.encode();
             let put = self.put_record(
@@ -170,8 +159,70 @@ impl Inner {
             .ok_or_else(|| Error::Unusable("the system namespace has no counter".into()))
     }
 
-    /// Deletes the chunks of a large value whose head was replaced (or
-    /// never written).
+    /// Writes the chunks of large value `d`, durable and indexed, a batch
+    /// of up to [`CHUNK_BATCH_BYTES`] at a time: appended together, one
+    /// group commit, then indexed. No stripe lock: no one else writes a
+    /// chunk key (its generation is new), and GC moves only indexed
+    /// records. `written`: how many are indexed (to drop on an error).
+    async fn write_chunks(
+        &self,
+        mode: Mode,
+        physical: u32,
+        key: &[u8],
+        d: &LargeDescriptor,
+        value: &[u8],
+        written: &mut u32,
+    ) -> Result<()> {
+        let system = self.system_count()?;
+        let space = chunk_space(physical);
+        let per_batch = (CHUNK_BATCH_BYTES / d.chunk_bytes as usize).max(1);
+        let chunks: Vec<&[u8]> = value.chunks(d.chunk_bytes as usize).collect();
+        for (b, batch) in chunks.chunks(per_batch).enumerate() {
+            let mut appended = Vec::with_capacity(batch.len());
+            for (j, part) in batch.iter().enumerate() {
+                let i = (b * per_batch + j) as u32;
+                let ck = format::chunk_key(key, d.generation, i);
+                let header = self.header(RecordKind::Put, space, &ck, part.len());
+                let parts = RecordParts {
+                    header,
+                    key: &ck,
+                    value: part,
+                };
+                let app = loop {
+                    if let Some(app) = self.writer.try_append(&parts, Appender::Put)? {
+                        break app;
+                    }
+                    self.writer.wait_for_space_in(mode, Appender::Put).await?;
+                };
+                appended.push((ck, app));
+            }
+            let last = appended.last().map_or(0, |(_, a)| a.lsn);
+            self.writer.wait_durable_in(mode, last).await?;
+            let mut cands = Vec::new();
+            for (ck, app) in appended {
+                let fp = nvdepot_index::Index::fingerprint(key_hash(space, &ck));
+                let loc = nvdepot_index::Location {
+                    pba: app.pba,
+                    grains: app.grains.min(nvdepot_index::GRAINS_MAX as u64) as u16,
+                };
+                cands.clear();
+                self.index.lookup(fp, &mut cands);
+                self.link(fp, loc, app.grains, None, &cands)?;
+                system.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.counters.user_bytes.fetch_add(
+                    app.grains * self.layout.grain_bytes,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                *written += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the chunks of a large value whose head was replaced (or never
+    /// written) from the index, under their stripe locks (GC may be moving
+    /// one). No tombstones: a chunk no live head names is dropped by
+    /// recovery anyway (`settle_large`), and it is never read meanwhile.
     pub(crate) async fn drop_chunks(
         &self,
         mode: Mode,
@@ -181,10 +232,21 @@ impl Inner {
     ) -> Result<()> {
         let system = self.system_count()?;
         let space = chunk_space(physical);
+        let mut cands = Vec::new();
         for i in 0..d.chunks {
             let ck = format::chunk_key(key, d.generation, i);
-            // Chunks are never large heads: nothing more to drop.
-            self.delete_one(mode, space, &system, &ck, None).await?;
+            let at = crate::inner::KeyAt::new(space, &ck);
+            let _stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
+            let found = self.existing(mode, space, &ck, at.h, at.h2, &mut cands);
+            let Some(e) = found.await? else {
+                continue;
+            };
+            if self.index.remove(at.fp, e.loc) {
+                self.segments
+                    .sub_valid(self.layout.segment_of(e.loc.pba), e.grains);
+                system.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
         }
         Ok(())
     }
@@ -255,13 +317,14 @@ impl Inner {
             let hi = (end.min(base + cb) - base) as usize;
             let ck = format::chunk_key(key, d.generation, i);
             let got = if lo == 0 && hi == d.chunk_len(i) {
-                self.chunk_whole(mode, space, &ck, d.chunk_len(i)).await
+                self.chunk_whole(mode, space, &ck, d.chunk_len(i), &mut out)
+                    .await
             } else {
-                self.chunk_window(mode, space, &ck, lo, hi).await
+                self.chunk_window(mode, space, &ck, lo, hi, &mut out).await
             };
             match got {
-                Ok(Some(bytes)) => out.extend_from_slice(&bytes),
-                Ok(None) | Err(_) => {
+                Ok(true) => {}
+                Ok(false) | Err(_) => {
                     let head = Span::Head { key_len: key.len() };
                     let now = self.find_record(mode, physical, key, head).await?;
                     if now.is_none_or(|(r, _)| r.header.seq != head_seq) {
@@ -280,23 +343,30 @@ impl Inner {
         Ok(Chunked::Bytes(out))
     }
 
+    /// Appends a whole chunk's value to `out`; `false`: not there.
     async fn chunk_whole(
         &self,
         mode: Mode,
         space: u32,
         ck: &[u8],
         len: usize,
-    ) -> Result<Option<Vec<u8>>> {
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
         let Some((r, _)) = self.find_record(mode, space, ck, Span::Whole).await? else {
-            return Ok(None);
+            return Ok(false);
         };
-        Ok((r.value().len() == len).then(|| r.value().to_vec()))
+        if r.value().len() != len {
+            return Ok(false);
+        }
+        out.extend_from_slice(r.value());
+        Ok(true)
     }
 
-    /// Bytes `[lo, hi)` of a chunk's value: with its header and key in one
-    /// read when the window starts near the front, else the header and key
-    /// first, then only the window (and the index must still point to the
-    /// chunk afterwards, so GC did not move it in between).
+    /// Appends bytes `[lo, hi)` of a chunk's value to `out` (`false`: not
+    /// there): with its header and key in one read when the window starts
+    /// near the front, else the header and key first, then only the window
+    /// (and the index must still point to the chunk afterwards, so GC did
+    /// not move it in between).
     async fn chunk_window(
         &self,
         mode: Mode,
@@ -304,7 +374,8 @@ impl Inner {
         ck: &[u8],
         lo: usize,
         hi: usize,
-    ) -> Result<Option<Vec<u8>>> {
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
         const ONE_READ_BYTES: usize = 128 << 10;
         if hi <= ONE_READ_BYTES {
             let span = Span::Prefix {
@@ -312,21 +383,29 @@ impl Inner {
                 upto: hi as u64,
             };
             let Some((r, _)) = self.find_record(mode, space, ck, span).await? else {
-                return Ok(None);
+                return Ok(false);
             };
-            return Ok((r.value().len() >= hi).then(|| r.value()[lo..hi].to_vec()));
+            if r.value().len() < hi {
+                return Ok(false);
+            }
+            out.extend_from_slice(&r.value()[lo..hi]);
+            return Ok(true);
         }
         let head = Span::Head { key_len: ck.len() };
         let Some((r, loc)) = self.find_record(mode, space, ck, head).await? else {
-            return Ok(None);
+            return Ok(false);
         };
         if (r.header.value_len as usize) < hi {
-            return Ok(None);
+            return Ok(false);
         }
         let at = format::RECORD_HEADER_BYTES + ck.len() + lo;
         let bytes = crate::read::read_window(mode, &self.layout, loc, at, hi - lo).await?;
         let fp = nvdepot_index::Index::fingerprint(key_hash(space, ck));
-        Ok(self.still_indexed(fp, loc).then_some(bytes))
+        if !self.still_indexed(fp, loc) {
+            return Ok(false);
+        }
+        out.extend_from_slice(&bytes);
+        Ok(true)
     }
 
     /// A large value's chunk is gone: damage in store mode; in cache mode
@@ -577,11 +656,20 @@ impl Seek for ValueReader<'_> {
     }
 }
 
+/// A large head the log scan met.
+pub(crate) struct HeadSeen {
+    pub id: KeyId,
+    pub seq: u64,
+    pub generation: u64,
+    pub chunks: u32,
+    pub key: Vec<u8>,
+}
+
 /// What the log scan of a rebuild saw of large values.
 #[derive(Default)]
 pub(crate) struct LargeSeen {
-    /// Every large head: (key, sequence number, generation).
-    pub heads: Vec<(KeyId, u64, u64)>,
+    /// Every large head.
+    pub heads: Vec<HeadSeen>,
     /// Every chunk record: (chunk key, sequence number, owner key,
     /// generation).
     pub chunks: Vec<(KeyId, u64, KeyId, u64)>,
@@ -592,7 +680,13 @@ impl LargeSeen {
     pub fn note(&mut self, id: KeyId, header: &format::RecordHeader, key: &[u8], value: &[u8]) {
         if header.kind == RecordKind::LargeHead {
             if let Some(d) = LargeDescriptor::decode(value) {
-                self.heads.push((id, header.seq, d.generation));
+                self.heads.push(HeadSeen {
+                    id,
+                    seq: header.seq,
+                    generation: d.generation,
+                    chunks: d.chunks,
+                    key: key.to_vec(),
+                });
             }
         } else if header.kind == RecordKind::Put && header.namespace & CHUNK_SPACE != 0 {
             if let Some((owner, generation, _)) = format::parse_chunk_key(key) {
@@ -609,22 +703,63 @@ impl LargeSeen {
     }
 }
 
-/// Hides, in the key table of a rebuild, every chunk whose owner's live
-/// record is not a large head of its generation (a large put cut by the
-/// crash, or chunks of a replaced value whose deletion had not happened):
-/// they are not indexed, so GC reclaims their space. Returns how many.
-pub(crate) fn drop_orphans(found: &mut KeyTable, seen: &LargeSeen) -> usize {
-    let generations: HashMap<(KeyId, u64), u64> = seen
-        .heads
-        .iter()
-        .map(|&(id, seq, generation)| ((id, seq), generation))
-        .collect();
-    let mut dropped = 0;
+/// What [`settle_large`] left out of a rebuild's index.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct LargeSettled {
+    /// Heads with a chunk lost to damage (their keys are now absent).
+    pub incomplete_heads: usize,
+    /// Chunks no live head names.
+    pub orphan_chunks: usize,
+}
+
+/// Settles large values in the key table of a rebuild, after damage has
+/// hidden what it lost:
+/// - a live head missing a chunk (lost to damage) is hidden like a lost
+///   record, its key added to `hidden` so that a tombstone keeps its older
+///   values hidden: the key is absent, never partly there;
+/// - then every chunk whose owner's live record is not a head of its
+///   generation (a large put cut by the crash, chunks of a replaced value
+///   whose tombstones were not written, chunks of a hidden head) is left
+///   out, so GC reclaims its space.
+pub(crate) fn settle_large(
+    found: &mut KeyTable,
+    seen: &LargeSeen,
+    hidden: &mut Vec<crate::recovery::scan::HiddenKey>,
+) -> LargeSettled {
+    let live = |found: &KeyTable, id: &KeyId, seq: u64| {
+        found.get(id).is_some_and(|f| !f.tombstone && f.seq == seq)
+    };
+    let hide = |found: &mut KeyTable, id: KeyId, seq: u64| {
+        let tombstone = Found {
+            seq,
+            pba: 0,
+            grains: 0,
+            tombstone: true,
+        };
+        found.keep_newest(id, tombstone);
+    };
+    let mut settled = LargeSettled::default();
+    let mut present: HashMap<(KeyId, u64), u32> = HashMap::new();
     for &(chunk, seq, owner, generation) in &seen.chunks {
-        let live = found
-            .get(&chunk)
-            .is_some_and(|f| !f.tombstone && f.seq == seq);
-        if !live {
+        if live(found, &chunk, seq) {
+            *present.entry((owner, generation)).or_default() += 1;
+        }
+    }
+    let mut generations: HashMap<(KeyId, u64), u64> = HashMap::new();
+    for h in &seen.heads {
+        generations.insert((h.id, h.seq), h.generation);
+        if !live(found, &h.id, h.seq) {
+            continue;
+        }
+        let have = present.get(&(h.id, h.generation)).copied().unwrap_or(0);
+        if have < h.chunks {
+            hide(found, h.id, h.seq);
+            hidden.push((h.id.0, h.key.clone(), h.seq));
+            settled.incomplete_heads += 1;
+        }
+    }
+    for &(chunk, seq, owner, generation) in &seen.chunks {
+        if !live(found, &chunk, seq) {
             continue;
         }
         let owner_generation = found
@@ -632,15 +767,9 @@ pub(crate) fn drop_orphans(found: &mut KeyTable, seen: &LargeSeen) -> usize {
             .filter(|f| !f.tombstone)
             .and_then(|f| generations.get(&(owner, f.seq)));
         if owner_generation != Some(&generation) {
-            let hidden = Found {
-                seq,
-                pba: 0,
-                grains: 0,
-                tombstone: true,
-            };
-            found.keep_newest(chunk, hidden);
-            dropped += 1;
+            hide(found, chunk, seq);
+            settled.orphan_chunks += 1;
         }
     }
-    dropped
+    settled
 }

@@ -33,6 +33,9 @@ use crate::segments::{SegState, Segments};
 /// Size of a write buffer (a record larger than this gets its own).
 const BUFFER_BYTES: usize = 1 << 20;
 
+/// Longest buffer of a big record kept for reuse (two at most).
+const BIG_BUFFER_BYTES_MAX: usize = 17 << 20;
+
 /// Write-behind puts wait for their write instead once this many bytes of
 /// acknowledged records are not yet written (bounds their DRAM copies and
 /// what a crash can lose).
@@ -172,6 +175,10 @@ struct State {
     flushed: Option<(u64, u64)>,
     failed: Option<String>,
     pool: Vec<AlignedBuf>,
+    /// Buffers of records longer than `BUFFER_BYTES` (a large value's
+    /// chunks, 8 MiB each), kept for the next such record: a fresh one
+    /// costs a page fault per 4 KiB on first touch.
+    big_pool: Vec<AlignedBuf>,
     /// Tasks of the async API waiting for a flush another caller leads
     /// (blocking callers wait on `Writer::done` instead).
     wakers: Vec<Waker>,
@@ -231,6 +238,7 @@ impl Writer {
                 flushed: None,
                 failed: None,
                 pool: Vec::new(),
+                big_pool: Vec::new(),
                 wakers: Vec::new(),
             }),
             done: Condvar::new(),
@@ -525,6 +533,9 @@ impl Writer {
             }
             return self.layout.buffer(BUFFER_BYTES);
         }
+        if let Some(i) = st.big_pool.iter().position(|b| b.len() >= len) {
+            return st.big_pool.swap_remove(i);
+        }
         self.layout.buffer(len)
     }
 
@@ -658,6 +669,11 @@ impl Writer {
             for p in batch {
                 if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
                     st.pool.push(p.buf);
+                } else if p.buf.len() > BUFFER_BYTES
+                    && p.buf.len() <= BIG_BUFFER_BYTES_MAX
+                    && st.big_pool.len() < 2
+                {
+                    st.big_pool.push(p.buf);
                 }
             }
             let wakers = std::mem::take(&mut st.wakers);

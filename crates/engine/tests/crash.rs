@@ -40,6 +40,9 @@ const GRAIN: u64 = 512;
 const RECORD_HEADER: usize = 40;
 /// The device header before segment 0.
 const DEVICE_HEADER: u64 = MIB;
+/// Values at least this long are large values (a quarter of a 1 MiB
+/// segment less the longest key and the record header, plus one).
+const LARGE_FROM: usize = (MIB as usize / 4) - RECORD_HEADER - u16::MAX as usize + 1;
 
 /// What a key may hold after a crash.
 #[derive(Clone, Debug, Default)]
@@ -76,6 +79,18 @@ type Model = HashMap<(usize, Vec<u8>), KeyModel>;
 type Op<'a> = Box<dyn FnOnce() -> nvdepot_engine::Result<()> + 'a>;
 
 fn value_for(rng: &mut StdRng, tag: u64) -> Vec<u8> {
+    // One value in 100 is large (over a quarter of a 1 MiB segment less
+    // the longest key: 2 or 3 chunks and a head).
+    if rng.gen_range(0..100) == 0 {
+        let mut v = tag.to_le_bytes().to_vec();
+        v.resize(rng.gen_range(200_000..450_000), (tag % 251) as u8);
+        return v;
+    }
+    small_value_for(rng, tag)
+}
+
+/// A value that fits one record (`write_batch` takes only those).
+fn small_value_for(rng: &mut StdRng, tag: u64) -> Vec<u8> {
     let len = match rng.gen_range(0..10) {
         0 => 0,
         1..=6 => rng.gen_range(1..600),
@@ -162,7 +177,7 @@ fn worker(
                 if other == key {
                     continue;
                 }
-                let v = value_for(&mut rng, tag);
+                let v = small_value_for(&mut rng, tag);
                 {
                     let mut m = model.lock().unwrap();
                     m.entry((ns_i, other.clone())).or_default().pending = Some(None);
@@ -281,6 +296,10 @@ fn settle(store: &Store, model: &mut Model) {
 struct Coverage {
     in_flight_at_crash: usize,
     acked_keys: usize,
+    /// Of those, keys holding a large value (chunks and a head).
+    acked_large: usize,
+    /// Damaged grains that hit a large value's head or chunk.
+    damage_in_large: usize,
     gc_segments: usize,
     /// Cache-mode keys evicted out of write order (segment LRU).
     evictions_logged: usize,
@@ -307,12 +326,48 @@ fn image(dev: &MemDevice) -> Vec<u8> {
 /// fields at every grain (older copies that GC left behind are found too).
 type Extents = HashMap<(Vec<u8>, [u8; 8]), Vec<(u64, u64)>>;
 
+///
+/// A large value's extents are its head's (kind 5, whose value names the
+/// generation) and its chunks' (puts in namespace | 2^31 keyed by the key,
+/// generation and index); its tag is the first 8 bytes of chunk 0.
 fn record_extents(image: &[u8]) -> Extents {
     let mut found = Extents::new();
+    type Generation = (Vec<u8>, u64);
+    let mut large: HashMap<Generation, Vec<(u64, u64)>> = HashMap::new();
+    let mut tags: HashMap<Generation, [u8; 8]> = HashMap::new();
     for start in (0..image.len()).step_by(GRAIN as usize) {
         let h = &image[start..];
         let key_len = u16::from_le_bytes([h[10], h[11]]) as usize;
         let value_len = u32::from_le_bytes(h[12..16].try_into().unwrap()) as usize;
+        let namespace = u32::from_le_bytes(h[16..20].try_into().unwrap());
+        let end = start + RECORD_HEADER + key_len + value_len;
+        let named = end <= image.len() && key_len > 0 && h[RECORD_HEADER] == b't';
+        let chunk = h[8] == 1 && namespace & (1 << 31) != 0 && (16..=20).contains(&key_len);
+        if named && chunk && value_len >= 8 {
+            let key = &h[RECORD_HEADER..RECORD_HEADER + key_len];
+            let owner = key[..key_len - 12].to_vec();
+            let generation = u64::from_le_bytes(key[key_len - 12..key_len - 4].try_into().unwrap());
+            let index = u32::from_le_bytes(key[key_len - 4..].try_into().unwrap());
+            if index == 0 {
+                let tag = h[RECORD_HEADER + key_len..][..8].try_into().unwrap();
+                tags.insert((owner.clone(), generation), tag);
+            }
+            large
+                .entry((owner, generation))
+                .or_default()
+                .push((start as u64, end as u64));
+            continue;
+        }
+        if named && h[8] == 5 && (4..=8).contains(&key_len) && value_len == 24 {
+            let key = h[RECORD_HEADER..RECORD_HEADER + key_len].to_vec();
+            let d = &h[RECORD_HEADER + key_len..];
+            let generation = u64::from_le_bytes(d[8..16].try_into().unwrap());
+            large
+                .entry((key, generation))
+                .or_default()
+                .push((start as u64, end as u64));
+            continue;
+        }
         if h[8] != 1 || !(4..=8).contains(&key_len) || value_len < 8 {
             continue;
         }
@@ -326,6 +381,13 @@ fn record_extents(image: &[u8]) -> Extents {
             .entry((key, tag))
             .or_default()
             .push((start as u64, end as u64));
+    }
+    for (generation, tag) in tags {
+        let extents = large.remove(&generation).unwrap_or_default();
+        found
+            .entry((generation.0, tag))
+            .or_default()
+            .extend(extents);
     }
     found
 }
@@ -398,9 +460,13 @@ fn damage_one_grain(
     for ((_, key), m) in model.iter_mut() {
         let states = [Some(&m.acked), m.pending.as_ref()];
         m.damaged = states.into_iter().flatten().flatten().any(|v| {
-            extents_of(&extents, key, v)
+            let hit = extents_of(&extents, key, v)
                 .iter()
-                .any(|&(s, e)| s < grain + GRAIN && grain < e)
+                .any(|&(s, e)| s < grain + GRAIN && grain < e);
+            if hit && v.len() >= LARGE_FROM {
+                cov.damage_in_large += 1;
+            }
+            hit
         });
     }
     let marked: Vec<_> = model
@@ -472,6 +538,10 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         model = model_cell.into_inner().unwrap();
         cov.in_flight_at_crash += model.values().filter(|m| m.pending.is_some()).count();
         cov.acked_keys += model.values().filter(|m| m.acked.is_some()).count();
+        cov.acked_large += model
+            .values()
+            .filter(|m| m.acked.as_ref().is_some_and(|v| v.len() >= LARGE_FROM))
+            .count();
         dev = Arc::new(next);
         let damaged = if rng.gen_bool(0.25) {
             damage_one_grain(&dev, &mut model, &mut rng, cov)
@@ -558,6 +628,10 @@ fn random_crashes_lose_no_acknowledged_write() {
         "too few acknowledged keys: {cov:?}"
     );
     assert!(cov.gc_segments > 0, "garbage collection never ran: {cov:?}");
+    assert!(
+        cov.acked_large > 0,
+        "no acknowledged large value at a crash: {cov:?}"
+    );
     assert!(
         cov.evictions_logged > 0,
         "no cache-mode eviction out of write order: {cov:?}"

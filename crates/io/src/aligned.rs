@@ -80,6 +80,13 @@ impl AlignedBuf {
     /// Saves an allocation and a zeroing per device read on hot paths.
     pub fn take(len: usize, align: usize) -> AlignedBuf {
         let want = len.div_ceil(align).max(1) * align;
+        if want > RECYCLE_BYTES_MAX {
+            let reused = RECYCLED_BIG.with(|b| {
+                b.borrow_mut()
+                    .take_if(|b| b.len() == want && b.align() == align)
+            });
+            return reused.unwrap_or_else(|| AlignedBuf::new(len, align));
+        }
         let reused = RECYCLED.with(|r| {
             let mut r = r.borrow_mut();
             let i = r
@@ -90,10 +97,13 @@ impl AlignedBuf {
         reused.unwrap_or_else(|| AlignedBuf::new(len, align))
     }
 
-    /// Gives the buffer back for [`AlignedBuf::take`] on this thread (small
-    /// buffers only, and a bounded number of them).
+    /// Gives the buffer back for [`AlignedBuf::take`] on this thread (a
+    /// bounded number of small buffers, and the last bigger one).
     pub fn recycle(self) {
         if self.len() > RECYCLE_BYTES_MAX {
+            if self.len() <= RECYCLE_BIG_BYTES_MAX {
+                RECYCLED_BIG.with(|b| *b.borrow_mut() = Some(self));
+            }
             return;
         }
         RECYCLED.with(|r| {
@@ -109,9 +119,14 @@ impl AlignedBuf {
 const RECYCLE_BYTES_MAX: usize = 64 << 10;
 /// Buffers kept per thread.
 const RECYCLE_COUNT_MAX: usize = 64;
+/// Largest of the one bigger buffer kept per thread (the last recycled):
+/// reads of a large value's 8 MiB chunks reuse it instead of faulting in
+/// fresh pages for every chunk.
+const RECYCLE_BIG_BYTES_MAX: usize = 17 << 20;
 
 thread_local! {
     static RECYCLED: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+    static RECYCLED_BIG: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Deref for AlignedBuf {

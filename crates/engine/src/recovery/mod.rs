@@ -21,7 +21,7 @@ mod create;
 mod devices;
 mod headers;
 pub(crate) mod keys;
-mod scan;
+pub(crate) mod scan;
 
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};
 pub(crate) use headers::{checkpoint_segments, read_segment_headers, SegmentHeaders};
@@ -301,10 +301,16 @@ fn rebuild(
     if let Some(c) = namespaces.counter(SYSTEM_NS) {
         c.fetch_add(chunks, Ordering::Relaxed);
     }
-    if scan.orphan_chunks > 0 {
+    if scan.large.orphan_chunks > 0 {
         tracing::info!(
             "recovery: {} chunk(s) of large values no head names (a large put cut by the crash) left out",
-            scan.orphan_chunks
+            scan.large.orphan_chunks
+        );
+    }
+    if scan.large.incomplete_heads > 0 {
+        tracing::warn!(
+            "recovery: {} large value(s) lost a chunk to damage; their keys are now absent",
+            scan.large.incomplete_heads
         );
     }
     // Everything else is free; KV segments that turned out empty too. A

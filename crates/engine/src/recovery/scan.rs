@@ -33,8 +33,8 @@ pub(crate) struct LogScan {
     /// Keys of records in segments dropped for a damaged header
     /// (namespace, key, sequence number).
     pub hidden_keys: Vec<HiddenKey>,
-    /// Chunks of large values no live head names, left out of the index.
-    pub orphan_chunks: usize,
+    /// Large heads and chunks left out of the index.
+    pub large: crate::large::LargeSettled,
 }
 
 /// A key whose records were dropped with their segment: (namespace, key,
@@ -152,12 +152,14 @@ pub(crate) fn scan_log(
         };
         found.keep_newest(id, hidden);
     }
-    // After the damage's hidden keys: a lost head orphans its chunks.
-    let orphans = crate::large::drop_orphans(&mut found, &large);
+    // After damage has hidden what it lost: a head with a lost chunk is
+    // hidden (its key gets a tombstone), and chunks no live head names
+    // are left out.
+    let large = crate::large::settle_large(&mut found, &large, &mut hidden_keys);
     Ok(LogScan {
         hidden_keys,
         found,
-        orphan_chunks: orphans,
+        large,
         segs,
         max_seq: a
             .max_seq
