@@ -143,10 +143,12 @@ pub(crate) fn classify(
 /// get a pad only ([`mend`]). In place, the tombstone needs no free
 /// segment, and at the lost record's sequence number it hides exactly the
 /// key's older records: never a newer one.
-pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<()> {
+/// Returns the (segment, grains) of each tombstone written, for the
+/// segments' tombstone counts.
+pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<Vec<(u32, u64)>> {
     let grain = layout.grain_bytes as usize;
     let mut padded = Vec::new();
-    let mut buried = 0;
+    let mut buried = Vec::new();
     for d in lost {
         let (Some(key), Some(head)) = (&d.key, d.head) else {
             padded.push(*d);
@@ -173,13 +175,13 @@ pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<()> {
             crate::format::encode_pad_header(&mut buf[at + tomb..], pad, d.segment_seq);
         }
         layout.write(d.segment, d.segment_offset - at as u64, &buf)?;
-        buried += 1;
+        buried.push((d.segment, (tomb / grain) as u64));
     }
     mend(layout, &padded)?;
-    if buried > 0 {
+    if !buried.is_empty() {
         layout.flush(u64::MAX)?;
     }
-    Ok(())
+    Ok(buried)
 }
 
 /// Overwrites each stretch with a pad record (its header only: a pad's

@@ -290,75 +290,89 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     // eviction is logged before the victim is freed (see `log_evictions`).
     let mut to_log: Vec<(Location, EvictedKey)> = Vec::new();
     let mut batch_bytes = 0;
-    let result = scan_segment(&inner.layout, victim, seg_seq, |rec| {
-        let h = &rec.header;
-        match h.kind {
-            RecordKind::Put | RecordKind::LargeHead => {
-                let Some(_) = inner.namespaces.counter(h.namespace) else {
-                    // Namespace dropped or cleared: forget the entry.
-                    let fp = Index::fingerprint(key_hash(h.namespace, rec.key()));
-                    let loc = inner.location(rec.pba, h);
-                    if inner.index.remove(fp, loc) {
-                        inner.segments.sub_valid(victim, inner.grains_of(h));
+    // Neither live records nor tombstones (a large value's replaced
+    // chunks, typically): nothing to move, so free it without reading it.
+    let dead = info.valid_grains.load(Ordering::Relaxed) == 0
+        && info.tombstone_grains.load(Ordering::Relaxed) == 0;
+    if dead {
+        inner
+            .counters
+            .gc_segments_unread
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    let result = if dead {
+        Ok(crate::iter::ScanEnd::default())
+    } else {
+        scan_segment(&inner.layout, victim, seg_seq, |rec| {
+            let h = &rec.header;
+            match h.kind {
+                RecordKind::Put | RecordKind::LargeHead => {
+                    let Some(_) = inner.namespaces.counter(h.namespace) else {
+                        // Namespace dropped or cleared: forget the entry.
+                        let fp = Index::fingerprint(key_hash(h.namespace, rec.key()));
+                        let loc = inner.location(rec.pba, h);
+                        if inner.index.remove(fp, loc) {
+                            inner.segments.sub_valid(victim, inner.grains_of(h));
+                        }
+                        return Ok(());
+                    };
+                    let hash = key_hash(h.namespace, rec.key());
+                    let old = inner.location(rec.pba, h);
+                    if !inner.still_indexed(Index::fingerprint(hash), old) {
+                        return Ok(());
                     }
-                    return Ok(());
-                };
-                let hash = key_hash(h.namespace, rec.key());
-                let old = inner.location(rec.pba, h);
-                if !inner.still_indexed(Index::fingerprint(hash), old) {
-                    return Ok(());
-                }
-                // The namespace registry is never evicted, only moved.
-                if inner.opts.cache_mode && h.namespace != crate::namespace::SYSTEM_NS {
-                    if h.seq > oldest_elsewhere {
-                        let hash2 = crate::loc_cache::key_hash2(h.namespace, rec.key());
-                        to_log.push((
-                            old,
-                            EvictedKey {
-                                namespace: h.namespace,
-                                hash,
-                                hash2,
-                            },
-                        ));
+                    // The namespace registry is never evicted, only moved.
+                    if inner.opts.cache_mode && h.namespace != crate::namespace::SYSTEM_NS {
+                        if h.seq > oldest_elsewhere {
+                            let hash2 = crate::loc_cache::key_hash2(h.namespace, rec.key());
+                            to_log.push((
+                                old,
+                                EvictedKey {
+                                    namespace: h.namespace,
+                                    hash,
+                                    hash2,
+                                },
+                            ));
+                        }
+                        evicted.push((hash, old, *h));
+                        return Ok(());
                     }
-                    evicted.push((hash, old, *h));
-                    return Ok(());
-                }
-                batch_bytes += rec.bytes.len();
-                batch.push(Live {
-                    hash,
-                    old,
-                    grains: inner.grains_of(h),
-                    header: *h,
-                    key: rec.key().to_vec(),
-                    value: rec.value().to_vec(),
-                });
-            }
-            RecordKind::Tombstone | RecordKind::Evictions => {
-                if h.seq < oldest_elsewhere {
-                    inner
-                        .counters
-                        .gc_tombstones_dropped
-                        .fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
-                }
-                append_hiding_record(
-                    inner,
-                    &RecordParts {
+                    batch_bytes += rec.bytes.len();
+                    batch.push(Live {
+                        hash,
+                        old,
+                        grains: inner.grains_of(h),
                         header: *h,
-                        key: rec.key(),
-                        value: rec.value(),
-                    },
-                )?;
+                        key: rec.key().to_vec(),
+                        value: rec.value().to_vec(),
+                    });
+                }
+                RecordKind::Tombstone | RecordKind::Evictions => {
+                    if h.seq < oldest_elsewhere {
+                        inner
+                            .counters
+                            .gc_tombstones_dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    append_hiding_record(
+                        inner,
+                        &RecordParts {
+                            header: *h,
+                            key: rec.key(),
+                            value: rec.value(),
+                        },
+                    )?;
+                }
+                RecordKind::Pad => {}
             }
-            RecordKind::Pad => {}
-        }
-        if batch_bytes >= BATCH_BYTES {
-            relocate(inner, victim, &mut batch)?;
-            batch_bytes = 0;
-        }
-        Ok(())
-    });
+            if batch_bytes >= BATCH_BYTES {
+                relocate(inner, victim, &mut batch)?;
+                batch_bytes = 0;
+            }
+            Ok(())
+        })
+    };
     if let Ok(end) = &result {
         for d in &end.damaged {
             let (device, offset) = inner.layout.describe(victim, d.offset);

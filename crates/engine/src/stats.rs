@@ -16,6 +16,9 @@ pub(crate) struct Counters {
     /// Bytes of records relocated by GC.
     pub gc_bytes: AtomicU64,
     pub gc_segments: AtomicU64,
+    /// Of those, segments freed without reading them (nothing live in
+    /// them, no tombstone).
+    pub gc_segments_unread: AtomicU64,
     pub gc_tombstones_dropped: AtomicU64,
     /// Keys evicted in cache mode.
     pub evictions: AtomicU64,
@@ -44,6 +47,9 @@ pub struct Stats {
     pub device_bytes_written: u64,
     pub gc_bytes_written: u64,
     pub gc_segments_collected: u64,
+    /// Of those, segments freed without reading them (nothing live, no
+    /// tombstone: a large value's replaced chunks, typically).
+    pub gc_segments_unread: u64,
     pub gc_tombstones_dropped: u64,
     /// Keys evicted in cache mode.
     pub evictions: u64,
@@ -91,6 +97,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         device_bytes_written: device,
         gc_bytes_written: c.gc_bytes.load(Ordering::Relaxed),
         gc_segments_collected: c.gc_segments.load(Ordering::Relaxed),
+        gc_segments_unread: c.gc_segments_unread.load(Ordering::Relaxed),
         gc_tombstones_dropped: c.gc_tombstones_dropped.load(Ordering::Relaxed),
         evictions: c.evictions.load(Ordering::Relaxed),
         evictions_logged: c.evictions_logged.load(Ordering::Relaxed),
@@ -111,7 +118,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, String); 23] = [
+        let rows: [(&str, String); 24] = [
             ("keys", self.keys.to_string()),
             ("namespaces", self.namespaces.to_string()),
             ("capacity_bytes", self.capacity_bytes.to_string()),
@@ -133,6 +140,7 @@ impl fmt::Display for Stats {
                 "gc_segments_collected",
                 self.gc_segments_collected.to_string(),
             ),
+            ("gc_segments_unread", self.gc_segments_unread.to_string()),
             (
                 "gc_tombstones_dropped",
                 self.gc_tombstones_dropped.to_string(),

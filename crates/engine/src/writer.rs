@@ -33,8 +33,11 @@ use crate::segments::{SegState, Segments};
 /// Size of a write buffer (a record larger than this gets its own).
 const BUFFER_BYTES: usize = 1 << 20;
 
-/// Longest buffer of a big record kept for reuse (two at most).
+/// Longest buffer of a big record kept for reuse.
 const BIG_BUFFER_BYTES_MAX: usize = 17 << 20;
+/// Buffers of big records kept: a large put's batch of chunks (32 MiB,
+/// four 8 MiB chunks) reuses them all.
+const BIG_BUFFERS_KEPT: usize = 4;
 
 /// Write-behind puts wait for their write instead once this many bytes of
 /// acknowledged records are not yet written (bounds their DRAM copies and
@@ -671,7 +674,7 @@ impl Writer {
                     st.pool.push(p.buf);
                 } else if p.buf.len() > BUFFER_BYTES
                     && p.buf.len() <= BIG_BUFFER_BYTES_MAX
-                    && st.big_pool.len() < 2
+                    && st.big_pool.len() < BIG_BUFFERS_KEPT
                 {
                     st.big_pool.push(p.buf);
                 }

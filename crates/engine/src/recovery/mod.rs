@@ -426,7 +426,16 @@ fn settle(inner: &Inner, damage: &[Damage], hidden_keys: &[HiddenKey]) -> Result
     // key is known (its older values must stay hidden once the record is
     // gone), a pad otherwise.
     let lost = pick(DamageKind::Lost, false);
-    damage::bury(&inner.layout, &lost)?;
+    for (segment, grains) in damage::bury(&inner.layout, &lost)? {
+        // GC carries the tombstones of a segment it collects forward (and
+        // frees a segment with neither live records nor tombstones
+        // without reading it): count them.
+        inner
+            .segments
+            .get(segment)
+            .tombstone_grains
+            .fetch_add(grains, Ordering::Relaxed);
+    }
     // Segments dropped for a damaged header: their keys' tombstones go to
     // the log, on the device before the segments are marked free.
     if !hidden_keys.is_empty() {

@@ -255,8 +255,7 @@ fn open_storage(args: &MemcacheArgs) -> Result<MemcacheStorage, BoxError> {
     let holds = cache.item_bytes_max() as u64;
     if args.max_item_size > holds {
         let message = format!(
-            "-I {} is larger than this store's largest value, {holds} bytes \
-             (a quarter of a segment; see --segment-size)",
+            "-I {} is larger than this store's largest value, {holds} bytes",
             args.max_item_size
         );
         cache.close()?;
