@@ -6,6 +6,10 @@
 # sequential 8 MiB writes with an fdatasync after each (every chunk is made
 # durable before the next) and sequential 8 MiB reads at queue depth 1.
 #
+# Reads are measured before writes (engine GETs, then its PUTs; fio's
+# reads, then its writes): on this virtual disk a burst of writes slows the
+# reads that follow it for a while.
+#
 # usage: bash bench/large-values.sh
 # Environment (defaults in brackets):
 #   VALUE [256M]   value size; KEYS [4] values written; SECS [10] per point
@@ -36,7 +40,7 @@ for rep in $(seq "$REPS"); do
   rm -rf "$STORE"
   json=$BENCH_DIR/large-values.json
   "$NVDEPOT" bench engine --data "$STORE" --size 6G --value-size "$VALUE" \
-    --keys "$KEYS" --op put,get --qd 1 --backend uring --duration "$SECS" --json "$json" |
+    --keys "$KEYS" --op get,put --qd 1 --backend uring --duration "$SECS" --json "$json" |
     grep -E "^(backend|uring)" | sed "s/^/rep $rep: /"
   # MB/s from the exact op counts (the table rounds ops/s).
   rate() {
@@ -44,12 +48,12 @@ for rep in $(seq "$REPS"); do
   }
   puts+=("$(rate put)") gets+=("$(rate get)")
   file=$STORE/nvdepot.0
-  fw=$(fio --name=w --filename="$file" --rw=write --bs=8M --iodepth=1 --ioengine=io_uring \
-    --direct=1 --fdatasync=1 --size=4G --offset=1G --runtime="$SECS" --time_based \
-    --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"]/1e6)')
   fr=$(fio --name=r --filename="$file" --rw=read --bs=8M --iodepth=1 --ioengine=io_uring \
     --direct=1 --size=4G --offset=1G --runtime="$SECS" --time_based \
     --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e6)')
+  fw=$(fio --name=w --filename="$file" --rw=write --bs=8M --iodepth=1 --ioengine=io_uring \
+    --direct=1 --fdatasync=1 --size=4G --offset=1G --runtime="$SECS" --time_based \
+    --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"]/1e6)')
   fws+=("$fw") frs+=("$fr")
   printf 'rep %s: nvdepot put %.0f MB/s, get %.0f MB/s; fio write+fdatasync %.0f MB/s, read QD1 %.0f MB/s\n' \
     "$rep" "${puts[-1]}" "${gets[-1]}" "$fw" "$fr"
