@@ -45,6 +45,7 @@ pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gc;
+mod group_commit;
 mod inner;
 mod iter;
 mod large;

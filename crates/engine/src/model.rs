@@ -1,5 +1,5 @@
-//! The stripe locks compiled over shuttle's primitives, and the update
-//! step's protocol model-checked on them (tests only).
+//! The stripe locks and the group commit compiled over shuttle's
+//! primitives, and model-checked (tests only).
 //!
 //! `stripes.rs` is the real file, compiled a second time with `sync` bound
 //! to `sync_shuttle.rs`. The update step (`update.rs`) is modelled around
@@ -18,6 +18,166 @@ pub(crate) mod sync;
 #[allow(clippy::duplicate_mod)]
 #[path = "stripes.rs"]
 pub(crate) mod stripes;
+
+#[allow(clippy::duplicate_mod)]
+#[path = "group_commit.rs"]
+pub(crate) mod group_commit;
+
+/// The group commit (`group_commit.rs`, the real file) over a modelled
+/// log: writers append (taking the next log position) and wait until it
+/// is durable, as blocking threads and as tasks parked on one runtime
+/// thread; the leader's write and flush are suspension points, and one
+/// of them may fail. Shuttle explores the interleavings: a lost wakeup
+/// shows as a deadlock; a wait that returns `Ok` before its position is on
+/// the modelled device, or succeeds after the failure without a write
+/// covering it, fails an assertion.
+#[cfg(test)]
+mod group_commit_model {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use shuttle::future::{block_on, spawn_local as spawn, yield_now};
+    use shuttle::sync::atomic::AtomicU64;
+
+    use super::group_commit::{wait_durable, CommitState, Log};
+    use super::sync::{Condvar, Mutex};
+    use crate::aio::Mode;
+    use crate::error::{Error, Result};
+
+    #[derive(Default)]
+    struct State {
+        commit: CommitState,
+        appended: u64,
+        /// Batches taken by leaders, in order: (first, end) positions.
+        batches: Vec<(u64, u64)>,
+        taken: u64,
+    }
+
+    struct Model {
+        state: Mutex<State>,
+        done: Condvar,
+        /// Log position up to which the modelled device holds the log.
+        on_device: AtomicU64,
+        writes: AtomicU64,
+        /// The write (counting from 0) that fails, if any.
+        fail: Option<u64>,
+    }
+
+    impl Log for Model {
+        type State = State;
+        type Batch = u64;
+
+        fn commit(st: &mut State) -> &mut CommitState {
+            &mut st.commit
+        }
+
+        fn take_batch(&self, st: &mut State) -> (u64, u64) {
+            let first = st.taken;
+            st.taken = st.appended;
+            st.batches.push((first, st.appended));
+            (st.appended, st.appended)
+        }
+
+        async fn write(&self, _mode: Mode, end: u64) -> (Result<()>, u64) {
+            yield_now().await; // the write
+            let n = self.writes.fetch_add(1, Ordering::SeqCst);
+            if self.fail == Some(n) {
+                return (Err(Error::Unusable("injected write error".into())), end);
+            }
+            yield_now().await; // the flush
+            self.on_device.fetch_max(end, Ordering::SeqCst);
+            (Ok(()), end)
+        }
+
+        fn written(&self, _st: &mut State, _result: &Result<()>, _end: u64) {}
+
+        fn published(&self, _target: u64) {}
+    }
+
+    /// Appends a record and waits for it; returns its position and result.
+    async fn put(m: &Model, mode: Mode) -> (u64, bool) {
+        let lsn = {
+            let mut st = m.state.lock();
+            st.appended += 1;
+            st.appended
+        };
+        yield_now().await;
+        let ok = wait_durable(m, &m.state, &m.done, mode, lsn).await.is_ok();
+        if ok {
+            assert!(
+                m.on_device.load(Ordering::SeqCst) >= lsn,
+                "position {lsn} acknowledged before the device held it"
+            );
+        }
+        (lsn, ok)
+    }
+
+    fn scenario(fail: Option<u64>) {
+        let m = Arc::new(Model {
+            state: Mutex::new(State::default()),
+            done: Condvar::new(),
+            on_device: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            fail,
+        });
+        // Two threads with the blocking API, two puts each.
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let m = m.clone();
+                shuttle::thread::spawn(move || {
+                    block_on(async {
+                        vec![put(&m, Mode::Blocking).await, put(&m, Mode::Blocking).await]
+                    })
+                })
+            })
+            .collect();
+        // Two tasks of one runtime thread (this one), parking.
+        let tasks: Vec<_> = (0..2)
+            .map(|_| {
+                let m = m.clone();
+                spawn(async move { vec![put(&m, Mode::Ring).await, put(&m, Mode::Ring).await] })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for t in tasks {
+            results.extend(block_on(t).expect("task"));
+        }
+        for t in threads {
+            results.extend(t.join().expect("thread"));
+        }
+        assert_eq!(results.len(), 8);
+        let st = m.state.lock();
+        // Batches are disjoint and in log order.
+        for w in st.batches.windows(2) {
+            assert!(w[0].1 <= w[1].0, "batches overlap: {:?}", st.batches);
+        }
+        match fail {
+            None => assert!(results.iter().all(|&(_, ok)| ok), "{results:?}"),
+            Some(_) => {
+                // After the failure nothing more is acknowledged: every
+                // success is covered by a write before it.
+                let durable = m.on_device.load(Ordering::SeqCst);
+                for &(lsn, ok) in &results {
+                    assert_eq!(ok, lsn <= durable, "{results:?}, durable {durable}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn group_commit_acknowledges_only_durable_positions() {
+        shuttle::check_random(|| scenario(None), 2000);
+        shuttle::check_pct(|| scenario(None), 2000, 3);
+    }
+
+    #[test]
+    fn a_failed_group_commit_fails_every_later_wait() {
+        for fail in 0..3 {
+            shuttle::check_random(move || scenario(Some(fail)), 500);
+            shuttle::check_pct(move || scenario(Some(fail)), 500, 3);
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -33,3 +33,22 @@ impl<T> Mutex<T> {
 pub(crate) fn may_park() -> bool {
     true
 }
+
+/// shuttle's condition variable, with `sync.rs`'s surface.
+pub(crate) struct Condvar(shuttle::sync::Condvar);
+
+impl Condvar {
+    pub(crate) fn new() -> Condvar {
+        Condvar(shuttle::sync::Condvar::new())
+    }
+
+    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0
+            .wait(guard)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}

@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nvdepot_io::AlignedBuf;
-use parking_lot::{Condvar, Mutex};
-use std::task::{Poll, Waker};
+use parking_lot::Mutex;
 
 use crate::aio::{self, now, Mode};
+use crate::group_commit::{self, CommitState};
+use crate::sync::Condvar;
 
 use crate::error::{Error, Result};
 use crate::format::{
@@ -141,7 +142,7 @@ impl Drop for InFlight {
     }
 }
 
-struct Pending {
+pub(crate) struct Pending {
     buf: AlignedBuf,
     segment: u32,
     /// The segment's sequence number.
@@ -158,15 +159,14 @@ struct OpenSegment {
     next: u64,
 }
 
-struct State {
+pub(crate) struct State {
     open: Option<OpenSegment>,
     active: Option<Pending>,
     queued: Vec<Pending>,
     /// Log position of the last appended record.
     appended: u64,
-    /// Log position up to which everything is durable.
-    durable: u64,
-    leader: bool,
+    /// Durable position, flush in progress, failure, parked waiters.
+    commit: CommitState,
     /// Log position (segment sequence number, offset) the last completed
     /// batch wrote up to.
     written: Option<(u64, u64)>,
@@ -176,15 +176,11 @@ struct State {
     /// segment it opened (recovery flushed what came before). Every
     /// record carries it as its [`FlushMark`].
     flushed: Option<(u64, u64)>,
-    failed: Option<String>,
     pool: Vec<AlignedBuf>,
     /// Buffers of records longer than `BUFFER_BYTES` (a large value's
     /// chunks, 8 MiB each), kept for the next such record: a fresh one
     /// costs a page fault per 4 KiB on first touch.
     big_pool: Vec<AlignedBuf>,
-    /// Tasks of the async API waiting for a flush another caller leads
-    /// (blocking callers wait on `Writer::done` instead).
-    wakers: Vec<Waker>,
 }
 
 /// Counters the writer keeps.
@@ -235,14 +231,11 @@ impl Writer {
                 active: None,
                 queued: Vec::new(),
                 appended: 0,
-                durable: 0,
-                leader: false,
+                commit: CommitState::default(),
                 written: None,
                 flushed: None,
-                failed: None,
                 pool: Vec::new(),
                 big_pool: Vec::new(),
-                wakers: Vec::new(),
             }),
             done: Condvar::new(),
             unwritten: Mutex::new(Unwritten::default()),
@@ -296,7 +289,7 @@ impl Writer {
     /// Sees that a record of `len` bytes fits the open segment, opening a
     /// free one (if one is free to `who`) when it does not. False: none is.
     fn make_room(&self, st: &mut State, len: usize, who: Appender) -> Result<bool> {
-        if let Some(why) = &st.failed {
+        if let Some(why) = &st.commit.failed {
             return Err(Error::Unusable(why.clone()));
         }
         let fits = st
@@ -632,88 +625,7 @@ impl Writer {
     /// task of that same runtime leads (it would block the task): inside a
     /// runtime, use the async store calls.
     pub async fn wait_durable_in(&self, mode: Mode, lsn: u64) -> Result<()> {
-        loop {
-            let lead = {
-                let mut st = self.state.lock();
-                if st.durable >= lsn {
-                    return Ok(());
-                }
-                if let Some(why) = &st.failed {
-                    return Err(Error::Unusable(why.clone()));
-                }
-                if st.leader {
-                    if mode == Mode::Blocking {
-                        self.done.wait(&mut st);
-                        continue;
-                    }
-                    None
-                } else {
-                    st.leader = true;
-                    self.close_active(&mut st);
-                    Some((std::mem::take(&mut st.queued), st.appended))
-                }
-            };
-            let Some((batch, target)) = lead else {
-                self.flush_finished().await;
-                continue;
-            };
-            let (result, batch) = self.write_batch(mode, batch).await;
-            let end = batch
-                .last()
-                .map(|p| (p.segment_seq, p.offset + p.len as u64));
-            let mut st = self.state.lock();
-            st.leader = false;
-            if result.is_ok() && end.is_some() {
-                st.written = end;
-                if self.sync {
-                    st.flushed = end;
-                }
-            }
-            for p in batch {
-                if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
-                    st.pool.push(p.buf);
-                } else if p.buf.len() > BUFFER_BYTES
-                    && p.buf.len() <= BIG_BUFFER_BYTES_MAX
-                    && st.big_pool.len() < BIG_BUFFERS_KEPT
-                {
-                    st.big_pool.push(p.buf);
-                }
-            }
-            let wakers = std::mem::take(&mut st.wakers);
-            match &result {
-                Ok(()) => st.durable = target,
-                Err(e) => st.failed = Some(format!("log write failed: {e}")),
-            }
-            drop(st);
-            if result.is_ok() {
-                // Only now that the device holds them: a reader that misses
-                // them here reads them there.
-                self.release_unwritten(target);
-            }
-            self.done.notify_all();
-            for w in wakers {
-                w.wake();
-            }
-            result?;
-        }
-    }
-
-    /// Resolves once the flush in progress (if any) has finished (or on a
-    /// spurious wake: the caller re-checks).
-    fn flush_finished(&self) -> impl std::future::Future<Output = ()> + '_ {
-        let mut registered = false;
-        std::future::poll_fn(move |cx| {
-            if registered {
-                return Poll::Ready(());
-            }
-            let mut st = self.state.lock();
-            if !st.leader {
-                return Poll::Ready(());
-            }
-            st.wakers.push(cx.waker().clone());
-            registered = true;
-            Poll::Pending
-        })
+        group_commit::wait_durable(self, &self.state, &self.done, mode, lsn).await
     }
 
     /// Writes the buffers of a batch and flushes their devices; gives the
@@ -772,7 +684,7 @@ impl Writer {
         let written = self.state.lock().written;
         if let Err(e) = self.layout.flush(u64::MAX) {
             let mut st = self.state.lock();
-            st.failed.get_or_insert_with(|| {
+            st.commit.failed.get_or_insert_with(|| {
                 format!(
                     "device flush failed ({e}); writes acknowledged since the last flush may \
                      be lost, and the store accepts no more writes: restart it"
@@ -806,5 +718,52 @@ impl Writer {
                 .store(self.seq.load(Ordering::Relaxed), Ordering::Relaxed);
             info.set_state(SegState::Sealed);
         }
+    }
+}
+
+/// The log's side of the group commit (`group_commit.rs`).
+impl group_commit::Log for Writer {
+    type State = State;
+    type Batch = Vec<Pending>;
+
+    fn commit(st: &mut State) -> &mut CommitState {
+        &mut st.commit
+    }
+
+    fn take_batch(&self, st: &mut State) -> (Vec<Pending>, u64) {
+        self.close_active(st);
+        (std::mem::take(&mut st.queued), st.appended)
+    }
+
+    async fn write(&self, mode: Mode, batch: Vec<Pending>) -> (Result<()>, Vec<Pending>) {
+        self.write_batch(mode, batch).await
+    }
+
+    fn written(&self, st: &mut State, result: &Result<()>, batch: Vec<Pending>) {
+        let end = batch
+            .last()
+            .map(|p| (p.segment_seq, p.offset + p.len as u64));
+        if result.is_ok() && end.is_some() {
+            st.written = end;
+            if self.sync {
+                st.flushed = end;
+            }
+        }
+        for p in batch {
+            if p.buf.len() == BUFFER_BYTES && st.pool.len() < 4 {
+                st.pool.push(p.buf);
+            } else if p.buf.len() > BUFFER_BYTES
+                && p.buf.len() <= BIG_BUFFER_BYTES_MAX
+                && st.big_pool.len() < BIG_BUFFERS_KEPT
+            {
+                st.big_pool.push(p.buf);
+            }
+        }
+    }
+
+    fn published(&self, target: u64) {
+        // Only now that the device holds them: a reader that misses them
+        // here reads them there.
+        self.release_unwritten(target);
     }
 }
