@@ -21,6 +21,7 @@ toolchain=${FUZZ_TOOLCHAIN:-nightly}
 # dir:target:max_len
 targets=(
     fuzz:checkpoint:65536 fuzz:headers:256 fuzz:record:16384 fuzz:scan:65536
+    fuzz:large:256
     crates/memcache/fuzz:text:4096 crates/memcache/fuzz:meta:4096
     crates/memcache/fuzz:meta_rules:4096 crates/memcache/fuzz:binary:4096
     crates/resp/fuzz:request:4096 crates/resp/fuzz:value:4096

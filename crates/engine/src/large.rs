@@ -276,15 +276,26 @@ impl Inner {
         r: &Record,
         loc: nvdepot_index::Location,
     ) -> Result<LargeDescriptor> {
-        LargeDescriptor::decode(r.value()).ok_or_else(|| {
+        let corrupt = |reason: String| {
             let (segment, offset) = self.layout.split(loc.pba);
             let (device, offset) = self.layout.describe(segment, offset);
             Error::Corrupt {
                 device,
                 offset,
-                reason: "large head with an inconsistent descriptor".into(),
+                reason,
             }
-        })
+        };
+        let d = LargeDescriptor::decode(r.value())
+            .ok_or_else(|| corrupt("large head with an inconsistent descriptor".into()))?;
+        // Checksummed, so written by a store; still, never allocate what
+        // no store of this build writes.
+        if d.len > LARGE_VALUE_BYTES_MAX as u64 {
+            return Err(corrupt(format!(
+                "large head of {} bytes, over this build's limit of {LARGE_VALUE_BYTES_MAX}",
+                d.len
+            )));
+        }
+        Ok(d)
     }
 
     /// Bytes `[start, end)` of the large value `v`. Reads only the chunks

@@ -403,3 +403,40 @@ fn scan_pages_return_every_key_present_throughout_once() {
     }
     assert!(seen.values().all(|&n| n == 1), "a key returned twice");
 }
+
+/// A string longer than one record (a quarter of a 4 MiB segment) is a
+/// large value behind the same commands, and survives `kill -9`.
+#[test]
+fn large_strings_behave_as_any_string_and_survive_kill_9() {
+    let dir = temp_dir();
+    let data = dir.path().join("store");
+    let server = Server::start_serve(&data, ARGS);
+    let mut c = Resp::connect(&server);
+    let big: String = (0..3_000_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    assert_eq!(c.call(&["SET", "big", &big]), simple("OK"));
+    assert_eq!(c.call(&["GET", "big"]), bulk(&big));
+    assert_eq!(c.call(&["STRLEN", "big"]), Value::Integer(3_000_000));
+    assert_eq!(
+        c.call(&["GETRANGE", "big", "1999990", "2000009"]),
+        bulk(&big[1_999_990..2_000_010])
+    );
+    assert_eq!(c.call(&["APPEND", "big", "END"]), Value::Integer(3_000_003));
+    assert_eq!(c.call(&["EXPIRE", "big", "1000"]), Value::Integer(1));
+    assert_eq!(c.call(&["SET", "other", &big[..1_500_000]]), simple("OK"));
+    assert_eq!(c.call(&["DEL", "other"]), Value::Integer(1));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(1));
+    server.kill_9();
+    let server = Server::start_serve(&data, ARGS);
+    let mut c = Resp::connect(&server);
+    let mut expect = big.clone();
+    expect.push_str("END");
+    assert_eq!(c.call(&["GET", "big"]), bulk(&expect));
+    assert!(matches!(
+        c.call(&["TTL", "big"]),
+        Value::Integer(990..=1000)
+    ));
+    assert_eq!(c.call(&["GET", "other"]), Value::Bulk(None));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(1));
+}
