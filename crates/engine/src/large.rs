@@ -39,7 +39,7 @@ use crate::inner::{key_hash, Inner};
 use crate::loc_cache::key_hash2;
 use crate::namespace::{chunk_space, owner_of, SYSTEM_NS};
 use crate::read::{Fetched, Record, Span};
-use crate::recovery::keys::{Found, KeyId, KeyTable};
+use crate::recovery::keys::{KeyId, KeyTable};
 use crate::store::PutMode;
 use crate::writer::{Appender, RecordParts};
 
@@ -740,15 +740,6 @@ pub(crate) fn settle_large(
     let live = |found: &KeyTable, id: &KeyId, seq: u64| {
         found.get(id).is_some_and(|f| !f.tombstone && f.seq == seq)
     };
-    let hide = |found: &mut KeyTable, id: KeyId, seq: u64| {
-        let tombstone = Found {
-            seq,
-            pba: 0,
-            grains: 0,
-            tombstone: true,
-        };
-        found.keep_newest(id, tombstone);
-    };
     let mut settled = LargeSettled::default();
     let mut present: HashMap<(KeyId, u64), u32> = HashMap::new();
     for &(chunk, seq, owner, generation) in &seen.chunks {
@@ -764,7 +755,7 @@ pub(crate) fn settle_large(
         }
         let have = present.get(&(h.id, h.generation)).copied().unwrap_or(0);
         if have < h.chunks {
-            hide(found, h.id, h.seq);
+            found.hide(h.id, h.seq);
             hidden.push((h.id.0, h.key.clone(), h.seq));
             settled.incomplete_heads += 1;
         }
@@ -778,7 +769,7 @@ pub(crate) fn settle_large(
             .filter(|f| !f.tombstone)
             .and_then(|f| generations.get(&(owner, f.seq)));
         if owner_generation != Some(&generation) {
-            hide(found, chunk, seq);
+            found.hide(chunk, seq);
             settled.orphan_chunks += 1;
         }
     }

@@ -146,6 +146,18 @@ impl KeyTable {
         keep_newest(&mut self.parts[partition(&id)], id, f)
     }
 
+    /// Hides `id`'s records up to sequence number `seq` (a tombstone
+    /// there: a lost record's, or a value recovery leaves out).
+    pub fn hide(&mut self, id: KeyId, seq: u64) {
+        let tombstone = Found {
+            seq,
+            pba: 0,
+            grains: 0,
+            tombstone: true,
+        };
+        self.keep_newest(id, tombstone);
+    }
+
     /// The newest record of `id`, if any.
     pub fn get(&self, id: &KeyId) -> Option<&Found> {
         self.parts[partition(id)].get(id)

@@ -114,13 +114,7 @@ pub(crate) fn scan_log(
         ) = (&d.key, d.head)
         {
             let id = (ns, key_hash(ns, key), crate::loc_cache::key_hash2(ns, key));
-            let hidden = Found {
-                seq,
-                pba: 0,
-                grains: 0,
-                tombstone: true,
-            };
-            found.keep_newest(id, hidden);
+            found.hide(id, seq);
         }
     }
     // The keys of a segment dropped for its damaged header (not a torn
@@ -144,13 +138,7 @@ pub(crate) fn scan_log(
             key_hash(*ns, key),
             crate::loc_cache::key_hash2(*ns, key),
         );
-        let hidden = Found {
-            seq: *seq,
-            pba: 0,
-            grains: 0,
-            tombstone: true,
-        };
-        found.keep_newest(id, hidden);
+        found.hide(id, *seq);
     }
     // After damage has hidden what it lost: a head with a lost chunk is
     // hidden (its key gets a tombstone), and chunks no live head names
