@@ -16,6 +16,11 @@ pub enum CliError {
     },
     /// There is no store where one must already exist.
     NoStore(PathBuf),
+    /// Reading or writing a file named on the command line failed.
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for CliError {
@@ -23,6 +28,7 @@ impl std::fmt::Display for CliError {
         match self {
             CliError::Engine(e) => write!(f, "{e}"),
             CliError::Stdout(e) => write!(f, "writing to stdout: {e}"),
+            CliError::File { path, source } => write!(f, "{}: {source}", path.display()),
             CliError::Dir { path, source } => {
                 write!(f, "creating directory {}: {source}", path.display())
             }

@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use nvdepot_engine::{Namespace, Options, Store};
@@ -49,10 +49,26 @@ pub struct KvArgs {
 
 #[derive(Debug, Subcommand)]
 enum KvCommand {
-    /// Store VALUE under KEY (creates the store if missing).
-    Put { key: OsString, value: OsString },
-    /// Print the value of KEY and a newline; exit 1 if KEY is absent.
-    Get { key: OsString },
+    /// Store VALUE (or the contents of --file) under KEY (creates the
+    /// store if missing).
+    Put {
+        key: OsString,
+        #[arg(required_unless_present = "file")]
+        value: Option<OsString>,
+        /// Store this file's contents (up to the store's largest value,
+        /// 1 GiB by default) instead of VALUE.
+        #[arg(long, value_name = "PATH", conflicts_with = "value")]
+        file: Option<PathBuf>,
+    },
+    /// Print the value of KEY and a newline (or write it to --output);
+    /// exit 1 if KEY is absent.
+    Get {
+        key: OsString,
+        /// Write the value, exactly, to this file instead, streaming it a
+        /// chunk at a time.
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
     /// Delete KEY; exit 1 if KEY was absent.
     Del { key: OsString },
     /// Print every key of the namespace, one per line, in no particular order.
@@ -154,11 +170,20 @@ fn execute(store: &Store, args: &KvArgs, creates: bool) -> Result<Outcome, CliEr
     let ns = namespace(store, args.namespace.as_deref(), creates)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let outcome = match &args.command {
-        KvCommand::Put { key, value } => {
-            store.put(ns, key.as_bytes(), value.as_bytes())?;
+        KvCommand::Put { key, value, file } => {
+            let value = match (value, file) {
+                (_, Some(path)) => read_value(store, path)?,
+                (Some(v), None) => v.as_bytes().to_vec(),
+                (None, None) => unreachable!("clap requires VALUE or --file"),
+            };
+            store.put(ns, key.as_bytes(), &value)?;
             Outcome::Success
         }
-        KvCommand::Get { key } => get(store, ns, key, &mut out)?,
+        KvCommand::Get { key, output: None } => get(store, ns, key, &mut out)?,
+        KvCommand::Get {
+            key,
+            output: Some(path),
+        } => get_to_file(store, ns, key, path)?,
         KvCommand::Del { key } => {
             if store.delete(ns, key.as_bytes())? {
                 Outcome::Success
@@ -195,6 +220,47 @@ fn get(
             Ok(Outcome::Negative)
         }
     }
+}
+
+/// The contents of `path`, refused before reading if longer than the
+/// store takes.
+fn read_value(store: &Store, path: &Path) -> Result<Vec<u8>, CliError> {
+    let file_error = |source| CliError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(file_error)?.len();
+    let max = store.value_bytes_max();
+    if len > max as u64 {
+        return Err(nvdepot_engine::Error::ValueTooLarge {
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+            max,
+        }
+        .into());
+    }
+    std::fs::read(path).map_err(file_error)
+}
+
+/// Streams the value of `key` into `path` (a large value a chunk at a
+/// time).
+fn get_to_file(
+    store: &Store,
+    ns: Namespace,
+    key: &OsString,
+    path: &Path,
+) -> Result<Outcome, CliError> {
+    let Some(mut reader) = store.value_reader(ns, key.as_bytes())? else {
+        eprintln!("not found: {}", key.to_string_lossy());
+        return Ok(Outcome::Negative);
+    };
+    let file_error = |source| CliError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = BufWriter::new(std::fs::File::create(path).map_err(file_error)?);
+    std::io::copy(&mut reader, &mut file).map_err(file_error)?;
+    file.flush().map_err(file_error)?;
+    Ok(Outcome::Success)
 }
 
 fn scan(store: &Store, ns: Namespace, out: &mut impl Write) -> Result<Outcome, CliError> {

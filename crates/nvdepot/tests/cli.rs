@@ -363,3 +363,48 @@ fn check_of_a_missing_store_is_an_error() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.starts_with("error: "), "{run:?}");
 }
+
+#[test]
+fn a_file_goes_in_with_put_file_and_comes_back_with_get_output() {
+    let dir = temp_dir();
+    let store = store_path(&dir);
+    // 3 MB with 4 MiB segments: a large value (chunks behind a head).
+    let input = dir.path().join("in.bin");
+    let bytes: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(&input, &bytes).unwrap();
+    let run = nvdepot(&[
+        "kv",
+        "--data",
+        &store,
+        "--size",
+        "64M",
+        "--segment-size",
+        "4M",
+        "put",
+        "blob",
+        "--file",
+        input.to_str().unwrap(),
+    ]);
+    assert_ok(&run, "put --file");
+    let output = dir.path().join("out.bin");
+    let run = kv(
+        &store,
+        &["get", "blob", "--output", output.to_str().unwrap()],
+    );
+    assert_ok(&run, "get --output");
+    assert_eq!(run.stdout, "");
+    assert!(
+        std::fs::read(&output).unwrap() == bytes,
+        "round trip differs"
+    );
+    let run = kv(
+        &store,
+        &["get", "absent", "--output", output.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let run = kv(&store, &["put", "k", "--file", "/nonexistent/file"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("/nonexistent/file"), "{run:?}");
+}
