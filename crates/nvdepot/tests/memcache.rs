@@ -191,3 +191,28 @@ fn prometheus_metrics_are_served() {
     assert!(body.contains("\nnvdepot_curr_items 1\n"), "{body}");
     assert_eq!(server.terminate(), 0);
 }
+
+/// An item longer than one record (a quarter of an 8 MiB segment) under
+/// `-I 8m`: stored as a large value, served whole, appended to, and still
+/// there after `kill -9`.
+#[test]
+fn items_past_a_quarter_segment_are_large_values() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let server = Server::start_with(&data, &["-I", "8m"]);
+    let mut c = server.connect();
+    let big: String = (0..5_000_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    c.set("big", 7, &big);
+    assert_eq!(c.get("big"), Some((7, big.clone())));
+    let reply = c.call(b"append big 0 0 3\r\nxyz\r\n", b"\r\n");
+    assert_eq!(reply, b"STORED\r\n");
+    server.kill_9();
+    let server = Server::start_with(&data, &["-I", "8m"]);
+    let mut c = server.connect();
+    assert_eq!(c.get("big"), Some((7, format!("{big}xyz"))));
+    let reply = c.call(b"delete big\r\n", b"\r\n");
+    assert_eq!(reply, b"DELETED\r\n");
+    assert_eq!(c.get("big"), None);
+}
