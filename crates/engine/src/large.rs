@@ -363,12 +363,14 @@ impl Inner {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<bool> {
-        let Some((r, _)) = self.find_record(mode, space, ck, Span::Whole).await? else {
+        let Some((r, loc)) = self.find_record(mode, space, ck, Span::Whole).await? else {
             return Ok(false);
         };
         if r.value().len() != len {
             return Ok(false);
         }
+        // Cache mode: a read chunk is as recently used as its head.
+        self.touch(loc);
         out.extend_from_slice(r.value());
         Ok(true)
     }
@@ -393,12 +395,13 @@ impl Inner {
                 key_len: ck.len(),
                 upto: hi as u64,
             };
-            let Some((r, _)) = self.find_record(mode, space, ck, span).await? else {
+            let Some((r, loc)) = self.find_record(mode, space, ck, span).await? else {
                 return Ok(false);
             };
             if r.value().len() < hi {
                 return Ok(false);
             }
+            self.touch(loc);
             out.extend_from_slice(&r.value()[lo..hi]);
             return Ok(true);
         }
@@ -415,6 +418,7 @@ impl Inner {
         if !self.still_indexed(fp, loc) {
             return Ok(false);
         }
+        self.touch(loc);
         out.extend_from_slice(&bytes);
         Ok(true)
     }

@@ -169,7 +169,7 @@ impl Inner {
     }
 
     /// Notes a hit on the segment holding `loc` (segment LRU).
-    fn touch(&self, loc: Location) {
+    pub(crate) fn touch(&self, loc: Location) {
         if !self.opts.cache_mode {
             return;
         }
