@@ -416,12 +416,9 @@ fn cache_mode_evicts_large_values_whole_or_not_at_all() {
     assert!(stats.evictions > 0, "{stats:?}");
     let mut present = 0;
     for (i, v) in values.iter().enumerate() {
-        match s.get(ns, format!("k{i}").as_bytes()).unwrap() {
-            Some(got) => {
-                assert_eq!(&got, v, "k{i}");
-                present += 1;
-            }
-            None => {}
+        if let Some(got) = s.get(ns, format!("k{i}").as_bytes()).unwrap() {
+            assert_eq!(&got, v, "k{i}");
+            present += 1;
         }
     }
     assert!(present > 0 && present < values.len(), "{present} present");
