@@ -264,6 +264,11 @@ impl Inner {
         let Some(d) = old.and_then(|e| e.large) else {
             return;
         };
+        // Even when the replacing write is not durable yet (write-behind),
+        // this only unindexes the chunks: their records stay on the device
+        // until GC frees their segment, and GC writes out and flushes the
+        // log first (`collect_segment`), so a crash that loses the
+        // replacing write finds the old value whole.
         if let Err(e) = self.drop_chunks(mode, physical, key, &d).await {
             tracing::error!("dropping the chunks of a replaced large value failed: {e}");
         }
