@@ -59,6 +59,29 @@ const CHUNK_BATCH_BYTES: usize = 32 << 20;
 /// while it read the chunks.
 const READ_ATTEMPTS: usize = 64;
 
+/// Asks the kernel to back `buf`'s capacity with transparent huge pages
+/// (where THP is `madvise`, as here): filling a fresh 256 MiB buffer page
+/// by page costs a fault per 4 KiB, a quarter of a large GET's CPU time.
+fn advise_huge_pages(buf: &mut Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    if buf.capacity() < 2 * HUGE {
+        return;
+    }
+    let start = buf.as_mut_ptr() as usize;
+    let (from, to) = (
+        start.next_multiple_of(HUGE),
+        (start + buf.capacity()) / HUGE * HUGE,
+    );
+    if to > from {
+        // SAFETY: [from, to) lies within `buf`'s allocation, which we own;
+        // MADV_HUGEPAGE is advice about how to back it and changes neither
+        // its contents nor its mapping's validity. A failure is harmless.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// A large value as its head named it when a read started.
 #[derive(Clone, Copy)]
 pub(crate) struct LargeAt<'a> {
@@ -322,6 +345,7 @@ impl Inner {
         let d = &d;
         let end = end.min(d.len);
         let mut out = Vec::with_capacity(end.saturating_sub(start) as usize);
+        advise_huge_pages(&mut out);
         if start >= end {
             return Ok(Chunked::Bytes(out));
         }
