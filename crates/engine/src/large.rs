@@ -23,23 +23,23 @@
 //! counter, taken before the chunks are written: never reused, since
 //! recovery restarts the counter past every sequence number in the log.
 //!
+//! This file writes large values and reads them whole or by range;
+//! `value_reader.rs` streams them, and `recovery/large.rs` settles them at
+//! a rebuild.
+//!
 //! Readers take no lock. A reader that finds a chunk missing looks the
 //! head up again: if it changed, the value was replaced meanwhile and the
 //! read starts over; if not, the chunk is lost (damage: an error in store
 //! mode, a miss in cache mode, where eviction may have taken it).
 
-use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::atomic::AtomicI64;
 
 use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
-use crate::format::{self, LargeDescriptor, RecordKind, CHUNK_SPACE};
+use crate::format::{self, LargeDescriptor, RecordKind};
 use crate::inner::{key_hash, Inner};
-use crate::loc_cache::key_hash2;
-use crate::namespace::{chunk_space, owner_of, SYSTEM_NS};
+use crate::namespace::{chunk_space, SYSTEM_NS};
 use crate::read::{Fetched, Record, Span};
-use crate::recovery::keys::{KeyId, KeyTable};
 use crate::store::PutMode;
 use crate::writer::{Appender, RecordParts};
 
@@ -568,243 +568,4 @@ pub(crate) fn get_range(
         }
     }
     Err(replaced_too_often())
-}
-
-/// A streaming read of one value ([`crate::Store::value_reader`]):
-/// `std::io::Read` and `Seek` over the value as it was when the reader was
-/// made. A large value is read one chunk at a time, only the chunks read
-/// or seeked to; if the value is replaced or deleted meanwhile, reading a
-/// chunk not yet read fails (`ErrorKind::Interrupted` is not used: the
-/// error says the value changed).
-pub struct ValueReader<'a> {
-    inner: &'a Inner,
-    physical: u32,
-    key: Vec<u8>,
-    version: u64,
-    source: Source,
-    pos: u64,
-}
-
-enum Source {
-    Small(Vec<u8>),
-    Large {
-        d: LargeDescriptor,
-        /// The chunk read last: its index and bytes.
-        chunk: Option<(u32, Vec<u8>)>,
-    },
-}
-
-impl<'a> ValueReader<'a> {
-    pub(crate) fn open(inner: &'a Inner, physical: u32, key: &[u8]) -> Result<Option<Self>> {
-        let (source, version) = match now(inner.head_of(Mode::Blocking, physical, key))? {
-            Head::Absent => return Ok(None),
-            Head::Small(v, seq) => (Source::Small(v), seq),
-            Head::Large(d, seq) => (Source::Large { d, chunk: None }, seq),
-        };
-        Ok(Some(ValueReader {
-            inner,
-            physical,
-            key: key.to_vec(),
-            version,
-            source,
-            pos: 0,
-        }))
-    }
-
-    /// The value's length in bytes.
-    pub fn len(&self) -> u64 {
-        match &self.source {
-            Source::Small(v) => v.len() as u64,
-            Source::Large { d, .. } => d.len,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The value's version (as [`crate::Store::get_versioned`] gives it).
-    pub fn version(&self) -> u64 {
-        self.version
-    }
-
-    /// Whether the value is stored as a large value (chunks).
-    pub fn is_large(&self) -> bool {
-        matches!(self.source, Source::Large { .. })
-    }
-}
-
-impl Read for ValueReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let pos = self.pos;
-        let n = match &mut self.source {
-            Source::Small(v) => {
-                let from = (pos as usize).min(v.len());
-                let n = buf.len().min(v.len() - from);
-                buf[..n].copy_from_slice(&v[from..from + n]);
-                n
-            }
-            Source::Large { d, chunk } => {
-                if pos >= d.len {
-                    return Ok(0);
-                }
-                let i = (pos / u64::from(d.chunk_bytes)) as u32;
-                if chunk.as_ref().is_none_or(|(at, _)| *at != i) {
-                    let base = u64::from(i) * u64::from(d.chunk_bytes);
-                    let end = base + d.chunk_len(i) as u64;
-                    let v = LargeAt {
-                        physical: self.physical,
-                        key: &self.key,
-                        version: self.version,
-                        d: *d,
-                    };
-                    let got = now(self.inner.large_range(Mode::Blocking, &v, base, end))
-                        .map_err(std::io::Error::other)?;
-                    match got {
-                        Chunked::Bytes(b) => *chunk = Some((i, b)),
-                        Chunked::Replaced => {
-                            return Err(std::io::Error::other(
-                                "the value was replaced or deleted while it was being read",
-                            ))
-                        }
-                        Chunked::Lost(e) => return Err(std::io::Error::other(e)),
-                    }
-                }
-                let (_, bytes) = chunk.as_ref().expect("chunk read above");
-                let from = (pos - u64::from(i) * u64::from(d.chunk_bytes)) as usize;
-                let n = buf.len().min(bytes.len() - from);
-                buf[..n].copy_from_slice(&bytes[from..from + n]);
-                n
-            }
-        };
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Seek for ValueReader<'_> {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        let target = match to {
-            SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.len().checked_add_signed(d),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-        };
-        let Some(p) = target else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "seek before the start of the value",
-            ));
-        };
-        self.pos = p;
-        Ok(p)
-    }
-}
-
-/// A large head the log scan met.
-pub(crate) struct HeadSeen {
-    pub id: KeyId,
-    pub seq: u64,
-    pub generation: u64,
-    pub chunks: u32,
-    pub key: Vec<u8>,
-}
-
-/// What the log scan of a rebuild saw of large values.
-#[derive(Default)]
-pub(crate) struct LargeSeen {
-    /// Every large head.
-    pub heads: Vec<HeadSeen>,
-    /// Every chunk record: (chunk key, sequence number, owner key,
-    /// generation).
-    pub chunks: Vec<(KeyId, u64, KeyId, u64)>,
-}
-
-impl LargeSeen {
-    /// Notes a record met by the scan if it is a large head or a chunk.
-    pub fn note(&mut self, id: KeyId, header: &format::RecordHeader, key: &[u8], value: &[u8]) {
-        if header.kind == RecordKind::LargeHead {
-            if let Some(d) = LargeDescriptor::decode(value) {
-                self.heads.push(HeadSeen {
-                    id,
-                    seq: header.seq,
-                    generation: d.generation,
-                    chunks: d.chunks,
-                    key: key.to_vec(),
-                });
-            }
-        } else if header.kind == RecordKind::Put && header.namespace & CHUNK_SPACE != 0 {
-            if let Some((owner, generation, _)) = format::parse_chunk_key(key) {
-                let ns = owner_of(header.namespace);
-                let owner_id = (ns, key_hash(ns, owner), key_hash2(ns, owner));
-                self.chunks.push((id, header.seq, owner_id, generation));
-            }
-        }
-    }
-
-    pub fn extend(&mut self, other: LargeSeen) {
-        self.heads.extend(other.heads);
-        self.chunks.extend(other.chunks);
-    }
-}
-
-/// What [`settle_large`] left out of a rebuild's index.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct LargeSettled {
-    /// Heads with a chunk lost to damage (their keys are now absent).
-    pub incomplete_heads: usize,
-    /// Chunks no live head names.
-    pub orphan_chunks: usize,
-}
-
-/// Settles large values in the key table of a rebuild, after damage has
-/// hidden what it lost:
-/// - a live head missing a chunk (lost to damage) is hidden like a lost
-///   record, its key added to `hidden` so that a tombstone keeps its older
-///   values hidden: the key is absent, never partly there;
-/// - then every chunk whose owner's live record is not a head of its
-///   generation (a large put cut by the crash, chunks of a replaced value
-///   whose tombstones were not written, chunks of a hidden head) is left
-///   out, so GC reclaims its space.
-pub(crate) fn settle_large(
-    found: &mut KeyTable,
-    seen: &LargeSeen,
-    hidden: &mut Vec<crate::recovery::scan::HiddenKey>,
-) -> LargeSettled {
-    let live = |found: &KeyTable, id: &KeyId, seq: u64| {
-        found.get(id).is_some_and(|f| !f.tombstone && f.seq == seq)
-    };
-    let mut settled = LargeSettled::default();
-    let mut present: HashMap<(KeyId, u64), u32> = HashMap::new();
-    for &(chunk, seq, owner, generation) in &seen.chunks {
-        if live(found, &chunk, seq) {
-            *present.entry((owner, generation)).or_default() += 1;
-        }
-    }
-    let mut generations: HashMap<(KeyId, u64), u64> = HashMap::new();
-    for h in &seen.heads {
-        generations.insert((h.id, h.seq), h.generation);
-        if !live(found, &h.id, h.seq) {
-            continue;
-        }
-        let have = present.get(&(h.id, h.generation)).copied().unwrap_or(0);
-        if have < h.chunks {
-            found.hide(h.id, h.seq);
-            hidden.push((h.id.0, h.key.clone(), h.seq));
-            settled.incomplete_heads += 1;
-        }
-    }
-    for &(chunk, seq, owner, generation) in &seen.chunks {
-        if !live(found, &chunk, seq) {
-            continue;
-        }
-        let owner_generation = found
-            .get(&owner)
-            .filter(|f| !f.tombstone)
-            .and_then(|f| generations.get(&(owner, f.seq)));
-        if owner_generation != Some(&generation) {
-            found.hide(chunk, seq);
-            settled.orphan_chunks += 1;
-        }
-    }
-    settled
 }

@@ -66,15 +66,17 @@ mod store;
 mod stripes;
 pub(crate) mod sync;
 mod update;
+mod value_reader;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};
 pub use damage::{Damage, DamageKind};
 pub use error::{Error, Result};
 pub use iter::NamespaceIter;
-pub use large::{ValueReader, LARGE_VALUE_BYTES_MAX};
+pub use large::LARGE_VALUE_BYTES_MAX;
 pub use namespace::Namespace;
 pub use options::{Eviction, Options, Progress};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};
 pub use update::{Change, Current, Updated};
+pub use value_reader::ValueReader;

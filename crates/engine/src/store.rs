@@ -206,11 +206,11 @@ impl Store {
         &self,
         ns: Namespace,
         key: &[u8],
-    ) -> Result<Option<crate::large::ValueReader<'_>>> {
+    ) -> Result<Option<crate::value_reader::ValueReader<'_>>> {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        crate::large::ValueReader::open(&self.inner, physical, key)
+        crate::value_reader::ValueReader::open(&self.inner, physical, key)
     }
 
     /// Values of several keys.

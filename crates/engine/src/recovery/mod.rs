@@ -21,6 +21,7 @@ mod create;
 mod devices;
 mod headers;
 pub(crate) mod keys;
+mod large;
 pub(crate) mod scan;
 
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use nvdepot_index::Location;
 
 use super::keys::{Found, KeyTable, Seen, PARTITIONS};
+use super::large::LargeSeen;
 use crate::damage::{self, Damage, DamageKind};
 use crate::error::{Error, Result};
 use crate::format::{
@@ -14,7 +15,6 @@ use crate::format::{
 };
 use crate::inner::key_hash;
 use crate::iter::scan_segment;
-use crate::large::LargeSeen;
 use crate::layout::Layout;
 use crate::namespace::{self, Namespaces, SYSTEM_NS};
 use crate::options::Progress;
@@ -34,7 +34,7 @@ pub(crate) struct LogScan {
     /// (namespace, key, sequence number).
     pub hidden_keys: Vec<HiddenKey>,
     /// Large heads and chunks left out of the index.
-    pub large: crate::large::LargeSettled,
+    pub large: super::large::LargeSettled,
 }
 
 /// A key whose records were dropped with their segment: (namespace, key,
@@ -143,7 +143,7 @@ pub(crate) fn scan_log(
     // After damage has hidden what it lost: a head with a lost chunk is
     // hidden (its key gets a tombstone), and chunks no live head names
     // are left out.
-    let large = crate::large::settle_large(&mut found, &large, &mut hidden_keys);
+    let large = super::large::settle_large(&mut found, &large, &mut hidden_keys);
     Ok(LogScan {
         hidden_keys,
         found,
