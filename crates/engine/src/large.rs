@@ -32,7 +32,9 @@
 //! read starts over; if not, the chunk is lost (damage: an error in store
 //! mode, a miss in cache mode, where eviction may have taken it).
 
+use std::future::Future;
 use std::sync::atomic::AtomicI64;
+use std::task::Poll;
 
 use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
@@ -80,6 +82,32 @@ fn advise_huge_pages(buf: &mut Vec<u8>) {
             libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
         }
     }
+}
+
+/// Runs two futures together: on a ring, the IO of both is in flight at
+/// once (a blocking future completes on its first poll, so the two run
+/// one after the other).
+async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                ra = Some(v);
+            }
+        }
+        if rb.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                rb = Some(v);
+            }
+        }
+        if ra.is_some() && rb.is_some() {
+            Poll::Ready((ra.take().expect("set"), rb.take().expect("set")))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// A large value as its head named it when a read started.
@@ -337,10 +365,7 @@ impl Inner {
         end: u64,
     ) -> Result<Chunked> {
         let LargeAt {
-            physical,
-            key,
-            version: head_seq,
-            d,
+            physical, key, d, ..
         } = *v;
         let d = &d;
         let end = end.min(d.len);
@@ -351,57 +376,97 @@ impl Inner {
         }
         let cb = u64::from(d.chunk_bytes);
         let space = chunk_space(physical);
-        for i in (start / cb) as u32..=((end - 1) / cb) as u32 {
+        let bounds = |i: u32| {
             let base = u64::from(i) * cb;
             let lo = (start.max(base) - base) as usize;
             let hi = (end.min(base + cb) - base) as usize;
+            (lo, hi, lo == 0 && hi == d.chunk_len(i))
+        };
+        let (first, last) = ((start / cb) as u32, ((end - 1) / cb) as u32);
+        let mut i = first;
+        while i <= last {
+            let (lo, hi, whole) = bounds(i);
             let ck = format::chunk_key(key, d.generation, i);
-            let got = if lo == 0 && hi == d.chunk_len(i) {
-                self.chunk_whole(mode, space, &ck, d.chunk_len(i), &mut out)
+            if whole && i < last && bounds(i + 1).2 {
+                // Two whole chunks: both reads in flight at once (on a
+                // ring; a blocking caller reads one after the other).
+                let ck2 = format::chunk_key(key, d.generation, i + 1);
+                let (a, b) = join2(
+                    self.fetch_chunk(mode, space, &ck, d.chunk_len(i)),
+                    self.fetch_chunk(mode, space, &ck2, d.chunk_len(i + 1)),
+                )
+                .await;
+                match (a, b) {
+                    (Ok(Some(a)), Ok(Some(b))) => {
+                        out.extend_from_slice(a.value());
+                        out.extend_from_slice(b.value());
+                        i += 2;
+                        continue;
+                    }
+                    (Ok(Some(_)), b) => return self.chunk_gone(mode, v, i + 1, b.err()).await,
+                    (a, _) => return self.chunk_gone(mode, v, i, a.err()).await,
+                }
+            }
+            let got = if whole {
+                self.fetch_chunk(mode, space, &ck, d.chunk_len(i))
                     .await
+                    .map(|r| r.map(|r| out.extend_from_slice(r.value())).is_some())
             } else {
                 self.chunk_window(mode, space, &ck, lo, hi, &mut out).await
             };
             match got {
-                Ok(true) => {}
-                Ok(false) | Err(_) => {
-                    let head = Span::Head { key_len: key.len() };
-                    let now = self.find_record(mode, physical, key, head).await?;
-                    if now.is_none_or(|(r, _)| r.header.seq != head_seq) {
-                        return Ok(Chunked::Replaced);
-                    }
-                    let err = got.err().unwrap_or_else(|| {
-                        Error::Unusable(format!(
-                            "chunk {i} of {} of a large value of {} bytes is missing",
-                            d.chunks, d.len
-                        ))
-                    });
-                    return Ok(Chunked::Lost(err));
-                }
+                Ok(true) => i += 1,
+                Ok(false) => return self.chunk_gone(mode, v, i, None).await,
+                Err(e) => return self.chunk_gone(mode, v, i, Some(e)).await,
             }
         }
         Ok(Chunked::Bytes(out))
     }
 
-    /// Appends a whole chunk's value to `out`; `false`: not there.
-    async fn chunk_whole(
+    /// Chunk `i` of `v` is missing or unreadable (`err`): if the key's
+    /// head changed meanwhile, the value was replaced (start over); else
+    /// the chunk is lost.
+    async fn chunk_gone(
+        &self,
+        mode: Mode,
+        v: &LargeAt<'_>,
+        i: u32,
+        err: Option<Error>,
+    ) -> Result<Chunked> {
+        let head = Span::Head {
+            key_len: v.key.len(),
+        };
+        let now = self.find_record(mode, v.physical, v.key, head).await?;
+        if now.is_none_or(|(r, _)| r.header.seq != v.version) {
+            return Ok(Chunked::Replaced);
+        }
+        let err = err.unwrap_or_else(|| {
+            Error::Unusable(format!(
+                "chunk {i} of {} of a large value of {} bytes is missing",
+                v.d.chunks, v.d.len
+            ))
+        });
+        Ok(Chunked::Lost(err))
+    }
+
+    /// A whole chunk, read and checksummed; `None`: not there (or not of
+    /// the length its head says).
+    async fn fetch_chunk(
         &self,
         mode: Mode,
         space: u32,
         ck: &[u8],
         len: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<bool> {
+    ) -> Result<Option<Record>> {
         let Some((r, loc)) = self.find_record(mode, space, ck, Span::Whole).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         if r.value().len() != len {
-            return Ok(false);
+            return Ok(None);
         }
         // Cache mode: a read chunk is as recently used as its head.
         self.touch(loc);
-        out.extend_from_slice(r.value());
-        Ok(true)
+        Ok(Some(r))
     }
 
     /// Appends bytes `[lo, hi)` of a chunk's value to `out` (`false`: not

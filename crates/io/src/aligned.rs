@@ -81,9 +81,12 @@ impl AlignedBuf {
     pub fn take(len: usize, align: usize) -> AlignedBuf {
         let want = len.div_ceil(align).max(1) * align;
         if want > RECYCLE_BYTES_MAX {
-            let reused = RECYCLED_BIG.with(|b| {
-                b.borrow_mut()
-                    .take_if(|b| b.len() == want && b.align() == align)
+            let reused = RECYCLED_BIG.with(|r| {
+                let mut r = r.borrow_mut();
+                let i = r
+                    .iter()
+                    .rposition(|b| b.len() == want && b.align() == align)?;
+                Some(r.swap_remove(i))
             });
             return reused.unwrap_or_else(|| AlignedBuf::new(len, align));
         }
@@ -98,11 +101,17 @@ impl AlignedBuf {
     }
 
     /// Gives the buffer back for [`AlignedBuf::take`] on this thread (a
-    /// bounded number of small buffers, and the last bigger one).
+    /// bounded number of small buffers, and the last two bigger ones).
     pub fn recycle(self) {
         if self.len() > RECYCLE_BYTES_MAX {
             if self.len() <= RECYCLE_BIG_BYTES_MAX {
-                RECYCLED_BIG.with(|b| *b.borrow_mut() = Some(self));
+                RECYCLED_BIG.with(|r| {
+                    let mut r = r.borrow_mut();
+                    if r.len() == RECYCLE_BIG_COUNT_MAX {
+                        r.remove(0);
+                    }
+                    r.push(self);
+                });
             }
             return;
         }
@@ -119,14 +128,15 @@ impl AlignedBuf {
 const RECYCLE_BYTES_MAX: usize = 64 << 10;
 /// Buffers kept per thread.
 const RECYCLE_COUNT_MAX: usize = 64;
-/// Largest of the one bigger buffer kept per thread (the last recycled):
-/// reads of a large value's 8 MiB chunks reuse it instead of faulting in
-/// fresh pages for every chunk.
+/// Largest of the bigger buffers kept per thread (the last two recycled):
+/// reads of a large value's 8 MiB chunks, two in flight, reuse them
+/// instead of faulting in fresh pages for every chunk.
 const RECYCLE_BIG_BYTES_MAX: usize = 17 << 20;
+const RECYCLE_BIG_COUNT_MAX: usize = 2;
 
 thread_local! {
     static RECYCLED: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
-    static RECYCLED_BIG: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
+    static RECYCLED_BIG: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Deref for AlignedBuf {
