@@ -52,9 +52,9 @@ impl Inner {
         self.check_sizes(key, Some(value))?;
         let (physical, count) = self.resolve(ns)?;
         if value.len() > self.record_value_bytes_max() {
-            return self
-                .put_large(mode, physical, &count, key, value, cond)
-                .await;
+            // Boxed: the large path's state would otherwise sit in every
+            // put's future (and so in every connection task of a server).
+            return Box::pin(self.put_large(mode, physical, &count, key, value, cond)).await;
         }
         self.put_record(mode, physical, &count, key, value, RecordKind::Put, cond)
             .await

@@ -320,7 +320,8 @@ impl Inner {
         // until GC frees their segment, and GC writes out and flushes the
         // log first (`collect_segment`), so a crash that loses the
         // replacing write finds the old value whole.
-        if let Err(e) = self.drop_chunks(mode, physical, key, &d).await {
+        // Boxed: this runs at the end of every put and delete (see `Inner::put`).
+        if let Err(e) = Box::pin(self.drop_chunks(mode, physical, key, &d)).await {
             tracing::error!("dropping the chunks of a replaced large value failed: {e}");
         }
     }
@@ -548,7 +549,8 @@ impl Inner {
                 version: r.header.seq,
                 d,
             };
-            let range = self.large_range(mode, &v, 0, d.len);
+            // Boxed: see `Inner::put`.
+            let range = Box::pin(self.large_range(mode, &v, 0, d.len));
             match range.await? {
                 Chunked::Bytes(v) => return Ok(Some((v, r.header.seq, loc))),
                 Chunked::Replaced => continue,

@@ -74,7 +74,8 @@ impl Inner {
                 return Ok(Some(d));
             }
         }
-        match self.read_at(mode, loc, Span::Whole).await? {
+        // Boxed: this sits in every writer's lookup (see `Inner::put`).
+        match Box::pin(self.read_at(mode, loc, Span::Whole)).await? {
             Fetched::Record(whole) => self.descriptor(&whole, loc).map(Some),
             Fetched::Invalid(e) => Err(e),
         }

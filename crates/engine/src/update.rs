@@ -109,7 +109,8 @@ impl Inner {
                 None => None,
                 Some((e, r)) => match e.large {
                     None => Some(Value::Record(r)),
-                    Some(d) => self.large_current(mode, &at, key, e.seq, d).await?,
+                    // Boxed: see `Inner::put`.
+                    Some(d) => Box::pin(self.large_current(mode, &at, key, e.seq, d)).await?,
                 },
             };
             let (change, out) = decide(existing.zip(value.as_ref()).map(|(e, v)| Current {
@@ -126,7 +127,8 @@ impl Inner {
                     self.check_sizes(key, Some(&value))?;
                     drop(stripe);
                     let cond = existing.map_or(PutMode::IfAbsent, |e| PutMode::IfVersion(e.seq));
-                    let put = self.put_large(mode, at.physical, &count, key, &value, cond);
+                    let put =
+                        Box::pin(self.put_large(mode, at.physical, &count, key, &value, cond));
                     match put.await? {
                         Some(version) => return Ok((out, Updated::Put(version))),
                         None => continue,
