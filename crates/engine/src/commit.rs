@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use nvdepot_index::{Expect, InsertError, Location, GRAINS_MAX};
+use nvdepot_index::{Expect, InsertError, Location};
 
 use crate::aio::{now, Mode};
 use crate::error::{Error, Result};
-use crate::format::{RecordKind, CHUNK_SPACE};
+use crate::format::RecordKind;
 use crate::inner::{key_hash, Committed, Existing, Inner, KeyAt};
 use crate::namespace::Namespace;
 use crate::store::{DeleteOutcome, PutMode, WriteOp};
@@ -18,16 +18,16 @@ use crate::writer::{Appended, Appender, Placed, RecordParts};
 /// A record to write: its kind (a put, or a large value's head), key and
 /// value.
 #[derive(Clone, Copy)]
-pub(crate) struct Record<'a> {
+pub(crate) struct NewRecord<'a> {
     pub kind: RecordKind,
     pub key: &'a [u8],
     pub value: &'a [u8],
 }
 
-impl<'a> Record<'a> {
+impl<'a> NewRecord<'a> {
     /// A put of `key` with `value`.
-    pub fn put(key: &'a [u8], value: &'a [u8]) -> Record<'a> {
-        Record {
+    pub fn put(key: &'a [u8], value: &'a [u8]) -> NewRecord<'a> {
+        NewRecord {
             kind: RecordKind::Put,
             key,
             value,
@@ -90,7 +90,7 @@ impl Inner {
             if !allowed {
                 return Ok(None);
             }
-            let record = Record { kind, key, value };
+            let record = NewRecord { kind, key, value };
             match self
                 .commit_put(mode, &at, record, existing, &cands, count)
                 .await?
@@ -120,19 +120,18 @@ impl Inner {
         &self,
         mode: Mode,
         at: &KeyAt,
-        record: Record<'_>,
+        record: NewRecord<'_>,
         existing: Option<Existing>,
         cands: &[Location],
         count: &AtomicI64,
     ) -> Result<Option<Committed>> {
-        let Record { kind, key, value } = record;
+        let NewRecord { kind, key, value } = record;
         let header = self.header(kind, at.physical, key, value.len());
         let version = header.seq;
         let parts = RecordParts { header, key, value };
-        // A large value's chunks are durable before its head is appended,
-        // whatever the acknowledgement mode (see `large.rs`).
-        let early = (self.opts.write_behind || self.opts.unlock_before_durable)
-            && at.physical & CHUNK_SPACE == 0;
+        // (A large value's chunks never come here: `write_chunks` makes
+        // them durable itself, before its head comes here.)
+        let early = self.opts.write_behind || self.opts.unlock_before_durable;
         if early && !self.writer.unwritten_over_budget() {
             // The index points to the record now; reads find its buffered
             // copy until it is written.
@@ -193,10 +192,7 @@ impl Inner {
         cands: &[Location],
         count: &AtomicI64,
     ) -> Result<()> {
-        let new = Location {
-            pba: app.pba,
-            grains: app.grains.min(GRAINS_MAX as u64) as u16,
-        };
+        let new = crate::inner::location_at(app.pba, app.grains);
         self.link(at.fp, new, app.grains, existing, cands)?;
         let stripe = self.stripe_of(at.h);
         if kind == RecordKind::Put {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nvdepot_index::{Expect, Index, Location, GRAINS_MAX};
+use nvdepot_index::{Expect, Index, Location};
 
 use crate::error::Result;
 use crate::format::{
@@ -294,13 +294,11 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     // chunks, typically): nothing to move, so free it without reading it.
     let dead = info.valid_grains.load(Ordering::Relaxed) == 0
         && info.tombstone_grains.load(Ordering::Relaxed) == 0;
-    if dead {
+    let result = if dead {
         inner
             .counters
             .gc_segments_unread
             .fetch_add(1, Ordering::Relaxed);
-    }
-    let result = if dead {
         Ok(crate::iter::ScanEnd::default())
     } else {
         scan_segment(&inner.layout, victim, seg_seq, |rec| {
@@ -539,10 +537,7 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
     }
     for (live, app, seq) in moved {
         let fp = Index::fingerprint(live.hash);
-        let new = Location {
-            pba: app.pba,
-            grains: app.grains.min(GRAINS_MAX as u64) as u16,
-        };
+        let new = crate::inner::location_at(app.pba, app.grains);
         let new_seg = inner.layout.segment_of(app.pba);
         if inner
             .index

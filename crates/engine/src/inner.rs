@@ -35,6 +35,16 @@ pub(crate) fn key_hash(physical: u32, key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, physical as u64)
 }
 
+/// The index location of a record of `grains` grains at `pba` (the size
+/// field saturates at `GRAINS_MAX`: such a record's header says how long
+/// it is).
+pub(crate) fn location_at(pba: u64, grains: u64) -> Location {
+    Location {
+        pba,
+        grains: grains.min(GRAINS_MAX as u64) as u16,
+    }
+}
+
 /// A key's hashes in its physical namespace: what the index, the stripe
 /// locks and the location cache are keyed by.
 pub(crate) struct KeyAt {
@@ -252,9 +262,6 @@ impl Inner {
     }
 
     pub fn location(&self, pba: u64, header: &RecordHeader) -> Location {
-        Location {
-            pba,
-            grains: self.grains_of(header).min(GRAINS_MAX as u64) as u16,
-        }
+        location_at(pba, self.grains_of(header))
     }
 }

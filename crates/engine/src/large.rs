@@ -17,9 +17,10 @@
 //!
 //! Chunks no head names (a put cut by a crash, or by an error after some
 //! chunks) are dropped: by the put itself on an error, by recovery
-//! ([`drop_orphans`]) after a crash. Once a write replacing a large head
-//! (a put or a delete of the key) is durable, the old head's chunks are
-//! deleted (tombstones). Generations come from the store's sequence
+//! (`recovery/large.rs`) after a crash. Once a write replacing a large
+//! head (a put or a delete of the key) is made, the old head's chunks
+//! leave the index, without tombstones (`Inner::replaced` says why that
+//! is safe). Generations come from the store's sequence
 //! counter, taken before the chunks are written: never reused, since
 //! recovery restarts the counter past every sequence number in the log.
 //!
@@ -49,8 +50,8 @@ use crate::writer::{Appender, RecordParts};
 /// [`crate::Options::value_bytes_max`]).
 pub const LARGE_VALUE_BYTES_MAX: usize = 1 << 30;
 
-/// Largest chunk: a large put waits for one group commit per chunk, and a
-/// ranged read of a chunk's middle reads at most this much before it.
+/// Largest chunk: the unit a large value is written, checksummed and read
+/// whole in (a batch of them shares one group commit).
 const CHUNK_BYTES_MAX: usize = 8 << 20;
 
 /// Chunks written before one group commit: a batch's buffers are the
@@ -136,7 +137,7 @@ impl Inner {
         (self.record_value_bytes_max() - format::CHUNK_KEY_SUFFIX_BYTES).min(CHUNK_BYTES_MAX)
     }
 
-    /// Puts a value longer than a record holds: chunks (each durable), then
+    /// Puts a value longer than a record holds: chunks (durable), then
     /// the head under the put's condition. Returns the new version, or
     /// `None` if the condition failed (the chunks are then dropped).
     pub(crate) async fn put_large(
@@ -252,10 +253,7 @@ impl Inner {
             let mut cands = Vec::new();
             for (ck, app) in appended {
                 let fp = nvdepot_index::Index::fingerprint(key_hash(space, &ck));
-                let loc = nvdepot_index::Location {
-                    pba: app.pba,
-                    grains: app.grains.min(nvdepot_index::GRAINS_MAX as u64) as u16,
-                };
+                let loc = crate::inner::location_at(app.pba, app.grains);
                 cands.clear();
                 self.index.lookup(fp, &mut cands);
                 self.link(fp, loc, app.grains, None, &cands)?;
@@ -302,8 +300,8 @@ impl Inner {
         Ok(())
     }
 
-    /// After a write replacing `old` is durable: drops `old`'s chunks if it
-    /// was a large head. The write is done and acknowledged whatever
+    /// After a write replacing `old` (durable, or buffered in write-behind
+    /// mode): drops `old`'s chunks from the index if it was a large head. The write is done and acknowledged whatever
     /// happens here; a failure leaves the chunks until crash recovery.
     pub(crate) async fn replaced(
         &self,

@@ -21,8 +21,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nvdepot_index::{Location, GRAINS_MAX};
-
 use crate::inner::Existing;
 
 /// `[hash, second hash, pba << 24 | grains, version]`; hash 0 = empty.
@@ -67,10 +65,7 @@ impl LocationCache {
         let packed = s[2].load(Ordering::Relaxed);
         let grains = packed & ((1 << GRAIN_BITS) - 1);
         Some(Existing {
-            loc: Location {
-                pba: packed >> GRAIN_BITS,
-                grains: grains.min(GRAINS_MAX as u64) as u16,
-            },
+            loc: crate::inner::location_at(packed >> GRAIN_BITS, grains),
             grains,
             seq: s[3].load(Ordering::Relaxed),
             large: None,

@@ -191,14 +191,4 @@ impl Inner {
         }
         read_record_in(mode, &self.layout, loc, span).await
     }
-
-    pub fn get_range(
-        &self,
-        physical: u32,
-        key: &[u8],
-        offset: u64,
-        len: usize,
-    ) -> Result<Option<Vec<u8>>> {
-        crate::large::get_range(self, physical, key, offset, len)
-    }
 }

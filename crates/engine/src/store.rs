@@ -195,7 +195,7 @@ impl Store {
         self.inner.check_sizes(key, None)?;
         let (physical, _) = self.inner.resolve(ns)?;
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.inner.get_range(physical, key, offset, len)
+        crate::large::get_range(&self.inner, physical, key, offset, len)
     }
 
     /// A streaming read of `key`'s value (`std::io::Read + Seek`), or

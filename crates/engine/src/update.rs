@@ -29,7 +29,7 @@
 use nvdepot_index::Location;
 
 use crate::aio::Mode;
-use crate::commit::Record as NewRecord;
+use crate::commit::NewRecord;
 use crate::error::Result;
 use crate::inner::{Existing, Inner, KeyAt};
 use crate::large::Chunked;

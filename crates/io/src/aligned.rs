@@ -80,17 +80,12 @@ impl AlignedBuf {
     /// Saves an allocation and a zeroing per device read on hot paths.
     pub fn take(len: usize, align: usize) -> AlignedBuf {
         let want = len.div_ceil(align).max(1) * align;
-        if want > RECYCLE_BYTES_MAX {
-            let reused = RECYCLED_BIG.with(|r| {
-                let mut r = r.borrow_mut();
-                let i = r
-                    .iter()
-                    .rposition(|b| b.len() == want && b.align() == align)?;
-                Some(r.swap_remove(i))
-            });
-            return reused.unwrap_or_else(|| AlignedBuf::new(len, align));
-        }
-        let reused = RECYCLED.with(|r| {
+        let pool = if want > RECYCLE_BYTES_MAX {
+            &RECYCLED_BIG
+        } else {
+            &RECYCLED
+        };
+        let reused = pool.with(|r| {
             let mut r = r.borrow_mut();
             let i = r
                 .iter()

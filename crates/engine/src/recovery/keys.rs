@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use nvdepot_index::{Location, GRAINS_MAX};
+use nvdepot_index::Location;
 
 /// Partitions of the key table (a power of two).
 pub(crate) const PARTITIONS: usize = 256;
@@ -57,10 +57,7 @@ pub(crate) struct Found {
 impl Found {
     /// Its index location (the grain count saturates, as the index's does).
     pub fn location(&self) -> Location {
-        Location {
-            pba: self.pba,
-            grains: self.grains.min(GRAINS_MAX as u64) as u16,
-        }
+        crate::inner::location_at(self.pba, self.grains)
     }
 
     /// Whether `self` hides `other` (a record of the same key): it is
