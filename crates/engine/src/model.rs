@@ -46,52 +46,74 @@ mod group_commit_model {
 
     #[derive(Default)]
     struct State {
-        commit: CommitState,
+        commit: CommitState<(u64, u64)>,
         appended: u64,
         /// Batches taken by leaders, in order: (first, end) positions.
         batches: Vec<(u64, u64)>,
         taken: u64,
+        /// Batches retired, in the order they were: (end, ok).
+        retired: Vec<(u64, bool)>,
     }
 
     struct Model {
         state: Mutex<State>,
         done: Condvar,
-        /// Log position up to which the modelled device holds the log.
-        on_device: AtomicU64,
+        /// The stretches of the log (first, end] the modelled device holds
+        /// (written and flushed), in the order their writes finished.
+        on_device: Mutex<Vec<(u64, u64)>>,
         writes: AtomicU64,
         /// The write (counting from 0) that fails, if any.
         fail: Option<u64>,
     }
 
+    impl Model {
+        /// The log position up to which the device holds every record.
+        fn device_prefix(&self) -> u64 {
+            let mut held = self.on_device.lock().clone();
+            held.sort_unstable();
+            let mut prefix = 0;
+            for (first, end) in held {
+                if first == prefix {
+                    prefix = end;
+                }
+            }
+            prefix
+        }
+    }
+
     impl Log for Model {
         type State = State;
-        type Batch = u64;
+        type Batch = (u64, u64);
+        // Fewer than the writers, so that leaders also wait for room.
+        const BATCHES_IN_FLIGHT: usize = 2;
 
-        fn commit(st: &mut State) -> &mut CommitState {
+        fn commit(st: &mut State) -> &mut CommitState<(u64, u64)> {
             &mut st.commit
         }
 
-        fn take_batch(&self, st: &mut State) -> (u64, u64) {
+        fn take_batch(&self, st: &mut State) -> ((u64, u64), u64) {
             let first = st.taken;
             st.taken = st.appended;
             st.batches.push((first, st.appended));
-            (st.appended, st.appended)
+            ((first, st.appended), st.appended)
         }
 
-        async fn write(&self, _mode: Mode, end: u64) -> (Result<()>, u64) {
+        async fn write(&self, _mode: Mode, batch: (u64, u64)) -> (Result<()>, (u64, u64)) {
             yield_now().await; // the write
             let n = self.writes.fetch_add(1, Ordering::SeqCst);
             if self.fail == Some(n) {
-                return (Err(Error::Unusable("injected write error".into())), end);
+                return (Err(Error::Unusable("injected write error".into())), batch);
             }
             yield_now().await; // the flush
-            self.on_device.fetch_max(end, Ordering::SeqCst);
-            (Ok(()), end)
+            self.on_device.lock().push(batch);
+            (Ok(()), batch)
         }
 
-        fn written(&self, _st: &mut State, _result: &Result<()>, _end: u64) {}
+        fn written(&self, st: &mut State, ok: bool, batch: (u64, u64)) {
+            st.retired.push((batch.1, ok));
+        }
 
-        fn published(&self, _target: u64) {}
+        fn published(&self, _durable: u64) {}
     }
 
     /// Appends a record and waits for it; returns its position and result.
@@ -105,8 +127,8 @@ mod group_commit_model {
         let ok = wait_durable(m, &m.state, &m.done, mode, lsn).await.is_ok();
         if ok {
             assert!(
-                m.on_device.load(Ordering::SeqCst) >= lsn,
-                "position {lsn} acknowledged before the device held it"
+                m.device_prefix() >= lsn,
+                "position {lsn} acknowledged before the device held the log up to it"
             );
         }
         (lsn, ok)
@@ -116,7 +138,7 @@ mod group_commit_model {
         let m = Arc::new(Model {
             state: Mutex::new(State::default()),
             done: Condvar::new(),
-            on_device: AtomicU64::new(0),
+            on_device: Mutex::new(Vec::new()),
             writes: AtomicU64::new(0),
             fail,
         });
@@ -147,18 +169,29 @@ mod group_commit_model {
         }
         assert_eq!(results.len(), 8);
         let st = m.state.lock();
-        // Batches are disjoint and in log order.
+        // Batches are disjoint and in log order, and retire in that order.
         for w in st.batches.windows(2) {
             assert!(w[0].1 <= w[1].0, "batches overlap: {:?}", st.batches);
         }
+        let ends: Vec<u64> = st.batches.iter().map(|b| b.1).collect();
+        let retired: Vec<u64> = st.retired.iter().map(|r| r.0).collect();
+        assert_eq!(ends, retired, "retired out of log order");
+        assert_eq!(st.commit.in_flight(), 0);
         match fail {
             None => assert!(results.iter().all(|&(_, ok)| ok), "{results:?}"),
             Some(_) => {
-                // After the failure nothing more is acknowledged: every
-                // success is covered by a write before it.
-                let durable = m.on_device.load(Ordering::SeqCst);
+                // Exactly what the device holds a whole prefix of the log
+                // up to is acknowledged; nothing after the failure is,
+                // even when its own write reached the device.
+                let durable = m.device_prefix();
                 for &(lsn, ok) in &results {
                     assert_eq!(ok, lsn <= durable, "{results:?}, durable {durable}");
+                }
+                // A batch retired as failed is never followed by one
+                // retired as written.
+                let first_bad = st.retired.iter().position(|r| !r.1);
+                if let Some(i) = first_bad {
+                    assert!(st.retired[i..].iter().all(|r| !r.1), "{:?}", st.retired);
                 }
             }
         }
