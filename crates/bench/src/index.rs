@@ -424,6 +424,7 @@ impl NvdepotTable {
             index: Index::new(IndexConfig {
                 table_entries_log2,
                 initial_tables_log2,
+                ..IndexConfig::default()
             }),
         }
     }

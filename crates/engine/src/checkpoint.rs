@@ -16,7 +16,9 @@ use crate::inner::Inner;
 use crate::layout::Layout;
 use crate::segments::SegState;
 
-const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"NVCKPT01");
+/// Version 2 added the index's pba width. A checkpoint of another version
+/// is unusable: the open scans the log instead (nothing is lost).
+const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"NVCKPT02");
 
 /// Serialises the store's DRAM state.
 fn encode(inner: &Inner) -> Vec<u8> {
@@ -56,6 +58,7 @@ fn encode(inner: &Inner) -> Vec<u8> {
     }
     out.extend_from_slice(&g.table_entries_log2.to_le_bytes());
     out.extend_from_slice(&g.tables_log2.to_le_bytes());
+    out.extend_from_slice(&g.pba_bits.to_le_bytes());
     inner.index.dump(|_, entries| {
         out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         for e in entries {
@@ -146,14 +149,23 @@ pub(crate) fn read(layout: &Layout, headers: &[(u32, SegmentHeader)]) -> Result<
         }
         payload.extend_from_slice(chunk);
     }
-    decode(&payload, layout.segments).map_err(|reason| {
+    let restored = decode(&payload, layout.segments).map_err(|reason| {
         let (device, offset) = layout.describe(headers[0].0, SEGMENT_HEADER_BYTES);
         Error::Corrupt {
             device,
             offset,
             reason: format!("checkpoint: {reason}"),
         }
-    })
+    })?;
+    let want = crate::recovery::index_pba_bits(layout);
+    let have = restored.index.geometry().pba_bits;
+    if have != want {
+        return Err(Error::Unusable(format!(
+            "checkpoint index has {}-bit pbas, this store's layout needs {want}",
+            have
+        )));
+    }
+    Ok(restored)
 }
 
 struct Cursor<'a> {
@@ -223,8 +235,9 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
     let geometry = Geometry {
         table_entries_log2: c.u32()?,
         tables_log2: c.u32()?,
+        pba_bits: c.u32()?,
     };
-    if geometry.tables_log2 > 16 || geometry.table_entries_log2 > 40 {
+    if geometry.tables_log2 > 16 || geometry.table_entries_log2 > 40 || geometry.pba_bits > 40 {
         return Err(format!("implausible geometry {geometry:?}"));
     }
     let mut tables = Vec::with_capacity((1 << geometry.tables_log2).min(c.fits(8)));

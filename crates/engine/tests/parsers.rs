@@ -47,7 +47,7 @@ type Ns = (String, u32, u32, i64);
 /// segment entries and an empty index of one table of 2^10 entries.
 fn checkpoint(segments: u32, namespaces: &[Ns]) -> Vec<u8> {
     let mut out = Vec::new();
-    out.extend_from_slice(b"NVCKPT01");
+    out.extend_from_slice(b"NVCKPT02");
     out.extend_from_slice(&77u64.to_le_bytes());
     out.extend_from_slice(&(namespaces.len() as u32 + 2).to_le_bytes());
     out.extend_from_slice(&(namespaces.len() as u32).to_le_bytes());
@@ -68,6 +68,7 @@ fn checkpoint(segments: u32, namespaces: &[Ns]) -> Vec<u8> {
     }
     out.extend_from_slice(&10u32.to_le_bytes()); // table_entries_log2
     out.extend_from_slice(&0u32.to_le_bytes()); // tables_log2
+    out.extend_from_slice(&24u32.to_le_bytes()); // pba_bits
     let words = (1u64 << 10) + 31; // entries + H - 1 (neighborhood overhang)
     out.extend_from_slice(&words.to_le_bytes());
     for _ in 0..words {
@@ -198,7 +199,7 @@ proptest! {
         let _ = decode_segment_header(&bytes);
         let _ = decode_checkpoint(&bytes, segments);
         // The same bytes behind a checkpoint's magic get past the first check.
-        let mut ckpt = b"NVCKPT01".to_vec();
+        let mut ckpt = b"NVCKPT02".to_vec();
         ckpt.extend_from_slice(&bytes);
         let _ = decode_checkpoint(&ckpt, segments);
     }

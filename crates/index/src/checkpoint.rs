@@ -3,7 +3,8 @@
 
 use super::{Chunk, Inner, Region, LIVE};
 use crate::entry::{
-    FpGeometry, HashEntry, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX, TABLE_ENTRIES_LOG2_MIN,
+    FpGeometry, HashEntry, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
+    TABLE_ENTRIES_LOG2_MIN,
 };
 use crate::table::Overflow;
 use crate::Geometry;
@@ -47,8 +48,12 @@ impl Inner {
         let Geometry {
             table_entries_log2: t,
             tables_log2: d,
+            pba_bits,
         } = geometry;
-        if !(TABLE_ENTRIES_LOG2_MIN..=TABLE_ENTRIES_LOG2_MAX).contains(&t) || d > TABLES_LOG2_MAX {
+        if !(TABLE_ENTRIES_LOG2_MIN..=TABLE_ENTRIES_LOG2_MAX).contains(&t)
+            || d > TABLES_LOG2_MAX
+            || !(PBA_BITS_MIN..=PBA_BITS_MAX).contains(&pba_bits)
+        {
             return Err(format!("bad geometry {geometry:?}"));
         }
         if tables.len() != 1 << d {
@@ -58,7 +63,7 @@ impl Inner {
                 1usize << d
             ));
         }
-        let inner = Inner::empty(t, d, region_log2, overflow_max);
+        let inner = Inner::empty(t, d, pba_bits, region_log2, overflow_max);
         let table_slots = inner.fpg.table_slots();
         let mut regions = Vec::with_capacity(tables.len() << inner.regions_per_table_log2);
         for (j, words) in tables.into_iter().enumerate() {

@@ -39,10 +39,11 @@
 
 use super::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::entry::{
-    FpGeometry, HashEntry, H, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX, TABLE_ENTRIES_LOG2_MIN,
+    FpGeometry, HashEntry, H, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
+    TABLE_ENTRIES_LOG2_MIN,
 };
 use crate::table::{self, Overflow, Window};
-use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX, PBA_MAX};
+use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX};
 use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
 use std::sync::OnceLock;
 
@@ -212,10 +213,17 @@ impl Inner {
     pub(crate) fn new(
         table_entries_log2: u32,
         tables_log2: u32,
+        pba_bits: u32,
         region_log2: u32,
         overflow_max: usize,
     ) -> Inner {
-        let inner = Inner::empty(table_entries_log2, tables_log2, region_log2, overflow_max);
+        let inner = Inner::empty(
+            table_entries_log2,
+            tables_log2,
+            pba_bits,
+            region_log2,
+            overflow_max,
+        );
         let rpt = 1usize << inner.regions_per_table_log2;
         let regions = (0..rpt << tables_log2)
             .map(|i| Region::new(LIVE, Some(inner.alloc_chunk(i & (rpt - 1))), 0))
@@ -227,6 +235,7 @@ impl Inner {
     fn empty(
         table_entries_log2: u32,
         tables_log2: u32,
+        pba_bits: u32,
         region_log2: u32,
         overflow_max: usize,
     ) -> Inner {
@@ -238,6 +247,10 @@ impl Inner {
             tables_log2 <= TABLES_LOG2_MAX,
             "tables_log2 {tables_log2} > {TABLES_LOG2_MAX}"
         );
+        assert!(
+            (PBA_BITS_MIN..=PBA_BITS_MAX).contains(&pba_bits),
+            "pba_bits {pba_bits} out of range {PBA_BITS_MIN}..={PBA_BITS_MAX}"
+        );
         // A neighborhood must span at most two regions.
         assert!(
             1 << region_log2 >= H,
@@ -245,7 +258,10 @@ impl Inner {
         );
         let region_log2 = region_log2.min(table_entries_log2);
         Inner {
-            fpg: FpGeometry { table_entries_log2 },
+            fpg: FpGeometry {
+                table_entries_log2,
+                pba_bits,
+            },
             region_log2,
             regions_per_table_log2: table_entries_log2 - region_log2,
             overflow_max,
@@ -574,7 +590,7 @@ impl Inner {
     pub(crate) fn lookup(&self, fp: u64, out: &mut Vec<Location>) {
         let mut l = self.lock_live(fp, false, false);
         let w = self.window(&mut l);
-        table::lookup(&w, self.fpg.home(fp), FpGeometry::tag(fp), out);
+        table::lookup(&w, self.fpg.home(fp), self.fpg.tag_of(fp), out);
     }
 
     /// With `defer_grow`, an insert that should grow but has room in the
@@ -588,10 +604,10 @@ impl Inner {
         defer_grow: bool,
     ) -> InsertOutcome {
         assert!(
-            new.pba <= PBA_MAX && (1..=GRAINS_MAX).contains(&new.grains),
+            new.pba <= self.fpg.pba_max() && (1..=GRAINS_MAX).contains(&new.grains),
             "unstorable location {new:?}"
         );
-        let (home, tag) = (self.fpg.home(fp), FpGeometry::tag(fp));
+        let (home, tag) = (self.fpg.home(fp), self.fpg.tag_of(fp));
         let mut extend = false;
         let mut resize = ResizeAction::None;
         loop {
@@ -672,7 +688,7 @@ impl Inner {
         let mut l = self.lock_live(fp, false, true);
         let mut w = self.window(&mut l);
         let capacity_before = w.overflow_capacity();
-        let removed = table::remove(&mut w, self.fpg.home(fp), FpGeometry::tag(fp), old);
+        let removed = table::remove(&mut w, self.fpg.home(fp), self.fpg.tag_of(fp), old);
         let (delta, capacity_after) = (w.delta, w.overflow_capacity());
         self.apply(&l, delta);
         self.account_overflow(capacity_before, capacity_after);
@@ -719,6 +735,7 @@ impl Inner {
         Geometry {
             table_entries_log2: self.fpg.table_entries_log2,
             tables_log2: self.current.load(Ordering::Acquire) as u32,
+            pba_bits: self.fpg.pba_bits,
         }
     }
 

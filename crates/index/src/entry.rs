@@ -17,6 +17,11 @@ pub(crate) const TABLES_LOG2_MAX: u32 = TAG_BITS;
 pub(crate) const TABLE_ENTRIES_LOG2_MIN: u32 = 10;
 pub(crate) const TABLE_ENTRIES_LOG2_MAX: u32 = 27;
 
+/// Bounds of the pba width: 40 is the whole pba field (8-bit tags only);
+/// fewer leave the rest of the field to the extended tag.
+pub(crate) const PBA_BITS_MIN: u32 = 8;
+pub(crate) const PBA_BITS_MAX: u32 = 40;
+
 /// Default lock region: 8192 entries (64 KiB of entries).
 pub(crate) const REGION_LOG2_DEFAULT: u32 = 13;
 
@@ -93,14 +98,6 @@ impl HashEntry {
         ((self.0 >> SIZE_SHIFT) & SIZE_MASK) as u16
     }
 
-    #[inline]
-    pub(crate) fn location(self) -> Location {
-        Location {
-            pba: (self.0 >> PBA_SHIFT) & PBA_MASK,
-            grains: self.kv_size(),
-        }
-    }
-
     /// The probe key `neigh_off:fp_tag` (top 13 bits).
     #[inline]
     pub(crate) fn probe_key(self) -> u64 {
@@ -128,33 +125,104 @@ impl std::fmt::Debug for HashEntry {
         }
         write!(
             f,
-            "HashEntry(off {}, tag {:#04x}, kv_size {}, pba {:#x})",
+            "HashEntry(off {}, tag {:#04x}, kv_size {}, pba field {:#x})",
             self.off(),
             self.tag(),
             self.kv_size(),
-            self.location().pba
+            (self.0 >> PBA_SHIFT) & PBA_MASK
         )
     }
 }
 
-/// How a fingerprint splits for a given table size.
+/// How a fingerprint splits for a given table size and pba width.
 ///
 /// ```text
-///   fp (35 bits):  [ 34 .. 8+t : ignored ][ 8+t-1 .. 8 : home slot ][ 7..0 : tag ]
+///   fp (64 bits):  [ .. : ignored ][ xtag ][ 8+t-1 .. 8 : home slot ][ 7..0 : tag ]
 ///   table number:  tag & (2^tables_log2 - 1)
 /// ```
 ///
-/// Bits above `8 + table_entries_log2` are not stored, so two fingerprints
+/// The *extended tag* (`xtag`, the `40 - pba_bits` fingerprint bits above
+/// the home slot, at most what is left of 64) is stored in the entry's pba
+/// field above the store's pba width: a store of 2^24 grains keeps 16 more
+/// fingerprint bits per entry for free, so two keys share a fingerprint
+/// (and a lookup or an overwrite reads a record that is not theirs) 2^16
+/// times less often. Bits above it are not stored, so two fingerprints
 /// that differ only there are the same fingerprint to the index.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FpGeometry {
     pub(crate) table_entries_log2: u32,
+    /// Bits of the pba field that hold the pba (1..=40); the rest hold
+    /// the extended tag.
+    pub(crate) pba_bits: u32,
+}
+
+/// The part of a fingerprint an entry stores: the tag (8 bits, in the tag
+/// field) and the extended tag (in the pba field above `pba_bits`), with
+/// the mask that separates the pba from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    pub(crate) tag: u64,
+    /// The extended tag, shifted to its place in the pba field.
+    xbits: u64,
+    pba_mask: u64,
+}
+
+impl Tag {
+    /// Whether `e`, at offset `off` from the home slot probed, holds this
+    /// fingerprint (`off` 0 for an overflow entry).
+    #[inline]
+    pub(crate) fn matches(self, off: usize, e: HashEntry) -> bool {
+        e.probe_key() == probe_key(off, self.tag)
+            && e.0 & PBA_MASK & !self.pba_mask == self.xbits
+            && !e.is_free()
+    }
+
+    /// The entry of this fingerprint at offset `off` for `loc`.
+    #[inline]
+    pub(crate) fn entry(self, off: usize, loc: Location) -> HashEntry {
+        debug_assert!(loc.pba < self.pba_mask, "pba {} too wide", loc.pba);
+        HashEntry::new(
+            off,
+            self.tag,
+            Location {
+                pba: loc.pba | self.xbits,
+                grains: loc.grains,
+            },
+        )
+    }
+
+    /// The location an entry of this fingerprint names.
+    #[inline]
+    pub(crate) fn location(self, e: HashEntry) -> Location {
+        Location {
+            pba: e.0 & self.pba_mask,
+            grains: e.kv_size(),
+        }
+    }
 }
 
 impl FpGeometry {
+    /// Bits of extended tag an entry stores.
     #[inline]
-    pub(crate) fn tag(fp: u64) -> u64 {
-        fp & TAG_MASK
+    fn xtag_bits(self) -> u32 {
+        (40 - self.pba_bits).min(64 - TAG_BITS - self.table_entries_log2)
+    }
+
+    /// What an entry of fingerprint `fp` stores of it.
+    #[inline]
+    pub(crate) fn tag_of(self, fp: u64) -> Tag {
+        let x = self.xtag_bits();
+        let xtag = (fp >> (TAG_BITS + self.table_entries_log2)) & ((1 << x) - 1);
+        Tag {
+            tag: fp & TAG_MASK,
+            xbits: xtag << self.pba_bits,
+            pba_mask: (1 << self.pba_bits) - 1,
+        }
+    }
+
+    /// Largest pba an entry can hold (all ones marks a free entry).
+    pub(crate) fn pba_max(self) -> u64 {
+        (1 << self.pba_bits) - 2
     }
 
     #[inline]
@@ -171,7 +239,19 @@ impl FpGeometry {
     #[inline]
     pub(crate) fn reconstruct(self, slot: usize, e: HashEntry) -> u64 {
         debug_assert!(slot >= e.off());
-        e.tag() | ((slot - e.off()) as u64) << TAG_BITS
+        let xtag = (e.0 & PBA_MASK) >> self.pba_bits;
+        e.tag()
+            | ((slot - e.off()) as u64) << TAG_BITS
+            | xtag << (TAG_BITS + self.table_entries_log2)
+    }
+
+    /// The location the entry `e` names.
+    #[inline]
+    pub(crate) fn location(self, e: HashEntry) -> Location {
+        Location {
+            pba: e.0 & ((1 << self.pba_bits) - 1),
+            grains: e.kv_size(),
+        }
     }
 
     /// Slots per table: 2^t homes plus H-1 overflow slots at the end, so the
@@ -192,20 +272,50 @@ mod tests {
             pba: PBA_MAX,
             grains: GRAINS_MAX,
         };
-        let e = HashEntry::new(31, 0xab, loc);
-        assert!(!e.is_free());
-        assert_eq!((e.off(), e.tag(), e.location()), (31, 0xab, loc));
-        assert_eq!(e.probe_key(), probe_key(31, 0xab));
-        let e2 = e.with_off(3);
-        assert_eq!((e2.off(), e2.tag(), e2.location()), (3, 0xab, loc));
-        assert!(HashEntry::FREE.is_free());
         let g = FpGeometry {
             table_entries_log2: 10,
+            pba_bits: 40,
         };
+        let t = g.tag_of(0xab);
+        let e = t.entry(31, loc);
+        assert!(!e.is_free());
+        assert_eq!((e.off(), e.tag(), t.location(e)), (31, 0xab, loc));
+        assert!(t.matches(31, e) && !t.matches(30, e));
+        let e2 = e.with_off(3);
+        assert_eq!((e2.off(), e2.tag(), g.location(e2)), (3, 0xab, loc));
+        assert!(HashEntry::FREE.is_free());
         let fp = 0x3_ffff_ffff;
         assert_eq!(g.home(fp), 1023);
-        assert_eq!(FpGeometry::tag(fp), 0xff);
+        assert_eq!(g.tag_of(fp).tag, 0xff);
         assert_eq!(FpGeometry::table(fp, 3), 7);
         assert_eq!(g.reconstruct(1023 + 5, e2.with_off(5)), 0xab | 1023 << 8);
+    }
+
+    #[test]
+    fn a_narrow_pba_leaves_room_for_an_extended_tag() {
+        let g = FpGeometry {
+            table_entries_log2: 10,
+            pba_bits: 24,
+        };
+        let loc = Location {
+            pba: g.pba_max(),
+            grains: 9,
+        };
+        // Same tag and home, different bits above the home: two keys the
+        // 8-bit tag alone would confuse.
+        let (fp1, fp2) = (0x5_a3ab_u64 | 1 << 20, 0x5_a3ab_u64 | 2 << 20);
+        assert_eq!(
+            (g.home(fp1), g.tag_of(fp1).tag),
+            (g.home(fp2), g.tag_of(fp2).tag)
+        );
+        let (t1, t2) = (g.tag_of(fp1), g.tag_of(fp2));
+        let e = t1.entry(4, loc);
+        assert!(t1.matches(4, e) && !t2.matches(4, e));
+        assert_eq!((t1.location(e), g.location(e)), (loc, loc));
+        // 16 extended bits survive a round trip through the entry.
+        let fp = 0xffff_u64 << 18 | 0x3ff << 8 | 0x5c;
+        let e = g.tag_of(fp).entry(0, loc);
+        assert_eq!(g.reconstruct(0x3ff, e), fp);
+        assert!(!e.is_free());
     }
 }

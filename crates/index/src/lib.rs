@@ -1,10 +1,12 @@
 //! The in-DRAM index of nvdepot: a two-level directory of hopscotch hash
 //! tables with 8-byte entries (uDepot, FAST'19, §4.2–4.3).
 //!
-//! The index maps a 35-bit key *fingerprint* to the location of a record on
-//! the device. It never stores keys: several keys may share a fingerprint
-//! tag, so a lookup returns every candidate [`Location`] and the caller
-//! reads the records to compare full keys. Mutations are conditional
+//! The index maps a key *fingerprint* (bits of the key's hash: the home
+//! slot, an 8-bit tag, and as many more as the entry's pba field has room
+//! for above the store's pba width) to the location of a record on the
+//! device. It never stores keys: several keys may share a fingerprint, so
+//! a lookup returns every candidate [`Location`] and the caller reads the
+//! records to compare full keys. Mutations are conditional
 //! ([`Expect`]) so that a caller who read candidates without holding a lock
 //! can detect a concurrent change and retry.
 //!
@@ -36,14 +38,24 @@ use std::sync::Arc;
 /// header to learn the size". 0 is reserved (uDepot's "deleted" marker).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Location {
-    /// Grain address, < 2^40 - 1 (all ones marks a free entry).
+    /// Grain address, at most the index's `pba_max` (2^pba_bits - 2: all
+    /// ones marks a free entry).
     pub pba: u64,
     /// Size in grains, 1..=2047.
     pub grains: u16,
 }
 
-/// Largest storable `Location::pba` (2^40 - 2).
+/// Largest storable `Location::pba` of an index of 40-bit pbas (2^40 - 2).
 pub const PBA_MAX: u64 = (1 << 40) - 2;
+
+/// The pba width an index needs for grain addresses up to `max_pba`: the
+/// bits of the pba field it leaves free hold fingerprint bits instead
+/// (see [`IndexConfig::pba_bits`]).
+pub fn pba_bits_for(max_pba: u64) -> u32 {
+    // pba_max = 2^bits - 2 >= max_pba.
+    let bits = 64 - (max_pba + 1).leading_zeros();
+    bits.clamp(entry::PBA_BITS_MIN, entry::PBA_BITS_MAX)
+}
 /// Largest storable `Location::grains`.
 pub const GRAINS_MAX: u16 = 2047;
 
@@ -81,6 +93,11 @@ pub struct IndexConfig {
     pub table_entries_log2: u32,
     /// log2 of the number of tables to start with (0..=8). Default: 0.
     pub initial_tables_log2: u32,
+    /// Bits of an entry's 40-bit pba field that hold the pba (8..=40):
+    /// pbas up to 2^pba_bits - 2 ([`pba_bits_for`]). The other bits hold
+    /// more of the fingerprint, so fewer keys share one (a store of 2^24
+    /// grains: 16 more bits). Default: 40.
+    pub pba_bits: u32,
 }
 
 impl Default for IndexConfig {
@@ -88,6 +105,7 @@ impl Default for IndexConfig {
         IndexConfig {
             table_entries_log2: 20,
             initial_tables_log2: 0,
+            pba_bits: entry::PBA_BITS_MAX,
         }
     }
 }
@@ -97,6 +115,7 @@ impl Default for IndexConfig {
 pub struct Geometry {
     pub table_entries_log2: u32,
     pub tables_log2: u32,
+    pub pba_bits: u32,
 }
 
 /// The concurrent index. All methods take `&self`; share it with `Arc`.
@@ -126,10 +145,12 @@ impl Index {
         let IndexConfig {
             table_entries_log2,
             initial_tables_log2,
+            pba_bits,
         } = config;
         Index::from_inner(Inner::new(
             table_entries_log2,
             initial_tables_log2,
+            pba_bits,
             region_log2,
             overflow_max,
         ))
@@ -153,9 +174,11 @@ impl Index {
         self.inner.resize_in_progress()
     }
 
-    /// The 35-bit fingerprint of a 64-bit key hash (its low 35 bits).
+    /// The fingerprint of a 64-bit key hash: the hash itself; an index
+    /// keeps its low `8 + table_entries_log2` bits and as many above them
+    /// as its pba width leaves room for.
     pub fn fingerprint(hash: u64) -> u64 {
-        hash & ((1 << 35) - 1)
+        hash
     }
 
     /// Appends to `out` the location of every entry whose fingerprint

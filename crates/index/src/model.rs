@@ -56,7 +56,7 @@ mod tests {
         // 4 tables of 2^10 slots in lock regions of 256: 16 regions, so a
         // resize to 8 tables migrates one region at a time. No overflow
         // list: the first failed insert grows.
-        let inner = Arc::new(Inner::new(10, 2, 8, 0));
+        let inner = Arc::new(Inner::new(10, 2, 40, 8, 0));
         let mut expected: Vec<(u64, Location)> = Vec::new();
         // 32 entries homed at slot 5 of table 0 (tags = 0 mod 4): full.
         for i in 0..32 {

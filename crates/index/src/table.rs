@@ -5,7 +5,7 @@
 //! allocation, so the window is two slices). Everything here runs under
 //! those locks and knows nothing about generations or resizing.
 
-use crate::entry::{probe_key, FpGeometry, HashEntry, H};
+use crate::entry::{FpGeometry, HashEntry, Tag, H};
 use crate::{Expect, Location};
 
 /// An entry that did not fit in its neighborhood (see `directory.rs`,
@@ -105,7 +105,7 @@ impl<'a> Window<'a> {
 
     /// Every entry with fingerprint (home, tag), and where it is.
     #[inline]
-    fn matches(&self, home: usize, tag: u64) -> impl Iterator<Item = (Pos, HashEntry)> + '_ {
+    fn matches(&self, home: usize, tag: Tag) -> impl Iterator<Item = (Pos, HashEntry)> + '_ {
         let (x, y) = self.neighborhood(home);
         let in_slots = x
             .iter()
@@ -113,11 +113,10 @@ impl<'a> Window<'a> {
             .enumerate()
             .filter_map(move |(off, &raw)| {
                 let e = HashEntry(raw);
-                (e.probe_key() == probe_key(off, tag) && !e.is_free())
-                    .then_some((Pos::Slot(off), e))
+                tag.matches(off, e).then_some((Pos::Slot(off), e))
             });
         let in_ovf = self.ovf.iter().enumerate().filter_map(move |(i, o)| {
-            (o.home as usize == home && o.entry.tag() == tag).then_some((Pos::Ovf(i), o.entry))
+            (o.home as usize == home && tag.matches(0, o.entry)).then_some((Pos::Ovf(i), o.entry))
         });
         in_slots.chain(in_ovf)
     }
@@ -129,21 +128,21 @@ impl<'a> Window<'a> {
 }
 
 /// Appends the location of every entry with fingerprint (home, tag).
-pub(crate) fn lookup(w: &Window<'_>, home: usize, tag: u64, out: &mut Vec<Location>) {
+pub(crate) fn lookup(w: &Window<'_>, home: usize, tag: Tag, out: &mut Vec<Location>) {
     // The hot path: a plain loop rather than `matches`.
     let (x, y) = w.neighborhood(home);
     for (off, &raw) in x.iter().chain(y).enumerate() {
         let e = HashEntry(raw);
-        if e.probe_key() == probe_key(off, tag) && !e.is_free() {
-            out.push(e.location());
+        if tag.matches(off, e) {
+            out.push(tag.location(e));
         }
     }
     if !w.ovf.is_empty() {
         let ovf = w
             .ovf
             .iter()
-            .filter(|o| o.home as usize == home && o.entry.tag() == tag);
-        out.extend(ovf.map(|o| o.entry.location()));
+            .filter(|o| o.home as usize == home && tag.matches(0, o.entry));
+        out.extend(ovf.map(|o| tag.location(o.entry)));
     }
 }
 
@@ -162,25 +161,25 @@ pub(crate) enum Insert {
 pub(crate) fn insert(
     w: &mut Window<'_>,
     home: usize,
-    tag: u64,
+    tag: Tag,
     new: Location,
     expect: Expect<'_>,
 ) -> Insert {
     match expect {
         Expect::Replace(old) => {
-            let Some((pos, _)) = w.matches(home, tag).find(|(_, e)| e.location() == old) else {
+            let Some((pos, _)) = w.matches(home, tag).find(|&(_, e)| tag.location(e) == old) else {
                 return Insert::Conflict;
             };
             match pos {
-                Pos::Slot(off) => w.set(home + off, HashEntry::new(off, tag, new)),
-                Pos::Ovf(i) => w.ovf[i].entry = HashEntry::new(0, tag, new),
+                Pos::Slot(off) => w.set(home + off, tag.entry(off, new)),
+                Pos::Ovf(i) => w.ovf[i].entry = tag.entry(0, new),
             }
             Insert::Done(Some(old))
         }
         Expect::Absent { .. } | Expect::New => {
             if let Expect::Absent { seen } = expect {
                 if w.matches(home, tag)
-                    .any(|(_, e)| !seen.contains(&e.location()))
+                    .any(|(_, e)| !seen.contains(&tag.location(e)))
                 {
                     return Insert::Conflict;
                 }
@@ -188,7 +187,7 @@ pub(crate) fn insert(
             let Some(off) = w.free_offset(home).or_else(|| displace(w, home)) else {
                 return Insert::NoSpace;
             };
-            w.set(home + off, HashEntry::new(off, tag, new));
+            w.set(home + off, tag.entry(off, new));
             Insert::Done(None)
         }
     }
@@ -196,11 +195,11 @@ pub(crate) fn insert(
 
 /// Adds an entry to the overflow list, after `insert` said `NoSpace` (so
 /// its condition was checked under the same locks).
-pub(crate) fn insert_overflow(w: &mut Window<'_>, home: usize, tag: u64, new: Location) {
+pub(crate) fn insert_overflow(w: &mut Window<'_>, home: usize, tag: Tag, new: Location) {
     debug_assert!(home >= w.base && home < w.base + w.a.len());
     w.ovf.push(Overflow {
         home: home as u32,
-        entry: HashEntry::new(0, tag, new),
+        entry: tag.entry(0, new),
     });
     w.delta[0] += 1;
 }
@@ -211,8 +210,8 @@ pub(crate) fn overflow_len(w: &Window<'_>) -> usize {
 
 /// Removes the entry with fingerprint (home, tag) at `old`. A slot freed
 /// this way is offered to the overflow list.
-pub(crate) fn remove(w: &mut Window<'_>, home: usize, tag: u64, old: Location) -> bool {
-    let Some((pos, _)) = w.matches(home, tag).find(|(_, e)| e.location() == old) else {
+pub(crate) fn remove(w: &mut Window<'_>, home: usize, tag: Tag, old: Location) -> bool {
+    let Some((pos, _)) = w.matches(home, tag).find(|&(_, e)| tag.location(e) == old) else {
         return false;
     };
     match pos {
@@ -293,14 +292,14 @@ pub(crate) fn collect(
         }
         let h = s - e.off();
         if (lo..hi).contains(&h) {
-            out.push((fpg.reconstruct(s, e), e.location()));
+            out.push((fpg.reconstruct(s, e), fpg.location(e)));
         }
     }
     for o in w.ovf.iter() {
         debug_assert!((lo..hi).contains(&(o.home as usize)));
         out.push((
             fpg.reconstruct(o.home as usize, o.entry),
-            o.entry.location(),
+            fpg.location(o.entry),
         ));
     }
 }
@@ -313,10 +312,19 @@ mod tests {
         Location { pba, grains: 1 }
     }
 
+    const G: FpGeometry = FpGeometry {
+        table_entries_log2: 7,
+        pba_bits: 40,
+    };
+
+    fn t(tag: u64) -> Tag {
+        G.tag_of(tag)
+    }
+
     fn absent(w: &mut Window<'_>, home: usize, tag: u64, pba: u64) -> Insert {
         let mut seen = Vec::new();
-        lookup(w, home, tag, &mut seen);
-        insert(w, home, tag, loc(pba), Expect::Absent { seen: &seen })
+        lookup(w, home, t(tag), &mut seen);
+        insert(w, home, t(tag), loc(pba), Expect::Absent { seen: &seen })
     }
 
     #[test]
@@ -341,31 +349,23 @@ mod tests {
         // Home 11 can use slot 42 once the entry homed at 42 hops to 74.
         assert_eq!(absent(&mut w, 11, 200, 999), Insert::Done(None));
         let mut out = Vec::new();
-        lookup(&w, 42, 7, &mut out);
+        lookup(&w, 42, t(7), &mut out);
         assert_eq!(out, vec![loc(100)]);
         out.clear();
-        lookup(&w, 11, 200, &mut out);
+        lookup(&w, 11, t(200), &mut out);
         assert_eq!(out, vec![loc(999)]);
         assert_eq!(w.delta.iter().sum::<i64>(), 2 * H as i64 + 1);
         let mut all = Vec::new();
-        collect(
-            &w,
-            FpGeometry {
-                table_entries_log2: 7,
-            },
-            0,
-            128,
-            &mut all,
-        );
+        collect(&w, G, 0, 128, &mut all);
         assert_eq!(all.len(), 2 * H + 1);
         // A full neighborhood spills to the overflow list, and a freed slot
         // takes it back.
         assert_eq!(absent(&mut w, 10, 201, 5000), Insert::NoSpace);
-        insert_overflow(&mut w, 10, 201, loc(5000));
-        assert!(remove(&mut w, 10, 0, loc(0)));
+        insert_overflow(&mut w, 10, t(201), loc(5000));
+        assert!(remove(&mut w, 10, t(0), loc(0)));
         assert_eq!(overflow_len(&w), 0);
         out.clear();
-        lookup(&w, 10, 201, &mut out);
+        lookup(&w, 10, t(201), &mut out);
         assert_eq!(out, vec![loc(5000)]);
     }
 
@@ -376,45 +376,45 @@ mod tests {
         let mut w = Window::new(0, &mut a, &mut [], &mut ovf);
         assert_eq!(absent(&mut w, 3, 9, 1), Insert::Done(None));
         assert_eq!(
-            insert(&mut w, 3, 9, loc(2), Expect::Absent { seen: &[] }),
+            insert(&mut w, 3, t(9), loc(2), Expect::Absent { seen: &[] }),
             Insert::Conflict
         );
         assert_eq!(
-            insert(&mut w, 3, 9, loc(2), Expect::Replace(loc(5))),
+            insert(&mut w, 3, t(9), loc(2), Expect::Replace(loc(5))),
             Insert::Conflict
         );
         assert_eq!(
-            insert(&mut w, 3, 9, loc(2), Expect::Replace(loc(1))),
+            insert(&mut w, 3, t(9), loc(2), Expect::Replace(loc(1))),
             Insert::Done(Some(loc(1)))
         );
         // `New` adds beside an entry of the same fingerprint, unchecked.
         assert_eq!(
-            insert(&mut w, 3, 9, loc(6), Expect::New),
+            insert(&mut w, 3, t(9), loc(6), Expect::New),
             Insert::Done(None)
         );
         let mut both = Vec::new();
-        lookup(&w, 3, 9, &mut both);
+        lookup(&w, 3, t(9), &mut both);
         both.sort_by_key(|l| l.pba);
         assert_eq!(both, vec![loc(2), loc(6)]);
-        assert!(remove(&mut w, 3, 9, loc(6)));
-        assert!(!remove(&mut w, 3, 9, loc(1)));
-        assert!(!remove(&mut w, 4, 9, loc(2)));
-        assert!(remove(&mut w, 3, 9, loc(2)));
+        assert!(remove(&mut w, 3, t(9), loc(6)));
+        assert!(!remove(&mut w, 3, t(9), loc(1)));
+        assert!(!remove(&mut w, 4, t(9), loc(2)));
+        assert!(remove(&mut w, 3, t(9), loc(2)));
         assert_eq!(w.delta, [0, 0]);
         // Overflow entries match, replace and remove like slot entries.
-        insert_overflow(&mut w, 3, 9, loc(7));
+        insert_overflow(&mut w, 3, t(9), loc(7));
         assert_eq!(
-            insert(&mut w, 3, 9, loc(8), Expect::Absent { seen: &[] }),
+            insert(&mut w, 3, t(9), loc(8), Expect::Absent { seen: &[] }),
             Insert::Conflict
         );
         assert_eq!(
-            insert(&mut w, 3, 9, loc(8), Expect::Replace(loc(7))),
+            insert(&mut w, 3, t(9), loc(8), Expect::Replace(loc(7))),
             Insert::Done(Some(loc(7)))
         );
         let mut out = Vec::new();
-        lookup(&w, 3, 9, &mut out);
+        lookup(&w, 3, t(9), &mut out);
         assert_eq!(out, vec![loc(8)]);
-        assert!(remove(&mut w, 3, 9, loc(8)));
+        assert!(remove(&mut w, 3, t(9), loc(8)));
         assert_eq!((w.delta, overflow_len(&w)), ([0, 0], 0));
     }
 }

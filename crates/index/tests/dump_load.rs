@@ -36,6 +36,7 @@ fn sample() -> Index {
     let config = IndexConfig {
         table_entries_log2: T_LOG2,
         initial_tables_log2: 1,
+        ..Default::default()
     };
     let index = Index::new(config);
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -105,6 +106,7 @@ fn empty_round_trip() {
     let index = Index::new(IndexConfig {
         table_entries_log2: T_LOG2,
         initial_tables_log2: 0,
+        ..Default::default()
     });
     let (geometry, tables) = dump(&index);
     assert_eq!(tables, vec![vec![u64::MAX; SLOTS]]);
@@ -166,7 +168,12 @@ fn load_rejects_corruption() {
     assert!(msg.contains("tables"), "{msg}");
     let bad = Geometry {
         table_entries_log2: 9,
-        tables_log2: geometry.tables_log2,
+        ..geometry
+    };
+    assert!(load_err(bad, tables.clone()).contains("geometry"));
+    let bad = Geometry {
+        pba_bits: 41,
+        ..geometry
     };
     assert!(load_err(bad, tables.clone()).contains("geometry"));
     // The untouched tables still load, and the offset we moved was real.
@@ -181,6 +188,7 @@ fn full_only_at_256_tables() {
     let index = Index::new(IndexConfig {
         table_entries_log2: T_LOG2,
         initial_tables_log2: 8,
+        ..Default::default()
     });
     let fp = 3 | 100 << 8;
     let mut n = 0;
@@ -208,6 +216,7 @@ fn finish_resize_leaves_nothing_pending() {
         let index = Index::new(IndexConfig {
             table_entries_log2: T_LOG2,
             initial_tables_log2: 0,
+            ..Default::default()
         });
         let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ trial;
         for n in 0..(950 + trial * 3) {

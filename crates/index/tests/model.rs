@@ -41,10 +41,14 @@ enum Op {
 }
 
 /// Fingerprints crowded into a few neighborhoods (near the table start, a
-/// region boundary at 256 and the table end) plus some spread ones.
+/// region boundary at 256 and the table end) plus some spread ones, with
+/// 2 bits above the home slot: the same fingerprint to an index of 40-bit
+/// pbas, four different ones to an index whose entries keep an extended
+/// tag.
 fn fp() -> impl Strategy<Value = u64> {
     let home = prop_oneof![0u64..24, 240u64..272, 1000u64..1024, 0u64..1024];
-    (any::<u8>(), home).prop_map(|(tag, home)| tag as u64 | home << 8)
+    (any::<u8>(), home, 0u64..4)
+        .prop_map(|(tag, home, x)| tag as u64 | home << 8 | x << (8 + T_LOG2))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -62,33 +66,49 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-#[derive(Default)]
 struct Model {
     map: HashMap<u64, Vec<Location>>,
     /// Every (fp, location), for picking existing entries.
     all: Vec<(u64, Location)>,
     next_pba: u64,
+    /// The fingerprint bits the index keeps (8 + T_LOG2, plus the
+    /// extended tag of a narrow pba).
+    kept: u64,
+    pba_bits: u32,
 }
 
 impl Model {
+    fn new(pba_bits: u32) -> Model {
+        let xtag = 40 - pba_bits;
+        Model {
+            map: HashMap::new(),
+            all: Vec::new(),
+            next_pba: 0,
+            kept: (1 << (8 + T_LOG2 + xtag)) - 1,
+            pba_bits,
+        }
+    }
+
     fn fresh(&mut self) -> Location {
         self.next_pba += 1;
         Location {
-            pba: self.next_pba * 7 % ((1 << 40) - 1),
+            pba: self.next_pba * 7 % ((1 << self.pba_bits) - 1),
             grains: (self.next_pba % 2047) as u16 + 1,
         }
     }
 
     fn candidates(&self, fp: u64) -> Vec<Location> {
-        self.map.get(&fp).cloned().unwrap_or_default()
+        self.map.get(&(fp & self.kept)).cloned().unwrap_or_default()
     }
 
     fn add(&mut self, fp: u64, loc: Location) {
+        let fp = fp & self.kept;
         self.map.entry(fp).or_default().push(loc);
         self.all.push((fp, loc));
     }
 
     fn delete(&mut self, fp: u64, loc: Location) {
+        let fp = fp & self.kept;
         let v = self.map.get_mut(&fp).unwrap();
         v.retain(|&l| l != loc);
         if v.is_empty() {
@@ -123,13 +143,19 @@ fn sorted(mut v: Vec<Location>) -> Vec<(u64, u16)> {
 }
 
 /// Runs `ops`; returns how many times the table count doubled.
-fn run(ops: Vec<Op>, region_log2: u32, overflow_max: usize) -> Result<u32, TestCaseError> {
+fn run(
+    ops: Vec<Op>,
+    region_log2: u32,
+    overflow_max: usize,
+    pba_bits: u32,
+) -> Result<u32, TestCaseError> {
     let config = IndexConfig {
         table_entries_log2: T_LOG2,
         initial_tables_log2: 0,
+        pba_bits,
     };
     let mut index = Index::with_tuning(config, region_log2, overflow_max);
-    let mut m = Model::default();
+    let mut m = Model::new(pba_bits);
     let mut grows = 0;
     for op in ops {
         let tables_before = index.geometry().tables_log2;
@@ -244,11 +270,12 @@ fn index_matches_model() {
         prop::collection::vec(op(), 1..1500),
         prop_oneof![Just(5u32), Just(8), Just(13)],
         prop_oneof![Just(0usize), Just(3), Just(128)],
+        prop_oneof![Just(40u32), Just(24), Just(38)],
     );
     let grows = std::cell::Cell::new(0);
     runner
-        .run(&strategy, |(ops, region_log2, overflow_max)| {
-            grows.set(grows.get() + run(ops, region_log2, overflow_max)?);
+        .run(&strategy, |(ops, region_log2, overflow_max, pba_bits)| {
+            grows.set(grows.get() + run(ops, region_log2, overflow_max, pba_bits)?);
             Ok(())
         })
         .unwrap();
@@ -280,6 +307,6 @@ fn grows_several_times() {
             },
         })
         .collect();
-    let grows = run(ops, 8, 3).unwrap();
+    let grows = run(ops, 8, 3, 24).unwrap();
     assert!(grows >= 3, "only {grows} grows");
 }

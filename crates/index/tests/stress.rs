@@ -126,6 +126,7 @@ fn four_threads_across_grows() {
     let config = IndexConfig {
         table_entries_log2: 10,
         initial_tables_log2: 0,
+        ..Default::default()
     };
     let index = Arc::new(Index::with_tuning(config, 8, 16));
     let stable_done = Arc::new(AtomicUsize::new(0));

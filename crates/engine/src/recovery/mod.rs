@@ -126,6 +126,7 @@ pub(crate) fn open(
 /// does not pay for a cascade of grows.
 pub(crate) fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
     let grains = layout.segments as u64 * layout.grains_per_segment();
+    let pba_bits = index_pba_bits(layout);
     let per_table = (grains / 256).max(1);
     let table_entries_log2 = (64 - (per_table - 1).leading_zeros()).clamp(10, 27);
     // Aim for ~80 % occupancy after loading `keys`.
@@ -134,7 +135,17 @@ pub(crate) fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
     IndexConfig {
         table_entries_log2,
         initial_tables_log2,
+        pba_bits,
     }
+}
+
+/// The index's pba width for this layout: just wide enough for its
+/// grains, so the rest of each entry's pba field holds fingerprint bits
+/// (fewer keys share a fingerprint, so fewer reads of records that are
+/// not the key's: docs/INDEX.md).
+pub(crate) fn index_pba_bits(layout: &Layout) -> u32 {
+    let grains = layout.segments as u64 * layout.grains_per_segment();
+    nvdepot_index::pba_bits_for(grains.saturating_sub(1))
 }
 
 fn try_checkpoint(
