@@ -287,7 +287,7 @@ fn run_one(
     let (m, grows) = match structure {
         Structure::Nvdepot => {
             let (t, d) = nvdepot_geometry(keys, grows_wanted).map_err(BenchError::Config)?;
-            let m = measure(&env, || NvdepotTable::new(t, d))?;
+            let m = measure(&env, || NvdepotTable::new(t, d, keys))?;
             let grows = m.table.index.geometry().tables_log2 - d;
             (m.erase(), grows)
         }
@@ -419,12 +419,15 @@ struct NvdepotTable {
 }
 
 impl NvdepotTable {
-    fn new(table_entries_log2: u32, initial_tables_log2: u32) -> NvdepotTable {
+    /// Pbas as wide as the engine makes them for a store of `keys`
+    /// records of 4.5 KiB (nine 512-byte grains) kept half full; the rest
+    /// of the pba field holds fingerprint bits, as in the engine.
+    fn new(table_entries_log2: u32, initial_tables_log2: u32, keys: u64) -> NvdepotTable {
         NvdepotTable {
             index: Index::new(IndexConfig {
                 table_entries_log2,
                 initial_tables_log2,
-                ..IndexConfig::default()
+                pba_bits: nvdepot_index::pba_bits_for(keys.saturating_mul(18)),
             }),
         }
     }
