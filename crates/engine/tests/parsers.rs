@@ -292,7 +292,7 @@ proptest! {
 }
 
 proptest! {
-    // Each case scans a whole (1 MiB) in-memory segment.
+    // Each case scans a whole in-memory segment.
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
