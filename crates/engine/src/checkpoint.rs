@@ -161,8 +161,7 @@ pub(crate) fn read(layout: &Layout, headers: &[(u32, SegmentHeader)]) -> Result<
     let have = restored.index.geometry().pba_bits;
     if have != want {
         return Err(Error::Unusable(format!(
-            "checkpoint index has {}-bit pbas, this store's layout needs {want}",
-            have
+            "checkpoint index has {have}-bit pbas, this store's layout needs {want}"
         )));
     }
     Ok(restored)
@@ -237,7 +236,7 @@ pub(crate) fn decode(b: &[u8], segments: u32) -> std::result::Result<Restored, S
         tables_log2: c.u32()?,
         pba_bits: c.u32()?,
     };
-    if geometry.tables_log2 > 16 || geometry.table_entries_log2 > 40 || geometry.pba_bits > 40 {
+    if geometry.tables_log2 > 16 || geometry.table_entries_log2 > 40 {
         return Err(format!("implausible geometry {geometry:?}"));
     }
     let mut tables = Vec::with_capacity((1 << geometry.tables_log2).min(c.fits(8)));

@@ -205,13 +205,10 @@ fn retire<L: Log>(log: &L, st: &mut L::State) -> Option<u64> {
     let mut moved = None;
     loop {
         let c = L::commit(st);
-        let Some(front) = c.batches.front() else {
-            break;
-        };
-        if front.finished.is_none() {
+        if c.batches.front().is_none_or(|b| b.finished.is_none()) {
             break;
         }
-        let Taken { target, finished } = c.batches.pop_front().expect("front");
+        let Taken { target, finished } = c.batches.pop_front().expect("a finished front");
         c.first_batch += 1;
         let (ok, batch) = finished.expect("finished");
         // A batch after a failed one may have reached the device, but the

@@ -32,6 +32,11 @@ impl Layout {
         (per_device * device_count as u64).min(u32::MAX as u64) as u32
     }
 
+    /// Grains of the whole store: every pba is below this.
+    pub fn grains(&self) -> u64 {
+        self.segments as u64 * self.grains_per_segment()
+    }
+
     pub fn grains_per_segment(&self) -> u64 {
         self.segment_bytes / self.grain_bytes
     }

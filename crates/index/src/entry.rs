@@ -98,6 +98,16 @@ impl HashEntry {
         ((self.0 >> SIZE_SHIFT) & SIZE_MASK) as u16
     }
 
+    /// The location the entry names, its pba being the pba field's bits
+    /// under `pba_mask` (the rest is extended tag).
+    #[inline]
+    pub(crate) fn location(self, pba_mask: u64) -> Location {
+        Location {
+            pba: (self.0 >> PBA_SHIFT) & pba_mask,
+            grains: self.kv_size(),
+        }
+    }
+
     /// The probe key `neigh_off:fp_tag` (top 13 bits).
     #[inline]
     pub(crate) fn probe_key(self) -> u64 {
@@ -151,7 +161,7 @@ impl std::fmt::Debug for HashEntry {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FpGeometry {
     pub(crate) table_entries_log2: u32,
-    /// Bits of the pba field that hold the pba (1..=40); the rest hold
+    /// Bits of the pba field that hold the pba (8..=40); the rest hold
     /// the extended tag.
     pub(crate) pba_bits: u32,
 }
@@ -194,10 +204,7 @@ impl Tag {
     /// The location an entry of this fingerprint names.
     #[inline]
     pub(crate) fn location(self, e: HashEntry) -> Location {
-        Location {
-            pba: e.0 & self.pba_mask,
-            grains: e.kv_size(),
-        }
+        e.location(self.pba_mask)
     }
 }
 
@@ -216,13 +223,19 @@ impl FpGeometry {
         Tag {
             tag: fp & TAG_MASK,
             xbits: xtag << self.pba_bits,
-            pba_mask: (1 << self.pba_bits) - 1,
+            pba_mask: self.pba_mask(),
         }
+    }
+
+    /// The pba field's bits that hold the pba.
+    #[inline]
+    fn pba_mask(self) -> u64 {
+        (1 << self.pba_bits) - 1
     }
 
     /// Largest pba an entry can hold (all ones marks a free entry).
     pub(crate) fn pba_max(self) -> u64 {
-        (1 << self.pba_bits) - 2
+        self.pba_mask() - 1
     }
 
     #[inline]
@@ -239,7 +252,7 @@ impl FpGeometry {
     #[inline]
     pub(crate) fn reconstruct(self, slot: usize, e: HashEntry) -> u64 {
         debug_assert!(slot >= e.off());
-        let xtag = (e.0 & PBA_MASK) >> self.pba_bits;
+        let xtag = ((e.0 >> PBA_SHIFT) & PBA_MASK) >> self.pba_bits;
         e.tag()
             | ((slot - e.off()) as u64) << TAG_BITS
             | xtag << (TAG_BITS + self.table_entries_log2)
@@ -248,10 +261,7 @@ impl FpGeometry {
     /// The location the entry `e` names.
     #[inline]
     pub(crate) fn location(self, e: HashEntry) -> Location {
-        Location {
-            pba: e.0 & ((1 << self.pba_bits) - 1),
-            grains: e.kv_size(),
-        }
+        e.location(self.pba_mask())
     }
 
     /// Slots per table: 2^t homes plus H-1 overflow slots at the end, so the

@@ -48,6 +48,9 @@ pub struct Location {
 /// Largest storable `Location::pba` of an index of 40-bit pbas (2^40 - 2).
 pub const PBA_MAX: u64 = (1 << 40) - 2;
 
+/// Largest storable `Location::grains`.
+pub const GRAINS_MAX: u16 = 2047;
+
 /// The pba width an index needs for grain addresses up to `max_pba`: the
 /// bits of the pba field it leaves free hold fingerprint bits instead
 /// (see [`IndexConfig::pba_bits`]).
@@ -56,8 +59,6 @@ pub fn pba_bits_for(max_pba: u64) -> u32 {
     let bits = 64 - (max_pba + 1).leading_zeros();
     bits.clamp(entry::PBA_BITS_MIN, entry::PBA_BITS_MAX)
 }
-/// Largest storable `Location::grains`.
-pub const GRAINS_MAX: u16 = 2047;
 
 /// Condition for [`Index::insert`].
 #[derive(Clone, Copy, Debug)]

@@ -125,9 +125,7 @@ pub(crate) fn open(
 /// enough tables up front for `keys` (known when rebuilding), so a rebuild
 /// does not pay for a cascade of grows.
 pub(crate) fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
-    let grains = layout.segments as u64 * layout.grains_per_segment();
-    let pba_bits = index_pba_bits(layout);
-    let per_table = (grains / 256).max(1);
+    let per_table = (layout.grains() / 256).max(1);
     let table_entries_log2 = (64 - (per_table - 1).leading_zeros()).clamp(10, 27);
     // Aim for ~80 % occupancy after loading `keys`.
     let tables = (keys * 5 / 4) >> table_entries_log2;
@@ -135,7 +133,7 @@ pub(crate) fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
     IndexConfig {
         table_entries_log2,
         initial_tables_log2,
-        pba_bits,
+        pba_bits: index_pba_bits(layout),
     }
 }
 
@@ -144,8 +142,7 @@ pub(crate) fn index_config(layout: &Layout, keys: u64) -> IndexConfig {
 /// (fewer keys share a fingerprint, so fewer reads of records that are
 /// not the key's: docs/INDEX.md).
 pub(crate) fn index_pba_bits(layout: &Layout) -> u32 {
-    let grains = layout.segments as u64 * layout.grains_per_segment();
-    nvdepot_index::pba_bits_for(grains.saturating_sub(1))
+    nvdepot_index::pba_bits_for(layout.grains().saturating_sub(1))
 }
 
 fn try_checkpoint(
