@@ -5,7 +5,10 @@
 # corpus back into the committed seeds (`cargo fuzz cmin`), so the next
 # run (and CI's smoke run) starts from everything found so far.
 #
-#     bash scripts/fuzz-campaign.sh [RUNS] [TARGET...]
+#     [JOBS=2] bash scripts/fuzz-campaign.sh [RUNS] [TARGET...]
+#
+# JOBS=N runs N libFuzzer processes sharing one corpus, RUNS/N executions
+# each (their logs are summed), so a 10 M campaign uses every core.
 #
 # Prints one line per target: executions, seconds, executions per second,
 # coverage, corpus size; a failing input stops the campaign (it is saved
@@ -17,6 +20,7 @@ runs=${1:-10000000}
 shift || true
 only=("$@")
 toolchain=${FUZZ_TOOLCHAIN:-nightly}
+jobs=${JOBS:-1}
 
 # dir:target:max_len
 targets=(
@@ -37,12 +41,26 @@ for entry in "${targets[@]}"; do
     cp -n "seeds/$target"/* "corpus/$target"/ 2>/dev/null || true
     log=$(mktemp)
     start=$(date +%s)
-    cargo "+$toolchain" fuzz run "$target" "corpus/$target" -- \
-        -runs="$runs" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
-        >"$log" 2>&1 || { tail -40 "$log"; echo "FAILED: $target (see $dir/artifacts/$target)"; exit 1; }
+    if ((jobs > 1)); then
+        # libFuzzer writes one fuzz-<n>.log per job into the working
+        # directory; run them in a scratch one and sum their counts.
+        jobdir=$(mktemp -d)
+        (cd "$jobdir" && cargo "+$toolchain" fuzz run --fuzz-dir "$repo/$dir" "$target" \
+            "$repo/$dir/corpus/$target" -- -runs=$((runs / jobs)) -jobs="$jobs" -workers="$jobs" \
+            -max_len="$max_len" -timeout=10 -print_final_stats=1 \
+            -artifact_prefix="$repo/$dir/artifacts/$target/") >"$log" 2>&1 \
+            || { tail -40 "$jobdir"/fuzz-*.log; echo "FAILED: $target (see $dir/artifacts/$target)"; exit 1; }
+        cat "$jobdir"/fuzz-*.log >"$log"
+        rm -rf "$jobdir"
+    else
+        cargo "+$toolchain" fuzz run "$target" "corpus/$target" -- \
+            -runs="$runs" -max_len="$max_len" -timeout=10 -print_final_stats=1 \
+            >"$log" 2>&1 || { tail -40 "$log"; echo "FAILED: $target (see $dir/artifacts/$target)"; exit 1; }
+    fi
     secs=$(( $(date +%s) - start ))
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' \
+        | awk '{ s += $1 } END { print s + 0 }')
+    cov=$(grep -o 'cov: [0-9]*' "$log" | grep -o '[0-9]*' | sort -n | tail -1 || echo "?")
     # Minimise what was found into the committed seeds.
     rm -rf "seeds/$target.min" && mkdir "seeds/$target.min"
     cargo "+$toolchain" fuzz cmin "$target" "corpus/$target" -- -max_len="$max_len" >/dev/null 2>&1 || true

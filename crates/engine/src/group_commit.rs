@@ -18,6 +18,9 @@
 //! retired like a success but moves nothing: every later position fails
 //! with it, for good (a failed flush is never taken for a later success),
 //! while waiters of earlier batches still get their own batch's outcome.
+//! A leader dropped mid-write (a cancelled async task) takes its batch
+//! with it: the batch is finished as failed (`Leading`), so later waits
+//! fail instead of waiting forever for it.
 //!
 //! Its synchronization goes through `super::sync` only: in the engine that
 //! is parking_lot (`sync.rs`); under test this file is compiled a second
@@ -38,8 +41,9 @@ struct Taken<B> {
     /// Log position the batch ends at.
     target: u64,
     /// Set when its write has finished: whether it succeeded, and the
-    /// batch back (retired in log order).
-    finished: Option<(bool, B)>,
+    /// batch back (retired in log order); no batch when its leader was
+    /// dropped mid-write (the batch went with it).
+    finished: Option<(bool, Option<B>)>,
 }
 
 /// What the protocol keeps under the log's lock.
@@ -110,7 +114,9 @@ pub(crate) trait Log {
     async fn write(&self, mode: Mode, batch: Self::Batch) -> (Result<()>, Self::Batch);
     /// Under the lock, as a batch retires (in log order, after every
     /// earlier batch), before its outcome is published. `ok` is false for
-    /// a failed write, and for every batch retired after one.
+    /// a failed write, and for every batch retired after one. Not called
+    /// for a batch whose leader was dropped mid-write (the batch went with
+    /// its future).
     fn written(&self, st: &mut Self::State, ok: bool, batch: Self::Batch);
     /// Without the lock, after the durable position moved to `durable`.
     fn published(&self, durable: u64);
@@ -163,38 +169,91 @@ pub(crate) async fn wait_durable<L: Log>(
             batch_finished::<L>(lock).await;
             continue;
         };
-        let (result, batch) = log.write(mode, batch).await;
-        let (moved, wakers) = {
-            let mut st = lock.lock();
-            let c = L::commit(&mut st);
-            let i = (number - c.first_batch) as usize;
-            c.batches[i].finished = Some((result.is_ok(), batch));
-            if let Err(e) = &result {
-                // The batches before this one may still succeed.
-                let after = if i == 0 {
-                    c.durable
-                } else {
-                    c.batches[i - 1].target
-                };
-                match c.failed {
-                    None => {
-                        c.failed = Some(format!("log write failed: {e}"));
-                        c.failed_after = after;
-                    }
-                    Some(_) => c.failed_after = c.failed_after.min(after),
-                }
-            }
-            let moved = retire(log, &mut st);
-            (moved, std::mem::take(&mut L::commit(&mut st).wakers))
+        // Should this future be dropped while its write is under way (a
+        // cancelled task), the guard finishes the batch as failed.
+        let mut leading = Leading {
+            log,
+            lock,
+            done,
+            number,
+            armed: true,
         };
-        if let Some(durable) = moved {
-            log.published(durable);
-        }
-        done.notify_all();
-        for w in wakers {
-            w.wake();
-        }
+        let (result, batch) = log.write(mode, batch).await;
+        leading.armed = false;
+        let failure = result
+            .as_ref()
+            .err()
+            .map(|e| format!("log write failed: {e}"));
+        finish(log, lock, done, number, failure, Some(batch));
         result?;
+    }
+}
+
+/// Records how batch `number` ended (`failure` says why it failed), retires
+/// what can retire, and wakes every waiter.
+fn finish<L: Log>(
+    log: &L,
+    lock: &Mutex<L::State>,
+    done: &Condvar,
+    number: u64,
+    failure: Option<String>,
+    batch: Option<L::Batch>,
+) {
+    let (moved, wakers) = {
+        let mut st = lock.lock();
+        let c = L::commit(&mut st);
+        let i = (number - c.first_batch) as usize;
+        c.batches[i].finished = Some((failure.is_none(), batch));
+        if let Some(why) = failure {
+            // The batches before this one may still succeed.
+            let after = if i == 0 {
+                c.durable
+            } else {
+                c.batches[i - 1].target
+            };
+            match c.failed {
+                None => {
+                    c.failed = Some(why);
+                    c.failed_after = after;
+                }
+                Some(_) => c.failed_after = c.failed_after.min(after),
+            }
+        }
+        let moved = retire(log, &mut st);
+        (moved, std::mem::take(&mut L::commit(&mut st).wakers))
+    };
+    if let Some(durable) = moved {
+        log.published(durable);
+    }
+    done.notify_all();
+    for w in wakers {
+        w.wake();
+    }
+}
+
+/// A leader whose write has not returned yet. If its future is dropped
+/// there (an async caller cancelled mid-write), the batch's records went
+/// with it: the log has a hole, so the batch is finished as failed, which
+/// fails every later position for good (nothing after a hole may be
+/// acknowledged) and wakes the waiters, who would otherwise wait forever
+/// for a batch that never finishes.
+struct Leading<'a, L: Log> {
+    log: &'a L,
+    lock: &'a Mutex<L::State>,
+    done: &'a Condvar,
+    number: u64,
+    armed: bool,
+}
+
+impl<L: Log> Drop for Leading<'_, L> {
+    fn drop(&mut self) {
+        if self.armed {
+            let why = "a group-commit batch was dropped before its write finished (its \
+                       writer's task was cancelled): records after it cannot be made \
+                       durable; restart the store"
+                .to_owned();
+            finish(self.log, self.lock, self.done, self.number, Some(why), None);
+        }
     }
 }
 
@@ -219,7 +278,9 @@ fn retire<L: Log>(log: &L, st: &mut L::State) -> Option<u64> {
             c.durable = target;
             moved = Some(target);
         }
-        log.written(st, ok, batch);
+        if let Some(batch) = batch {
+            log.written(st, ok, batch);
+        }
     }
     moved
 }

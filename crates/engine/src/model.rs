@@ -197,6 +197,96 @@ mod group_commit_model {
         }
     }
 
+    /// Polls `f` at most `polls` times, then drops it, as a runtime drops
+    /// a cancelled task: `None` if it had not finished.
+    async fn cancel_after<F: std::future::Future>(f: F, polls: usize) -> Option<F::Output> {
+        let mut f = std::pin::pin!(f);
+        let mut n = 0;
+        std::future::poll_fn(move |cx| match f.as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+            std::task::Poll::Pending => {
+                n += 1;
+                if n >= polls {
+                    std::task::Poll::Ready(None)
+                } else {
+                    std::task::Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Writers wait while one task's wait is dropped after `polls` polls,
+    /// possibly as the leader of a batch whose write is under way.
+    fn cancel_scenario(polls: usize) {
+        let m = Arc::new(Model {
+            state: Mutex::new(State::default()),
+            done: Condvar::new(),
+            on_device: Mutex::new(Vec::new()),
+            writes: AtomicU64::new(0),
+            fail: None,
+        });
+        let thread = {
+            let m = m.clone();
+            shuttle::thread::spawn(move || {
+                block_on(async {
+                    vec![put(&m, Mode::Blocking).await, put(&m, Mode::Blocking).await]
+                })
+            })
+        };
+        let tasks: Vec<_> = (0..2)
+            .map(|_| {
+                let m = m.clone();
+                spawn(async move { vec![put(&m, Mode::Ring).await, put(&m, Mode::Ring).await] })
+            })
+            .collect();
+        let cancelled = {
+            let m = m.clone();
+            spawn(async move {
+                let lsn = {
+                    let mut st = m.state.lock();
+                    st.appended += 1;
+                    st.appended
+                };
+                let waited = wait_durable(&*m, &m.state, &m.done, Mode::Ring, lsn);
+                (lsn, cancel_after(waited, polls).await)
+            })
+        };
+        // Every other wait returns (a batch left unfinished would hang
+        // them: shuttle reports the deadlock).
+        let mut results = thread.join().expect("thread");
+        for t in tasks {
+            results.extend(block_on(t).expect("task"));
+        }
+        let (lsn, outcome) = block_on(cancelled).expect("cancelled task");
+        if let Some(r) = outcome {
+            results.push((lsn, r.is_ok()));
+        }
+        let durable = m.device_prefix();
+        for &(lsn, ok) in &results {
+            assert!(
+                !ok || lsn <= durable,
+                "{lsn} acknowledged, device prefix {durable}"
+            );
+        }
+        let st = m.state.lock();
+        assert_eq!(st.commit.in_flight(), 0, "a batch never retired");
+        let retired: Vec<u64> = st.retired.iter().map(|r| r.0).collect();
+        assert!(retired.windows(2).all(|w| w[0] < w[1]), "{retired:?}");
+        // Without a dropped leader, every wait succeeds.
+        if st.retired.len() == st.batches.len() {
+            assert!(results.iter().all(|&(_, ok)| ok), "{results:?}");
+        }
+    }
+
+    #[test]
+    fn a_dropped_group_commit_wait_never_hangs_the_others() {
+        for polls in 1..5 {
+            shuttle::check_random(move || cancel_scenario(polls), 500);
+            shuttle::check_pct(move || cancel_scenario(polls), 500, 3);
+        }
+    }
+
     #[test]
     fn group_commit_acknowledges_only_durable_positions() {
         shuttle::check_random(|| scenario(None), 2000);
