@@ -87,6 +87,17 @@ for proto in (2, 3):
     assert r.transaction(double, "py:p") == [True]
     assert r.get("py:p") == "4"
     assert r.delete("py:p", "py:none") == 1
+    # Connection admin: another client listed and killed by id.
+    other = redis.Redis(port=port, protocol=proto, decode_responses=True)
+    other.client_setname("victim")
+    victim = other.client_id()
+    listed = {int(c["id"]): c for c in r.client_list()}
+    assert listed[victim]["name"] == "victim", listed
+    assert r.client_kill_filter(_id=victim) == 1
+    assert victim not in {int(c["id"]) for c in r.client_list()}
+    other.close()
+    assert r.config_set("save", "") is True
+    assert r.config_get("maxmemory") == {"maxmemory": "0"}
     r.close()
     print(f"redis-py RESP{proto}: ok")
 PY

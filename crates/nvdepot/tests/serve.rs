@@ -440,3 +440,157 @@ fn large_strings_behave_as_any_string_and_survive_kill_9() {
     assert_eq!(c.call(&["GET", "other"]), Value::Bulk(None));
     assert_eq!(c.call(&["DBSIZE"]), Value::Integer(1));
 }
+
+/// The text of a `CLIENT LIST` / `CLIENT INFO` reply (a bulk string in
+/// RESP2).
+fn text(v: Value) -> String {
+    match v {
+        Value::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+/// Whether the server closed `c`'s connection (EOF or reset).
+fn closed(c: &mut Resp) -> bool {
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    !matches!(c.stream.read(&mut b), Ok(n) if n > 0)
+}
+
+#[test]
+fn client_list_kill_reset_and_config_as_redis() {
+    let dir = temp_dir();
+    let args = [ARGS, &["--requirepass", "pw"]].concat();
+    let server = Server::start_serve(&dir.path().join("store"), &args);
+    let mut a = Resp::connect(&server);
+    let mut b = Resp::connect(&server);
+    let mut d = Resp::connect(&server);
+    for c in [&mut a, &mut b, &mut d] {
+        assert_eq!(c.call(&["AUTH", "pw"]), simple("OK"));
+    }
+    assert_eq!(a.call(&["CLIENT", "SETNAME", "alpha"]), simple("OK"));
+    assert_eq!(b.call(&["SELECT", "3"]), simple("OK"));
+    let Value::Integer(b_id) = b.call(&["CLIENT", "ID"]) else {
+        panic!("CLIENT ID")
+    };
+
+    // Every connection is listed, each with what it last did.
+    let list = text(a.call(&["CLIENT", "LIST"]));
+    assert_eq!(list.lines().count(), 3, "{list}");
+    let line_of = |id: i64| {
+        list.lines()
+            .find(|l| l.starts_with(&format!("id={id} ")))
+            .unwrap_or_else(|| panic!("no client {id} in {list}"))
+            .to_owned()
+    };
+    let b_line = line_of(b_id);
+    assert!(b_line.contains(" db=3 "), "{b_line}");
+    assert!(b_line.contains(" cmd=client|id "), "{b_line}");
+    assert!(list.contains(" name=alpha "), "{list}");
+    assert!(list.contains(" cmd=client|list "), "{list}");
+    let info = text(a.call(&["CLIENT", "INFO"]));
+    assert!(
+        info.contains(" name=alpha ") && info.contains("addr=127.0.0.1:"),
+        "{info}"
+    );
+    let only_b = text(a.call(&["CLIENT", "LIST", "ID", &b_id.to_string()]));
+    assert_eq!(only_b.lines().count(), 1);
+    assert_eq!(
+        text(a.call(&["CLIENT", "LIST", "TYPE", "pubsub"])),
+        String::new()
+    );
+    assert_eq!(
+        a.call(&["CLIENT", "LIST", "TYPE", "bogus"]),
+        error("ERR Unknown client type 'bogus'")
+    );
+
+    // Kill by id: b is closed, a goes on.
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", &b_id.to_string()]),
+        Value::Integer(1)
+    );
+    assert!(closed(&mut b), "killed client still open");
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", &b_id.to_string()]),
+        Value::Integer(0)
+    );
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", "0"]),
+        error("ERR client-id should be greater than 0")
+    );
+    // Three words are the old form, an address (as in Redis).
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID"]),
+        error("ERR No such client")
+    );
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "ID", "1", "SKIPME"]),
+        error("ERR syntax error")
+    );
+    // The old form takes an address: d's, as the server sees it.
+    let d_addr = d.stream.local_addr().unwrap().to_string();
+    assert_eq!(a.call(&["CLIENT", "KILL", &d_addr]), simple("OK"));
+    assert!(closed(&mut d));
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "127.0.0.1:1"]),
+        error("ERR No such client")
+    );
+    // SKIPME yes (the default) spares the caller.
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "USER", "default"]),
+        Value::Integer(0)
+    );
+    assert_eq!(text(a.call(&["CLIENT", "LIST"])).lines().count(), 1);
+
+    // CONFIG: what is in force is reported; setting it again is fine,
+    // another value is refused and names why.
+    assert_eq!(
+        a.call(&["CONFIG", "GET", "maxmemory"]),
+        Value::Array(Some(vec![bulk("maxmemory"), bulk("0")]))
+    );
+    assert_eq!(
+        a.call(&["CONFIG", "SET", "save", "", "appendonly", "YES"]),
+        simple("OK")
+    );
+    match a.call(&["CONFIG", "SET", "maxmemory", "100mb"]) {
+        Value::Error(e) => {
+            let e = String::from_utf8(e).unwrap();
+            assert!(
+                e.starts_with("ERR CONFIG SET failed (possibly related to argument 'maxmemory')"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        a.call(&["CONFIG", "SET", "no-such-thing", "1"]),
+        error("ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'")
+    );
+
+    // RESET: out of MULTI, database 0, no name, RESP2, signed out.
+    assert_eq!(a.call(&["SELECT", "5"]), simple("OK"));
+    assert!(matches!(a.call(&["HELLO", "3"]), Value::Map(_)));
+    assert_eq!(a.call(&["MULTI"]), simple("OK"));
+    assert_eq!(a.call(&["RESET"]), simple("RESET"));
+    assert_eq!(
+        a.call(&["GET", "k"]),
+        error("NOAUTH Authentication required.")
+    );
+    assert_eq!(a.call(&["AUTH", "pw"]), simple("OK"));
+    assert_eq!(a.call(&["CLIENT", "GETNAME"]), Value::Bulk(None));
+    assert_eq!(a.call(&["EXEC"]), error("ERR EXEC without MULTI"));
+    let info = text(a.call(&["CLIENT", "INFO"]));
+    assert!(
+        info.contains(" db=0 ") && info.contains(" resp=2"),
+        "{info}"
+    );
+    // Killing oneself answers, then closes.
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "SKIPME", "no"]),
+        Value::Integer(1)
+    );
+    assert!(closed(&mut a));
+    assert_eq!(server.terminate(), 0);
+}

@@ -9,7 +9,13 @@
 //! protocol, so the memcache face and the Redis-protocol face run on the
 //! same acceptor and workers.
 
+use std::collections::HashMap;
+use std::fmt;
 use std::future::Future;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// What [`Session::feed`] did with the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +36,47 @@ pub struct Fed {
 
 /// Output a face composes before it pauses ([`Fed::more`]).
 pub const OUTPUT_PAUSE_BYTES: usize = 1 << 20;
+
+/// What the kit tells a face about a connection it admitted.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// The kit's number for it, unique while the server runs (what
+    /// [`Closer::close`] takes).
+    pub id: u64,
+    pub peer: SocketAddr,
+    /// The address it was accepted on, if the socket could say.
+    pub local: Option<SocketAddr>,
+    /// Closes any connection of this server (an admin command such as
+    /// Redis's `CLIENT KILL`).
+    pub closer: Closer,
+}
+
+/// Closes connections of one server by [`Connection::id`].
+#[derive(Clone)]
+pub struct Closer(pub(crate) Arc<Mutex<HashMap<u64, TcpStream>>>);
+
+impl Closer {
+    /// Shuts connection `id`'s socket down, both ways: its task ends at
+    /// its next receive or send (at once when it is idle), after the
+    /// request it is executing, if any. False if no such connection is
+    /// open. To close the calling connection after its reply, a session
+    /// returns [`Fed::close`] instead.
+    pub fn close(&self, id: u64) -> bool {
+        match self.0.lock().get(&id) {
+            Some(stream) => {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl fmt::Debug for Closer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Closer")
+    }
+}
 
 /// One connection's protocol state.
 ///
@@ -52,7 +99,7 @@ pub trait Face: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// The state of a new connection.
-    fn session(&self) -> Self::Session;
+    fn session(&self, conn: &Connection) -> Self::Session;
 
     /// Bytes the largest request the face accepts may take, whole. A
     /// connection's read buffer grows up to this; a request that does not

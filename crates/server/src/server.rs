@@ -54,7 +54,7 @@ use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use crate::worker::{self, Inbox, NewConn};
-use crate::{Face, Shutdown};
+use crate::{Closer, Face, Shutdown};
 
 /// How long connections get to finish the requests they read, at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -151,7 +151,7 @@ impl Server {
         let name = face.name();
         let shared = Arc::new(Shared {
             face,
-            registry: Mutex::new(HashMap::new()),
+            registry: Arc::new(Mutex::new(HashMap::new())),
             active: AtomicUsize::new(0),
         });
         let mut workers = Vec::with_capacity(self.config.threads);
@@ -251,12 +251,17 @@ fn resolve(entry: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 pub(crate) struct Shared<F> {
     pub(crate) face: Arc<F>,
     /// A clone of every open connection's socket, to shut it down.
-    registry: Mutex<HashMap<u64, TcpStream>>,
+    registry: Arc<Mutex<HashMap<u64, TcpStream>>>,
     /// Open connections (the limit's count).
     active: AtomicUsize,
 }
 
 impl<F: Face> Shared<F> {
+    /// What a face uses to close this server's connections.
+    pub(crate) fn closer(&self) -> Closer {
+        Closer(Arc::clone(&self.registry))
+    }
+
     /// Shuts down every connection: first the read side, then, once they
     /// have ended or after the grace period, both.
     fn close_all(&self) {

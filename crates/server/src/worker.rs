@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tracing::{debug, error};
 
 use crate::server::{Registered, Shared};
-use crate::{Face, Fed, Session};
+use crate::{Connection, Face, Fed, Session};
 
 /// Start size of a connection's read buffer.
 const READ_BUFFER_BYTES: usize = 16 << 10;
@@ -189,7 +189,13 @@ async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
     let name = shared.face.name();
     debug!("{name}: connection {id} from {peer}");
     let served = async {
-        let mut io = ConnectionIo::new(stream, &shared);
+        let conn = Connection {
+            id,
+            peer,
+            local: stream.local_addr().ok(),
+            closer: shared.closer(),
+        };
+        let mut io = ConnectionIo::new(stream, &shared, &conn);
         match io.run().await {
             Ok(()) => debug!("{name}: connection {id} closed"),
             Err(e) => debug!("{name}: connection {id} closed: {e}"),
@@ -232,12 +238,12 @@ struct ConnectionIo<F: Face> {
 }
 
 impl<F: Face> ConnectionIo<F> {
-    fn new(stream: TcpStream, shared: &Shared<F>) -> Self {
+    fn new(stream: TcpStream, shared: &Shared<F>, conn: &Connection) -> Self {
         let buf_bytes_max = shared.face.request_bytes_max().max(1);
         let buf_bytes = READ_BUFFER_BYTES.min(buf_bytes_max);
         ConnectionIo {
             stream,
-            session: shared.face.session(),
+            session: shared.face.session(conn),
             too_large: shared.face.request_too_large(),
             buf: Vec::with_capacity(buf_bytes),
             buf_bytes,

@@ -18,7 +18,7 @@ use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nvdepot_server::{Face, Fed, Server, ServerConfig, Session, Shutdown};
+use nvdepot_server::{Connection, Face, Fed, Server, ServerConfig, Session, Shutdown};
 
 const TOO_MANY: &[u8] = b"BUSY\r\n";
 const TOO_LARGE: &[u8] = b"TOO LARGE\r\n";
@@ -115,7 +115,7 @@ impl Face for Echo {
     fn name(&self) -> &'static str {
         "echo"
     }
-    fn session(&self) -> EchoSession {
+    fn session(&self, _conn: &Connection) -> EchoSession {
         EchoSession::default()
     }
     fn request_bytes_max(&self) -> usize {

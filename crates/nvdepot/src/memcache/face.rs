@@ -66,7 +66,7 @@ impl<S: Storage + 'static> Face for MemcacheFace<S> {
         "memcache"
     }
 
-    fn session(&self) -> MemcacheSession<S> {
+    fn session(&self, _conn: &nvdepot_server::Connection) -> MemcacheSession<S> {
         MemcacheSession(Connection::new(
             Arc::clone(&self.storage),
             Arc::clone(&self.stats),

@@ -44,6 +44,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("PING", -1, 0, 0, 0),
     spec("ECHO", 2, 0, 0, 0),
     spec("QUIT", -1, 0, 0, 0),
+    spec("RESET", 1, 0, 0, 0),
     spec("HELLO", -1, 0, 0, 0),
     spec("AUTH", -2, 0, 0, 0),
     spec("SELECT", 2, 0, 0, 0),

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use nvdepot_cache::resp::{unix_now_ms, RespStore};
 use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
-use nvdepot_server::{Face, Fed, Session, Shutdown, OUTPUT_PAUSE_BYTES};
+use nvdepot_server::{Connection, Face, Fed, Session, Shutdown, OUTPUT_PAUSE_BYTES};
+
+use super::clients::{Client, Clients};
 
 use super::cluster::{self, Cluster, Redirect, Route};
 use super::gate::Gate;
@@ -28,6 +30,9 @@ pub struct Config {
     pub port: u16,
     /// What `INFO persistence` and `CONFIG GET appendfsync` report.
     pub appendfsync: &'static str,
+    /// `--maxclients`, `--bind` (as `CONFIG GET` reports them).
+    pub maxclients: u32,
+    pub bind: String,
 }
 
 /// Server-wide counters (`INFO`).
@@ -39,7 +44,6 @@ pub struct Counters {
     pub commands: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
-    next_id: AtomicU64,
     started_ms: AtomicU64,
 }
 
@@ -52,6 +56,8 @@ pub struct Shared {
     pub gate: Gate,
     /// `--cluster-enabled`: this node's Redis Cluster state.
     pub cluster: Option<Arc<Cluster>>,
+    /// Every open connection (`CLIENT LIST`, `CLIENT KILL`).
+    pub clients: Clients,
     shutdown: Shutdown,
 }
 
@@ -73,6 +79,7 @@ impl RespFace {
             counters,
             gate: Gate::default(),
             cluster,
+            clients: Clients::default(),
             shutdown,
         }))
     }
@@ -80,13 +87,15 @@ impl RespFace {
 
 /// One connection's state.
 pub struct RespSession {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     pub db: usize,
     version: Version,
     authed: bool,
-    name: Vec<u8>,
-    id: u64,
-    close: bool,
+    /// What other connections see of this one (its id and name are
+    /// there).
+    pub(super) client: Arc<Client>,
+    /// Close once the replies composed so far are sent.
+    pub(super) close: bool,
     /// Inside MULTI: the queued commands.
     pub(super) multi: Option<Multi>,
     /// WATCHed keys.
@@ -106,14 +115,13 @@ impl Face for RespFace {
         "resp"
     }
 
-    fn session(&self) -> RespSession {
+    fn session(&self, conn: &Connection) -> RespSession {
         RespSession {
             shared: Arc::clone(&self.0),
             db: 0,
             version: Version::Resp2,
             authed: self.0.config.password.is_none(),
-            name: Vec::new(),
-            id: self.0.counters.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            client: self.0.clients.open(conn),
             close: false,
             multi: None,
             watched: Vec::new(),
@@ -152,6 +160,12 @@ impl Face for RespFace {
 
     fn connection_rejected(&self) {
         self.0.counters.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for RespSession {
+    fn drop(&mut self) {
+        self.shared.clients.close(self.client.id);
     }
 }
 
@@ -223,6 +237,8 @@ impl RespSession {
     /// runs holding a shared pass of the isolation gate.
     async fn dispatch(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
         let name = upper(args[0]);
+        self.client
+            .executed(args, self.multi.as_ref().map(|m| m.queued.len()));
         if self.authed && self.transaction(&name, args, out).await {
             return;
         }
@@ -242,7 +258,7 @@ impl RespSession {
         shared.counters.commands.fetch_add(1, Ordering::Relaxed);
         let mut r = Reply::new(out, self.version);
         let name = upper(args[0]);
-        if !self.authed && !matches!(name.as_slice(), b"AUTH" | b"HELLO" | b"QUIT") {
+        if !self.authed && !matches!(name.as_slice(), b"AUTH" | b"HELLO" | b"QUIT" | b"RESET") {
             r.error(errors::NOAUTH);
             return;
         }
@@ -272,6 +288,13 @@ impl RespSession {
                 self.close = true;
             }
             b"HELLO" => self.hello(args, &mut r),
+            b"RESET" => {
+                if arity(args, 1, Some(1), &mut r) {
+                    self.reset();
+                    r.version = Version::Resp2;
+                    r.simple("RESET");
+                }
+            }
             b"AUTH" => {
                 if arity(args, 2, Some(3), &mut r) {
                     let given = args[args.len() - 1];
@@ -327,6 +350,7 @@ impl RespSession {
                         }
                         Some(n) => {
                             self.db = n as usize;
+                            self.client.set_db(self.db);
                             r.ok();
                         }
                     }
@@ -461,9 +485,10 @@ impl RespSession {
         }
         self.authed = true;
         self.version = version;
+        self.client.set_version(version);
         r.version = version;
         if let Some(n) = name {
-            self.name = n;
+            self.client.set_name(n);
         }
         r.map(7);
         r.bulk(b"server");
@@ -473,7 +498,7 @@ impl RespSession {
         r.bulk(b"proto");
         r.integer(if version == Version::Resp3 { 3 } else { 2 });
         r.bulk(b"id");
-        r.integer(self.id as i64);
+        r.integer(self.client.id as i64);
         r.bulk(b"mode");
         r.bulk(if self.shared.cluster.is_some() {
             &b"cluster"[..]
@@ -486,91 +511,19 @@ impl RespSession {
         r.array(0);
     }
 
-    fn client(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let Some(sub) = args.get(1).map(|a| upper(a)) else {
-            r.error(&errors::wrong_arity(args[0]));
-            return;
-        };
-        match sub.as_slice() {
-            b"SETNAME" if args.len() == 3 => {
-                if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
-                    r.error(
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    );
-                } else {
-                    self.name = args[2].to_vec();
-                    r.ok();
-                }
-            }
-            b"GETNAME" if args.len() == 2 => {
-                if self.name.is_empty() {
-                    r.null();
-                } else {
-                    r.bulk(&self.name.clone());
-                }
-            }
-            b"ID" if args.len() == 2 => r.integer(self.id as i64),
-            b"SETINFO" if args.len() == 4 => r.ok(),
-            b"LIST" | b"INFO" => {
-                let line = format!(
-                    "id={} name={} db={} resp={} cmd=client|{}\n",
-                    self.id,
-                    String::from_utf8_lossy(&self.name),
-                    self.db,
-                    if self.version == Version::Resp3 { 3 } else { 2 },
-                    String::from_utf8_lossy(&sub).to_lowercase()
-                );
-                r.verbatim("txt", line.as_bytes());
-            }
-            b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" => {
-                r.error(&format!(
-                    "ERR wrong number of arguments for 'client|{}' command",
-                    String::from_utf8_lossy(&sub).to_lowercase()
-                ));
-            }
-            _ => r.error(&format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(args[1])
-            )),
-        }
-    }
-
-    fn config(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let sub = args.get(1).map(|a| upper(a));
-        match sub.as_deref() {
-            Some(b"GET") if args.len() >= 3 => {
-                let c = &self.shared.config;
-                let known: [(&str, String); 8] = [
-                    ("port", c.port.to_string()),
-                    ("databases", self.shared.store.databases().to_string()),
-                    ("appendonly", "yes".into()),
-                    ("appendfsync", c.appendfsync.into()),
-                    ("save", String::new()),
-                    ("maxmemory", "0".into()),
-                    ("maxmemory-policy", "noeviction".into()),
-                    ("proto-max-bulk-len", c.limits.bulk_bytes_max.to_string()),
-                ];
-                let found: Vec<&(&str, String)> = known
-                    .iter()
-                    .filter(|(k, _)| {
-                        args[2..]
-                            .iter()
-                            .any(|p| super::glob::matches(&p.to_ascii_lowercase(), k.as_bytes()))
-                    })
-                    .collect();
-                r.map(found.len());
-                for (k, v) in found {
-                    r.bulk(k.as_bytes());
-                    r.bulk(v.as_bytes());
-                }
-            }
-            Some(b"SET") if args.len() >= 4 => r.error(&format!(
-                "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-                String::from_utf8_lossy(args[2])
-            )),
-            Some(b"RESETSTAT") => r.ok(),
-            _ => r.error(&errors::wrong_arity(args[0])),
-        }
+    /// `RESET`: the connection as a new one would be (Redis 6.2+): out
+    /// of MULTI, nothing watched, database 0, RESP2, no name, and
+    /// signed out where a password is required.
+    fn reset(&mut self) {
+        self.multi = None;
+        self.watched.clear();
+        self.db = 0;
+        self.client.set_db(0);
+        self.version = Version::Resp2;
+        self.client.set_version(Version::Resp2);
+        self.client.set_name(Vec::new());
+        self.authed = self.shared.config.password.is_none();
+        self.asking = false;
     }
 
     fn info(&self, section: Option<&str>) -> String {

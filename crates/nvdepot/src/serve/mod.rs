@@ -7,8 +7,10 @@
 //! write and flushes the device cache every second. SIGTERM, SIGINT or
 //! `SHUTDOWN` stop it gracefully (index checkpoint written).
 
+mod clients;
 mod cluster;
 mod commands;
+mod config;
 mod expiry;
 mod face;
 mod gate;
@@ -172,6 +174,8 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
             } else {
                 "everysec"
             },
+            maxclients: args.maxclients,
+            bind: args.bind.join(" "),
         },
         cluster,
         shutdown.clone(),

@@ -1,0 +1,173 @@
+//! `CONFIG GET` / `CONFIG SET` / `CONFIG RESETSTAT` of `nvdepot serve`.
+//!
+//! The parameters are the ones clients and test suites probe. Their
+//! values are fixed at start-up (command-line flags), so `CONFIG SET`
+//! accepts a parameter's current value (what a suite does to make sure of
+//! a setting: `CONFIG SET save ""`, `CONFIG SET appendonly yes`) and
+//! refuses any other value, saying which flag sets it; it never answers OK
+//! to a setting that is not in force.
+
+use nvdepot_resp::{errors, Reply};
+
+use super::face::RespSession;
+
+/// A parameter: its name, its value here, and why another value is
+/// refused.
+struct Param {
+    name: &'static str,
+    value: String,
+    fixed_by: &'static str,
+}
+
+impl RespSession {
+    fn params(&self) -> Vec<Param> {
+        let shared = &self.shared;
+        let c = &shared.config;
+        let p = |name, value: String, fixed_by| Param {
+            name,
+            value,
+            fixed_by,
+        };
+        vec![
+            p("port", c.port.to_string(), "set with --port at start-up"),
+            p("bind", c.bind.clone(), "set with --bind at start-up"),
+            p(
+                "databases",
+                shared.store.databases().to_string(),
+                "set with --databases at start-up",
+            ),
+            p(
+                "maxclients",
+                c.maxclients.to_string(),
+                "set with --maxclients at start-up",
+            ),
+            p(
+                "requirepass",
+                c.password.clone().unwrap_or_default(),
+                "set with --requirepass at start-up",
+            ),
+            p(
+                "appendonly",
+                "yes".into(),
+                "every write goes to the log on the device",
+            ),
+            p(
+                "appendfsync",
+                c.appendfsync.into(),
+                "set with --appendfsync at start-up",
+            ),
+            p(
+                "save",
+                String::new(),
+                "nvdepot keeps every key on the device and takes no snapshots",
+            ),
+            p(
+                "maxmemory",
+                "0".into(),
+                "every key lives on the device; DRAM holds an index entry per key and \
+                 the --cache-mb read cache",
+            ),
+            p(
+                "maxmemory-policy",
+                "noeviction".into(),
+                "nvdepot never evicts a key",
+            ),
+            p(
+                "proto-max-bulk-len",
+                c.limits.bulk_bytes_max.to_string(),
+                "the store's largest value, fixed when it is created",
+            ),
+            p("timeout", "0".into(), "idle clients are never closed"),
+            p(
+                "notify-keyspace-events",
+                String::new(),
+                "keyspace notifications are not supported",
+            ),
+            p(
+                "cluster-enabled",
+                if shared.cluster.is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+                "set with --cluster-enabled at start-up",
+            ),
+        ]
+    }
+
+    pub(super) fn config(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+        match sub.as_deref() {
+            Some(b"GET") if args.len() >= 3 => {
+                let params = self.params();
+                let found: Vec<&Param> = params
+                    .iter()
+                    .filter(|p| {
+                        args[2..].iter().any(|pat| {
+                            super::glob::matches(&pat.to_ascii_lowercase(), p.name.as_bytes())
+                        })
+                    })
+                    .collect();
+                r.map(found.len());
+                for p in found {
+                    r.bulk(p.name.as_bytes());
+                    r.bulk(p.value.as_bytes());
+                }
+            }
+            Some(b"SET") if args.len() >= 4 && args.len().is_multiple_of(2) => {
+                self.config_set(args, r)
+            }
+            Some(b"SET") if args.len() >= 4 => r.error(errors::SYNTAX),
+            Some(b"RESETSTAT") if args.len() == 2 => r.ok(),
+            Some(b"GET" | b"SET" | b"RESETSTAT") => r.error(&format!(
+                "ERR wrong number of arguments for 'config|{}' command",
+                String::from_utf8_lossy(args[1]).to_lowercase()
+            )),
+            Some(_) => r.error(&format!(
+                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(args[1])
+            )),
+            None => r.error(&errors::wrong_arity(args[0])),
+        }
+    }
+
+    /// `CONFIG SET name value [name value …]`: all or nothing, as Redis 7.
+    fn config_set(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let params = self.params();
+        for pair in args[2..].chunks(2) {
+            let name = String::from_utf8_lossy(pair[0]).to_lowercase();
+            let Some(p) = params.iter().find(|p| p.name == name) else {
+                return r.error(&format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            };
+            if !same_value(p, pair[1]) {
+                return r.error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - \
+                     nvdepot cannot change it while running ({}); it stays '{}'",
+                    p.fixed_by, p.value
+                ));
+            }
+        }
+        r.ok();
+    }
+}
+
+/// Whether `given` is `p`'s current value as Redis would parse it (case
+/// and surrounding blanks do not matter; `bind` lists in any order).
+fn same_value(p: &Param, given: &[u8]) -> bool {
+    let given = String::from_utf8_lossy(given);
+    let given = given.trim();
+    if p.name == "bind" {
+        let mut a: Vec<&str> = given.split_whitespace().collect();
+        let mut b: Vec<&str> = p.value.split_whitespace().collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        return a == b;
+    }
+    if p.name == "requirepass" {
+        return given == p.value;
+    }
+    given.eq_ignore_ascii_case(&p.value)
+}
