@@ -417,6 +417,15 @@ impl RespSession {
                 shared.shutdown.trigger();
                 self.close = true;
             }
+            b"SWAPDB" => {
+                if arity(args, 3, Some(3), &mut r) {
+                    r.error(
+                        "ERR SWAPDB is not supported by nvdepot: each database is a namespace \
+                         of the store on the device, and swapping them is not an atomic step \
+                         there",
+                    );
+                }
+            }
             b"DEBUG" => match args.get(1).map(|a| upper(a)).as_deref() {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
