@@ -323,6 +323,9 @@ impl RespSession {
                     self.close = true;
                     killed += 1;
                 } else if c.closer.close(c.conn) {
+                    // Gone from CLIENT LIST at once, as in Redis, though
+                    // its task ends a moment later.
+                    self.shared.clients.close(c.id);
                     killed += 1;
                 }
             }
