@@ -128,6 +128,7 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
     };
     let scan = recovery::scan_log(&layout, &headers, opts.progress.as_ref())?;
     report.records = scan.records;
+    report.repaired.extend(scan.repaired.iter().cloned());
     for d in &scan.damage {
         if d.kind == crate::DamageKind::Lost {
             report.problems.push(d.to_string());

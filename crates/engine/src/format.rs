@@ -647,41 +647,6 @@ pub fn check_record_head(buf: &[u8]) -> RecordCheck {
     RecordCheck::Valid(h)
 }
 
-/// Longest key [`repair_head`] tries to correct a bit of (the work grows
-/// with the square of the header and key's length).
-const REPAIR_KEY_MAX: usize = 1024;
-
-/// The header and key of a record whose header checksum fails because of
-/// one flipped bit (in the header fields, the key, or the checksum
-/// itself), corrected; `None` if the head checks already, or no single
-/// flip makes it check.
-///
-/// Why this is sound: CRC32C's Hamming distance is at least 3 for any
-/// message shorter than 2^31 bits, so two different one-bit corrections
-/// can never both check: a correction that checks is the one. Recovery
-/// uses it to learn the key of a record whose value is lost, so that the
-/// key's older value stays hidden (docs/FORMAT.md, "Damage").
-pub(crate) fn repair_head(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
-    if matches!(check_record_head(buf), RecordCheck::Valid(_)) {
-        return None;
-    }
-    let span = buf.len().min(RECORD_HEADER_BYTES + REPAIR_KEY_MAX);
-    let mut scratch = buf[..span].to_vec();
-    for byte in 4..span {
-        for bit in 0..8 {
-            scratch[byte] ^= 1 << bit;
-            if let RecordCheck::Valid(h) = check_record_head(&scratch) {
-                if h.kind != RecordKind::Pad {
-                    let k = RECORD_HEADER_BYTES;
-                    return Some((h, scratch[k..k + h.key_len as usize].to_vec()));
-                }
-            }
-            scratch[byte] ^= 1 << bit;
-        }
-    }
-    None
-}
-
 pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
@@ -728,38 +693,6 @@ mod tests {
                 "flip at {i}"
             );
         }
-    }
-
-    #[test]
-    fn one_flipped_bit_in_a_head_is_corrected() {
-        let h = RecordHeader {
-            kind: RecordKind::Put,
-            key_len: 7,
-            value_len: 20,
-            namespace: 3,
-            seq: 1234,
-            segment_seq: 77,
-            flushed: FlushMark::at(70, 1 << 20, 64 << 20),
-        };
-        let mut buf = vec![0u8; 512];
-        let used = encode_record(&mut buf, &h, b"the-key", &[9; 20]);
-        assert_eq!(repair_head(&buf), None, "nothing to repair");
-        // Every bit of the head checksum, the fields and the key.
-        for bit in 32..(RECORD_HEADER_BYTES + 7) * 8 {
-            let mut bad = buf.clone();
-            bad[bit / 8] ^= 1 << (bit % 8);
-            let (fixed, key) = repair_head(&bad).unwrap_or_else(|| panic!("bit {bit}"));
-            assert_eq!((fixed, key.as_slice()), (h, &b"the-key"[..]), "bit {bit}");
-        }
-        // A flip in the value leaves the head valid: nothing to repair.
-        let mut bad = buf.clone();
-        bad[used - 1] ^= 4;
-        assert_eq!(repair_head(&bad), None);
-        // Two flips are not one: no guess.
-        let mut bad = buf.clone();
-        bad[12] ^= 1;
-        bad[45] ^= 2;
-        assert_eq!(repair_head(&bad), None);
     }
 
     #[test]

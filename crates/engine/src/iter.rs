@@ -58,6 +58,9 @@ pub(crate) struct ScanEnd {
     /// Where the valid records end, if before the segment end: the rest of
     /// the segment holds no valid record of it.
     pub tail: Option<Invalid>,
+    /// Offsets of evictions records restored by correcting one flipped
+    /// bit (`repair::repair_evictions`): damage that lost nothing.
+    pub repaired: Vec<u64>,
 }
 
 /// Calls `f` for every valid KV record (puts, tombstones, evictions; pads
@@ -123,9 +126,26 @@ pub(crate) fn scan_segment(
                 continue;
             }
             _ if past_end => "record runs past the segment end",
+            RecordCheck::Invalid(reason) => {
+                // An evictions record with one flipped bit is restored:
+                // without it, the older values of the keys it lists
+                // would come back.
+                match crate::repair::repair_evictions(&buf[rel..wlen]) {
+                    Some((h, bytes)) if h.segment_seq == seg_seq => {
+                        f(ScanRecord {
+                            pba: layout.pba(segment, pos),
+                            header: h,
+                            bytes: &bytes,
+                        })?;
+                        end.repaired.push(pos);
+                        pos += (h.body_bytes() as u64).div_ceil(grain) * grain;
+                        continue;
+                    }
+                    _ => reason,
+                }
+            }
             RecordCheck::Valid(_) => "record from an earlier use",
             RecordCheck::Truncated { .. } => "truncated",
-            RecordCheck::Invalid(reason) => reason,
         };
         let (header, key) = invalid_head(&buf[rel..wlen], seg_seq);
         let next = next_valid(layout, segment, seg_seq, pos + grain)?;
@@ -165,7 +185,7 @@ pub(crate) fn scan_segment(
 /// holds once one flipped bit is corrected (then the header is the
 /// corrected one).
 fn invalid_head(buf: &[u8], seg_seq: u64) -> (Option<RecordHeader>, Option<Vec<u8>>) {
-    if let Some((h, key)) = format::repair_head(buf) {
+    if let Some((h, key)) = crate::repair::repair_head(buf) {
         if h.segment_seq == seg_seq {
             return (Some(h), Some(key));
         }

@@ -60,6 +60,7 @@ mod namespace_admin;
 mod options;
 mod read;
 mod recovery;
+mod repair;
 mod segments;
 mod stats;
 mod store;

@@ -245,6 +245,9 @@ fn rebuild(
     let started = Instant::now();
     let scan = scan_log(&layout, headers, opts.progress.as_ref())?;
     let scan_seconds = started.elapsed().as_secs_f64();
+    for r in &scan.repaired {
+        tracing::warn!("recovery: DAMAGE (nothing lost) {r}");
+    }
     report_damage(&scan.damage, opts)?;
     let (namespaces, system) = registry(&layout, &scan)?;
     if let Some(c) = namespaces.counter(SYSTEM_NS) {

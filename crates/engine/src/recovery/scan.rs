@@ -35,6 +35,10 @@ pub(crate) struct LogScan {
     pub hidden_keys: Vec<HiddenKey>,
     /// Large heads and chunks left out of the index.
     pub large: super::large::LargeSettled,
+    /// Evictions records with one flipped bit, corrected in what the scan
+    /// read (not on the device: the next scan corrects them again, and GC
+    /// rewrites them whole), as "device offset" descriptions.
+    pub repaired: Vec<String>,
 }
 
 /// A key whose records were dropped with their segment: (namespace, key,
@@ -93,6 +97,19 @@ pub(crate) fn scan_log(
     large.extend(b.large);
     let mut invalid = a.invalid;
     invalid.extend(b.invalid);
+    let mut corrected = a.repaired;
+    corrected.extend(b.repaired);
+    corrected.sort_unstable();
+    let repaired = corrected
+        .into_iter()
+        .map(|(seg, offset)| {
+            let (device, at) = layout.describe(seg, offset);
+            format!(
+                "evictions record at {device} offset {at:#x}: one flipped bit, corrected \
+                 (every open corrects it again until GC rewrites the record)"
+            )
+        })
+        .collect();
     invalid.extend(damaged_headers(layout, headers)?);
     // The newest valid record of the log: in the newest segment that has
     // one, its last.
@@ -156,6 +173,7 @@ pub(crate) fn scan_log(
         max_ns: a.max_ns.max(b.max_ns),
         records: a.records + b.records,
         damage,
+        repaired,
     })
 }
 
@@ -225,6 +243,8 @@ pub(crate) struct Part {
     /// The last valid record of the newest segment scanned that had one:
     /// (segment sequence number, its header).
     last: Option<(u64, crate::format::RecordHeader)>,
+    /// Records corrected by one bit: (segment, offset).
+    repaired: Vec<(u32, u64)>,
 }
 
 pub(crate) fn scan_part(
@@ -240,6 +260,7 @@ pub(crate) fn scan_part(
     let mut records = 0u64;
     let mut invalid = Vec::new();
     let mut last = None;
+    let mut repaired = Vec::new();
     for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
@@ -287,6 +308,7 @@ pub(crate) fn scan_part(
         };
         invalid.extend(end.damaged.into_iter().map(|d| stretch(d, true)));
         invalid.extend(end.tail.map(|t| stretch(t, false)));
+        repaired.extend(end.repaired.iter().map(|&o| (seg, o)));
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         scanned.one_more();
@@ -306,6 +328,7 @@ pub(crate) fn scan_part(
         records,
         invalid,
         last,
+        repaired,
     })
 }
 
