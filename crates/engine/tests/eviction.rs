@@ -78,6 +78,39 @@ fn segment_lru_keeps_hot_keys_that_fifo_evicts() {
     assert_eq!(fifo, 0, "FIFO kept keys of the oldest segment");
 }
 
+/// Old versions of keys `o0..o119` sit in a segment kept alive by reads
+/// of hot keys; their new versions sit in an unread one. Fills the store
+/// until LRU evicted the new versions' segment first (at least 100 keys
+/// logged in evictions records); returns the store, GC settled.
+fn evict_out_of_order(dev: &Arc<MemDevice>, o: &Options) -> Store {
+    let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], o).unwrap();
+    let ns = s.default_namespace();
+    // One segment: old versions of o-keys between hot keys.
+    for i in 0..120u32 {
+        s.put(ns, format!("o{i}").as_bytes(), &value(i, 1)).unwrap();
+        s.put(ns, format!("hot{i}").as_bytes(), &value(i, 9))
+            .unwrap();
+    }
+    // New versions, never read.
+    for i in 0..120u32 {
+        s.put(ns, format!("o{i}").as_bytes(), &value(i, 2)).unwrap();
+    }
+    let mut i = 0u32;
+    while s.stats().evictions_logged < 100 {
+        s.put(ns, format!("fill{i}").as_bytes(), &value(i, 3))
+            .unwrap();
+        if i.is_multiple_of(20) {
+            for h in 0..120u32 {
+                s.get(ns, format!("hot{h}").as_bytes()).unwrap();
+            }
+        }
+        i += 1;
+        assert!(i < 20_000, "no out-of-order eviction: {}", s.stats());
+    }
+    settle(&s);
+    s
+}
+
 /// Old versions of keys sit in a segment kept alive by reads; their new
 /// versions sit in an unread one, which LRU evicts first. Without the
 /// eviction log a crash would resurrect the old versions.
@@ -86,36 +119,8 @@ fn out_of_order_eviction_never_resurrects_older_values_after_a_crash() {
     for seed in 0..4u64 {
         let dev = Arc::new(MemDevice::new(12 * MIB, 512));
         let o = cache_opts(Eviction::SegmentLru, true);
-        let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &o).unwrap();
+        let s = evict_out_of_order(&dev, &o);
         let ns = s.default_namespace();
-        // One segment: old versions of o-keys between hot keys.
-        for i in 0..120u32 {
-            s.put(ns, format!("o{i}").as_bytes(), &value(i, 1)).unwrap();
-            s.put(ns, format!("hot{i}").as_bytes(), &value(i, 9))
-                .unwrap();
-        }
-        // New versions, never read.
-        for i in 0..120u32 {
-            s.put(ns, format!("o{i}").as_bytes(), &value(i, 2)).unwrap();
-        }
-        let read_hot = |s: &Store| {
-            for h in 0..120u32 {
-                s.get(ns, format!("hot{h}").as_bytes()).unwrap();
-            }
-        };
-        // Fill until the new versions' segment went while the old
-        // versions' segment stayed.
-        let mut i = 0u32;
-        while s.stats().evictions_logged < 100 {
-            s.put(ns, format!("fill{i}").as_bytes(), &value(i, 3))
-                .unwrap();
-            if i.is_multiple_of(20) {
-                read_hot(&s);
-            }
-            i += 1;
-            assert!(i < 20_000, "no out-of-order eviction: {}", s.stats());
-        }
-        settle(&s);
         let present_before = (0..120u32)
             .filter(|k| s.get(ns, format!("o{k}").as_bytes()).unwrap().is_some())
             .count();
@@ -146,29 +151,8 @@ fn a_flipped_bit_in_an_evictions_record_is_corrected() {
     for seed in 0..2u64 {
         let dev = Arc::new(MemDevice::new(12 * MIB, 512));
         let o = cache_opts(Eviction::SegmentLru, true);
-        let s = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &o).unwrap();
+        let s = evict_out_of_order(&dev, &o);
         let ns = s.default_namespace();
-        for i in 0..120u32 {
-            s.put(ns, format!("o{i}").as_bytes(), &value(i, 1)).unwrap();
-            s.put(ns, format!("hot{i}").as_bytes(), &value(i, 9))
-                .unwrap();
-        }
-        for i in 0..120u32 {
-            s.put(ns, format!("o{i}").as_bytes(), &value(i, 2)).unwrap();
-        }
-        let mut i = 0u32;
-        while s.stats().evictions_logged < 100 {
-            s.put(ns, format!("fill{i}").as_bytes(), &value(i, 3))
-                .unwrap();
-            if i.is_multiple_of(20) {
-                for h in 0..120u32 {
-                    s.get(ns, format!("hot{h}").as_bytes()).unwrap();
-                }
-            }
-            i += 1;
-            assert!(i < 20_000, "no out-of-order eviction: {}", s.stats());
-        }
-        settle(&s);
         drop(s);
         let (crashed, _) = dev.crash(seed);
         let mut image = AlignedBuf::new(crashed.capacity() as usize, 4096);
