@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench/ab/memcache-hot.sh -- hot memcache A/B: memcached (-m 1024) and
+# nvdepot memcache variants side by side, each measured with
+# shared/harness/memaslap.sh, interleaved point by point; prints one line
+# per run: variant, concurrency, repetition, ops/s, average latency and the
+# server's CPU time per request (utime + stime from /proc).
+#   VARIANTS="memcached written buffered t1" \
+#     bash bench/ab/memcache-hot.sh REPS SECS CONC...
+# NVDEPOT: the nvdepot binary (default target/release/nvdepot); scratch
+# data under BENCH_DIR (default bench/work/ab-hot).
+set -u
+REPS=$1 SECS=$2; shift 2; CONCS=("$@")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+H=${HARNESS:-$ROOT/../shared/harness}
+BIN=${NVDEPOT:-$ROOT/target/release/nvdepot}
+W=${BENCH_DIR:-$ROOT/bench/work/ab-hot}; rm -rf "$W"; mkdir -p "$W"
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+start() { # variant port: starts it in the background
+  local nv=("$BIN" memcache -p "$2" -l 127.0.0.1 -m 1024 --data "$W/$1" --size 4G)
+  case $1 in
+    memcached) memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root ;;
+    written) "${nv[@]}" ;;
+    buffered) "${nv[@]}" --ack buffered ;;
+    t1) "${nv[@]}" -t 1 ;;
+    *) echo "unknown variant $1" >&2; exit 2 ;;
+  esac >/dev/null 2>&1 &
+  PID[$1]=$!
+}
+VARIANTS=${VARIANTS:-"memcached written buffered"}
+declare -A PID PORT
+p=22500
+for v in $VARIANTS; do PORT[$v]=$p; start "$v" $p; p=$((p + 1)); done
+trap 'kill ${PID[*]} 2>/dev/null' EXIT
+for v in $VARIANTS; do
+  for _ in $(seq 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${PORT[$v]}" && printf 'version\r\n' >&3 &&
+      timeout 1 head -c 7 <&3 | grep -q VERSION) 2>/dev/null && break
+    sleep 0.2
+  done
+done
+for c in "${CONCS[@]}"; do
+  for r in $(seq "$REPS"); do
+    for v in $VARIANTS; do
+      a=$(cpu "${PID[$v]}")
+      out=$(bash "$H/memaslap.sh" 127.0.0.1 "${PORT[$v]}" "$SECS" "$c" 2>&1 | tail -1)
+      b=$(cpu "${PID[$v]}")
+      ops=$(grep -o '[0-9]* ops/s' <<<"$out" | grep -o '[0-9]*')
+      avg=$(grep -o 'avg_latency_us=[0-9]*' <<<"$out" | cut -d= -f2)
+      cpr=$(awk -v a="$a" -v b="$b" -v o="${ops:-0}" -v s="$SECS" \
+        'BEGIN { if (o > 0) printf "%.2f", (b - a) * 10000 / (o * s); else print "-" }')
+      echo "$v c=$c r=$r ops=$ops avg_us=$avg cpu_us_per_req=$cpr"
+    done
+  done
+done
