@@ -17,13 +17,15 @@ W=${BENCH_DIR:-$ROOT/bench/work/ab-hot}; rm -rf "$W"; mkdir -p "$W"
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 start() { # variant port: starts it in the background
   local nv=("$BIN" memcache -p "$2" -l 127.0.0.1 -m 1024 --data "$W/$1" --size 4G)
+  local cmd
   case $1 in
-    memcached) memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root ;;
-    written) "${nv[@]}" ;;
-    buffered) "${nv[@]}" --ack buffered ;;
-    t1) "${nv[@]}" -t 1 ;;
+    memcached) cmd=(memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root) ;;
+    written) cmd=("${nv[@]}") ;;
+    buffered) cmd=("${nv[@]}" --ack buffered) ;;
+    t1) cmd=("${nv[@]}" -t 1) ;;
     *) echo "unknown variant $1" >&2; exit 2 ;;
-  esac >/dev/null 2>&1 &
+  esac
+  "${cmd[@]}" >/dev/null 2>&1 &
   PID[$1]=$!
 }
 VARIANTS=${VARIANTS:-"memcached written buffered"}
