@@ -53,8 +53,8 @@ pub struct ScannedRecord {
 /// What [`scan_image`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScanResult {
-    /// Bytes of the scanned segment: the image rounded up to a whole MiB
-    /// (at least 1 MiB), zero-filled past the image.
+    /// Bytes of the scanned segment: the image plus a grain, rounded up
+    /// to 4 KiB, zero-filled past the image.
     pub segment_bytes: u64,
     /// The sequence number records had to carry (see [`scan_image`]).
     pub segment_seq: u64,
@@ -66,6 +66,9 @@ pub struct ScanResult {
     /// Invalid stretches the scan went past (valid records follow each):
     /// offset and length.
     pub damaged: Vec<(u64, u64)>,
+    /// Offsets of evictions records yielded after correcting one flipped
+    /// bit (their bytes differ from the image's in that bit).
+    pub repaired: Vec<u64>,
 }
 
 /// Runs the real segment scanner (`iter::scan_segment`) over `image`, the
@@ -121,5 +124,6 @@ pub fn scan_image(image: &[u8]) -> ScanResult {
         records,
         stopped: end.tail.map(|t| (t.offset, t.reason)),
         damaged: end.damaged.iter().map(|d| (d.offset, d.len)).collect(),
+        repaired: end.repaired,
     }
 }
