@@ -67,6 +67,17 @@ mod group_commit_model {
     }
 
     impl Model {
+        /// A fresh log; write number `fail` (counting from 0), if any, fails.
+        fn new(fail: Option<u64>) -> Arc<Model> {
+            Arc::new(Model {
+                state: Mutex::new(State::default()),
+                done: Condvar::new(),
+                on_device: Mutex::new(Vec::new()),
+                writes: AtomicU64::new(0),
+                fail,
+            })
+        }
+
         /// The log position up to which the device holds every record.
         fn device_prefix(&self) -> u64 {
             let mut held = self.on_device.lock().clone();
@@ -135,13 +146,7 @@ mod group_commit_model {
     }
 
     fn scenario(fail: Option<u64>) {
-        let m = Arc::new(Model {
-            state: Mutex::new(State::default()),
-            done: Condvar::new(),
-            on_device: Mutex::new(Vec::new()),
-            writes: AtomicU64::new(0),
-            fail,
-        });
+        let m = Model::new(fail);
         // Two threads with the blocking API, two puts each.
         let threads: Vec<_> = (0..2)
             .map(|_| {
@@ -219,13 +224,7 @@ mod group_commit_model {
     /// Writers wait while one task's wait is dropped after `polls` polls,
     /// possibly as the leader of a batch whose write is under way.
     fn cancel_scenario(polls: usize) {
-        let m = Arc::new(Model {
-            state: Mutex::new(State::default()),
-            done: Condvar::new(),
-            on_device: Mutex::new(Vec::new()),
-            writes: AtomicU64::new(0),
-            fail: None,
-        });
+        let m = Model::new(None);
         let thread = {
             let m = m.clone();
             shuttle::thread::spawn(move || {

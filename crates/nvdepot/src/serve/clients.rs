@@ -4,7 +4,8 @@
 //!
 //! A connection's own state stays in its session (read on every command
 //! without a lock); the registry holds what other connections may ask
-//! about, published at most once per received burst of requests.
+//! about, published as each command starts (an uncontended lock and a
+//! clock read).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -96,8 +97,8 @@ impl Client {
         self.resp.store(n, Ordering::Relaxed);
     }
 
-    /// Publishes the last command of a burst (`args` its name and, for a
-    /// container command, its subcommand) and its transaction state.
+    /// Publishes the command starting now (`args`: its name and, for a
+    /// container command, its subcommand) and the transaction state.
     pub(super) fn executed(&self, args: &[&[u8]], multi: Option<usize>) {
         let ms = self.created.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
@@ -242,11 +243,8 @@ impl RespSession {
             Some(b"ID") if args.len() >= 4 => {
                 let mut list = Vec::new();
                 for a in &args[3..] {
-                    match std::str::from_utf8(a)
-                        .ok()
-                        .and_then(|s| s.parse::<u64>().ok())
-                    {
-                        Some(id) if id > 0 => list.push(id),
+                    match super::keys::int_arg(a) {
+                        Some(id) if id > 0 => list.push(id as u64),
                         _ => return r.error("ERR Invalid client ID"),
                     }
                 }
@@ -286,10 +284,7 @@ impl RespSession {
             for pair in args[2..].chunks(2) {
                 let value = pair[1];
                 match pair[0].to_ascii_uppercase().as_slice() {
-                    b"ID" => match std::str::from_utf8(value)
-                        .ok()
-                        .and_then(|s| s.parse::<i64>().ok())
-                    {
+                    b"ID" => match super::keys::int_arg(value) {
                         Some(id) if id > 0 => f.id = Some(id as u64),
                         _ => return r.error("ERR client-id should be greater than 0"),
                     },
