@@ -32,7 +32,8 @@ VARIANTS=${VARIANTS:-"memcached written buffered"}
 declare -A PID PORT
 p=22500
 for v in $VARIANTS; do PORT[$v]=$p; start "$v" $p; p=$((p + 1)); done
-trap 'kill ${PID[*]} 2>/dev/null' EXIT
+# Stop the servers and remove their stores (4 GiB files each) on exit.
+trap 'kill ${PID[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 for v in $VARIANTS; do
   for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/${PORT[$v]}" && printf 'version\r\n' >&3 &&

@@ -20,6 +20,7 @@
 //! oversized `set`, closing on a 2 KiB line without a newline), this crate
 //! does the same, so replies compare byte for byte; the known differences
 //! are listed in the crate's README.md.
+#![forbid(unsafe_code)]
 
 use std::future::Future;
 use std::pin::pin;
