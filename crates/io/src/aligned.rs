@@ -8,7 +8,28 @@ use std::ptr::NonNull;
 /// an alignment (as `O_DIRECT` requires).
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
+    /// The allocation: `len` bytes at the memory alignment of
+    /// [`memory_align`], which is at least `align`.
     layout: Layout,
+    /// The alignment asked for: the length is a multiple of it.
+    align: usize,
+}
+
+/// Memory pages: what a buffer's physical segments are made of.
+const PAGE_BYTES: usize = 4096;
+
+/// Where a buffer of `len` bytes (a multiple of `align`) starts: on a
+/// boundary that lets it span the fewest memory pages. A buffer of at most
+/// a page never crosses one; a larger one starts on a page.
+///
+/// Why: a device IO carries one physical segment per page its buffer
+/// touches, and a virtio disk serves each segment on its own. fio's 4 KiB
+/// random reads at QD 128 on this VM's disk: 133 k/s into page-aligned
+/// buffers, 113 k/s into buffers starting 512 bytes into a page (0.85),
+/// which is where a 512-aligned 4 KiB buffer from the allocator usually
+/// starts.
+fn memory_align(len: usize, align: usize) -> usize {
+    align.max(len.next_power_of_two().min(PAGE_BYTES))
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
@@ -52,11 +73,11 @@ impl AlignedBuf {
             "alignment {align} is not a power of two"
         );
         let len = len.div_ceil(align).max(1) * align;
-        let layout = Layout::from_size_align(len, align).expect("buffer layout");
+        let layout = Layout::from_size_align(len, memory_align(len, align)).expect("buffer layout");
         // SAFETY: layout has a non-zero size (len >= align >= 1).
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, layout }
+        AlignedBuf { ptr, layout, align }
     }
 
     /// Length in bytes (a multiple of the alignment).
@@ -71,7 +92,7 @@ impl AlignedBuf {
 
     /// The alignment this buffer was made with.
     pub fn align(&self) -> usize {
-        self.layout.align()
+        self.align
     }
 
     /// A buffer like [`AlignedBuf::new`]'s, taken from this thread's
@@ -178,6 +199,22 @@ pub(crate) fn is_aligned(offset: u64, len: usize, addr: *const u8, align: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_span_the_fewest_memory_pages() {
+        // Many allocations, so an allocator that happened to hand out
+        // page-aligned blocks once does not pass by luck.
+        let bufs: Vec<AlignedBuf> = (0..64)
+            .flat_map(|_| [512, 1024, 3584, 4096, 4608, 8192, 12800].map(|n| AlignedBuf::new(n, 512)))
+            .collect();
+        for b in &bufs {
+            let start = b.as_ptr() as usize;
+            let pages = (start + b.len() - 1) / PAGE_BYTES - start / PAGE_BYTES + 1;
+            assert_eq!(pages, b.len().div_ceil(PAGE_BYTES), "{b:?} at {start:#x}");
+            assert_eq!(start % 512, 0);
+            assert_eq!(b.align(), 512);
+        }
+    }
 
     #[test]
     fn recycled_buffers_are_reused_by_size_and_alignment() {
