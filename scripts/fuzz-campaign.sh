@@ -10,9 +10,11 @@
 # JOBS=N runs N libFuzzer processes sharing one corpus, RUNS/N executions
 # each (their logs are summed), so a 10 M campaign uses every core.
 # FUZZ_SANITIZER=none builds without AddressSanitizer, 2-4x faster: sound
-# only for targets whose code has no unsafe block (the memcache crate
-# forbids unsafe code: its parsers need no sanitizer to be memory safe;
-# panics, overflows and debug assertions are still caught). Default: address.
+# only where the code under test has no unsafe block of its own (the
+# memcache crate forbids unsafe code; the engine's scanner is safe Rust,
+# and the one unsafe type it reaches, crates/io's AlignedBuf, is tested
+# under AddressSanitizer in CI by scripts/asan.sh). Panics, overflows and
+# debug assertions are still caught. Default: address.
 #
 # Prints one line per target: executions, seconds, executions per second,
 # coverage, corpus size; a failing input stops the campaign (it is saved
