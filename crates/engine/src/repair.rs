@@ -110,7 +110,15 @@ pub(crate) fn repair_evictions(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
     }
     let head_fix = match check_record_head(buf) {
         RecordCheck::Valid(_) => None,
-        _ => Some(head_bit(buf)?),
+        _ => {
+            let (byte, mask) = head_bit(buf)?;
+            if byte >= RECORD_HEADER_BYTES {
+                // The flip is in a key: the corrected head has one, so it
+                // is not an evictions record's.
+                return None;
+            }
+            Some((byte, mask))
+        }
     };
     let mut head = buf[..RECORD_HEADER_BYTES.min(buf.len())].to_vec();
     if let Some((byte, mask)) = head_fix {
@@ -250,5 +258,26 @@ mod tests {
         let used = encode_record(&mut put, &hp, b"k", &[1; 8]);
         put[used - 1] ^= 1;
         assert_eq!(repair_evictions(&put), None);
+    }
+
+    /// Found by the `scan` fuzz target: an evictions kind with a key
+    /// length of one set bit passed the cheap test, and the head's flipped
+    /// bit was found in its key, past the header this function corrects.
+    #[test]
+    fn a_head_corrected_in_its_key_is_not_an_evictions_record() {
+        let key = vec![b'k'; 1024];
+        let h = RecordHeader {
+            kind: RecordKind::Evictions,
+            key_len: key.len() as u16,
+            value_len: 16,
+            namespace: 0,
+            seq: 7,
+            segment_seq: 3,
+            flushed: FlushMark::at(2, 1 << 20, 64 << 20),
+        };
+        let mut buf = vec![0u8; 2048];
+        encode_record(&mut buf, &h, &key, &[0; 16]);
+        buf[RECORD_HEADER_BYTES + 1020] ^= 0x10;
+        assert_eq!(repair_evictions(&buf), None);
     }
 }
