@@ -205,7 +205,9 @@ mod tests {
         // Many allocations, so an allocator that happened to hand out
         // page-aligned blocks once does not pass by luck.
         let bufs: Vec<AlignedBuf> = (0..64)
-            .flat_map(|_| [512, 1024, 3584, 4096, 4608, 8192, 12800].map(|n| AlignedBuf::new(n, 512)))
+            .flat_map(|_| {
+                [512, 1024, 3584, 4096, 4608, 8192, 12800].map(|n| AlignedBuf::new(n, 512))
+            })
             .collect();
         for b in &bufs {
             let start = b.as_ptr() as usize;
