@@ -72,6 +72,13 @@ for entry in "${targets[@]}"; do
     rm -rf "seeds/$target.min" && mkdir "seeds/$target.min"
     cargo "+$toolchain" fuzz cmin -s "$sanitizer" "$target" "corpus/$target" -- -max_len="$max_len" >/dev/null 2>&1 || true
     cp "corpus/$target"/* "seeds/$target.min"/ 2>/dev/null || true
+    # Named seeds (regressions, hand-made inputs) stay whatever cmin says:
+    # only libFuzzer's own (40 hex digits) are replaced.
+    for seed in "seeds/$target"/*; do
+        if [[ -f $seed && ! $(basename "$seed") =~ ^[0-9a-f]{40}$ ]]; then
+            cp -n "$seed" "seeds/$target.min"/
+        fi
+    done
     if [ -n "$(ls -A "seeds/$target.min")" ]; then
         rm -rf "seeds/$target" && mv "seeds/$target.min" "seeds/$target"
     else
