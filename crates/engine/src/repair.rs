@@ -267,13 +267,9 @@ mod tests {
     fn a_head_corrected_in_its_key_is_not_an_evictions_record() {
         let key = vec![b'k'; 1024];
         let h = RecordHeader {
-            kind: RecordKind::Evictions,
             key_len: key.len() as u16,
             value_len: 16,
-            namespace: 0,
-            seq: 7,
-            segment_seq: 3,
-            flushed: FlushMark::at(2, 1 << 20, 64 << 20),
+            ..evictions(1).0
         };
         let mut buf = vec![0u8; 2048];
         encode_record(&mut buf, &h, &key, &[0; 16]);
