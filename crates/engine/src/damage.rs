@@ -9,6 +9,11 @@
 //! record's mark. So an invalid stretch that starts before the newest
 //! record's mark is damage; one at or after it is a torn tail (it may also
 //! be damage of the last flushed writes: it is still reported, as torn).
+//! A mark is coarse (a 256th of a segment) and only a later record carries
+//! it, so the newest records of a log would always read as possibly torn;
+//! a *seal*, a pad the writer appends once the log has been idle and
+//! durable (`Writer::seal_durable`), moves the known-flushed position to
+//! its own exact offset, so damage to them is told apart as well.
 //! The scan never stops at either: valid records after an invalid stretch
 //! are kept (`iter::scan_segment`).
 
@@ -98,17 +103,20 @@ impl Found {
 }
 
 /// Classifies what the scan found against `newest`, the newest valid
-/// record of the log (in log order), and describes it.
+/// record of the log (in log order), and `sealed`, the newest seal's
+/// (segment sequence number, offset), and describes it.
 pub(crate) fn classify(
     layout: &Layout,
     found: Vec<Found>,
     newest: Option<&RecordHeader>,
+    sealed: Option<(u64, u64)>,
 ) -> Vec<Damage> {
     // Everything before this (segment sequence number, offset) was on the
-    // device; without any valid record, nothing is known to be.
-    let flushed = newest.map_or((0, 0), |h| {
+    // device; without any valid record or seal, nothing is known to be.
+    let marked = newest.map_or((0, 0), |h| {
         h.flushed.position(h.segment_seq, layout.segment_bytes)
     });
+    let flushed = marked.max(sealed.unwrap_or((0, 0)));
     let mut out: Vec<Damage> = found
         .into_iter()
         .filter(Found::reportable)

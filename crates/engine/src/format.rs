@@ -468,6 +468,11 @@ impl FlushMark {
 }
 
 impl RecordHeader {
+    /// Whether this is a seal: a pad saying the log before it was durable.
+    pub fn is_seal(&self) -> bool {
+        self.kind == RecordKind::Pad && self.namespace == SEAL_NAMESPACE
+    }
+
     /// Bytes of header, key and value (without the padding to a grain).
     pub fn body_bytes(&self) -> usize {
         match self.kind {
@@ -560,12 +565,30 @@ pub fn encode_pad(out: &mut [u8], segment_seq: u64) {
 /// header, so the bytes it covers may hold anything (recovery pads over
 /// torn stretches of the log this way).
 pub fn encode_pad_header(out: &mut [u8], total: usize, segment_seq: u64) {
+    encode_pad_fields(out, total, segment_seq, 0);
+}
+
+/// The namespace field of a pad that is a *seal* (docs/FORMAT.md, "Seal"):
+/// everything in the log before the pad was on the device when the pad
+/// was appended. Other pads have 0 there; readers that predate seals skip
+/// every pad, so a seal changes nothing for them.
+pub const SEAL_NAMESPACE: u32 = u32::from_be_bytes(*b"SEAL");
+
+/// Encodes a seal (a pad of `out.len()` bytes whose namespace field is
+/// [`SEAL_NAMESPACE`]).
+pub fn encode_seal(out: &mut [u8], segment_seq: u64) {
+    assert!(out.len() >= RECORD_HEADER_BYTES);
+    encode_pad_fields(out, out.len(), segment_seq, SEAL_NAMESPACE);
+    out[RECORD_HEADER_BYTES..].fill(0);
+}
+
+fn encode_pad_fields(out: &mut [u8], total: usize, segment_seq: u64, namespace: u32) {
     assert!(total >= RECORD_HEADER_BYTES && out.len() >= RECORD_HEADER_BYTES);
     let header = RecordHeader {
         kind: RecordKind::Pad,
         key_len: 0,
         value_len: (total - RECORD_HEADER_BYTES) as u32,
-        namespace: 0,
+        namespace,
         seq: 0,
         segment_seq,
         flushed: FlushMark::default(),

@@ -49,6 +49,12 @@ pub(crate) fn low_water(inner: &Inner) -> usize {
     GC_RESERVE_SEGMENTS + 2 + inner.segments.len() / 32
 }
 
+/// How long the log stays idle (nothing appended) before the GC thread
+/// seals it. Damage to records acknowledged this close to a crash reads
+/// as a torn tail (docs/RELIABILITY.md); a seal per idle spell costs one
+/// grain and one flush, at most every `SEAL_AFTER`.
+pub(crate) const SEAL_AFTER: Duration = Duration::from_millis(100);
+
 pub(crate) struct GcThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -63,7 +69,20 @@ impl GcThread {
             .spawn(move || {
                 let interval = Duration::from_millis(inner.opts.flush_interval_ms.max(1));
                 let mut last_flush = std::time::Instant::now();
+                let mut appended = inner.writer.appended();
+                let mut appended_at = std::time::Instant::now();
                 while !flag.load(Ordering::Relaxed) {
+                    let now = inner.writer.appended();
+                    if now != appended {
+                        (appended, appended_at) = (now, std::time::Instant::now());
+                    } else if appended_at.elapsed() >= SEAL_AFTER {
+                        // Idle: a seal tells damage to the newest records
+                        // from a torn tail (`Writer::seal_durable`).
+                        if let Err(e) = inner.writer.seal_durable() {
+                            tracing::error!("writing a log seal failed: {e}");
+                        }
+                        appended_at = std::time::Instant::now();
+                    }
                     if !inner.opts.sync && last_flush.elapsed() >= interval {
                         // Writes were acknowledged before a flush: bound how
                         // long they sit in the device's volatile cache.

@@ -61,6 +61,9 @@ pub(crate) struct ScanEnd {
     /// Offsets of evictions records restored by correcting one flipped
     /// bit (`repair::repair_evictions`): damage that lost nothing.
     pub repaired: Vec<u64>,
+    /// Offset of the last seal in the segment (a pad saying everything in
+    /// the log before it was on the device: `format::SEAL_NAMESPACE`).
+    pub sealed: Option<u64>,
 }
 
 /// Calls `f` for every valid KV record (puts, tombstones, evictions; pads
@@ -115,6 +118,9 @@ pub(crate) fn scan_segment(
         let reason = match check {
             RecordCheck::Valid(h) if h.segment_seq == seg_seq => {
                 let body = h.body_bytes();
+                if h.is_seal() {
+                    end.sealed = Some(pos);
+                }
                 if h.kind != RecordKind::Pad {
                     f(ScanRecord {
                         pba: layout.pba(segment, pos),

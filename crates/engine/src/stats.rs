@@ -57,6 +57,8 @@ pub struct Stats {
     /// Evictions records (20 bytes each).
     pub evictions_logged: u64,
     pub flushes: u64,
+    /// Seals written (a pad marking the log durable once it went idle).
+    pub log_seals: u64,
     /// device_bytes_written / user_bytes_written.
     pub write_amplification: f64,
     pub index_memory_bytes: u64,
@@ -102,6 +104,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         evictions: c.evictions.load(Ordering::Relaxed),
         evictions_logged: c.evictions_logged.load(Ordering::Relaxed),
         flushes: inner.writer.stats.flushes.load(Ordering::Relaxed),
+        log_seals: inner.writer.stats.seals.load(Ordering::Relaxed),
         write_amplification: if user == 0 {
             0.0
         } else {
@@ -118,7 +121,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
 
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, String); 24] = [
+        let rows: [(&str, String); 25] = [
             ("keys", self.keys.to_string()),
             ("namespaces", self.namespaces.to_string()),
             ("capacity_bytes", self.capacity_bytes.to_string()),
@@ -148,6 +151,7 @@ impl fmt::Display for Stats {
             ("evictions", self.evictions.to_string()),
             ("evictions_logged", self.evictions_logged.to_string()),
             ("flushes", self.flushes.to_string()),
+            ("log_seals", self.log_seals.to_string()),
             (
                 "write_amplification",
                 format!("{:.3}", self.write_amplification),

@@ -182,6 +182,8 @@ pub(crate) struct State {
     /// segment it opened (recovery flushed what came before). Every
     /// record carries it as its [`FlushMark`].
     flushed: Option<(u64, u64)>,
+    /// Log position just past the last seal appended (`seal_durable`).
+    sealed: Option<(u64, u64)>,
     pool: Vec<AlignedBuf>,
     /// Buffers of records longer than `BUFFER_BYTES` (a large value's
     /// chunks, 8 MiB each), kept for the next such record: a fresh one
@@ -195,6 +197,7 @@ pub(crate) struct WriterStats {
     pub device_bytes: AtomicU64,
     pub flushes: AtomicU64,
     pub pad_bytes: AtomicU64,
+    pub seals: AtomicU64,
 }
 
 pub(crate) struct Writer {
@@ -240,6 +243,7 @@ impl Writer {
                 commit: CommitState::default(),
                 written: None,
                 flushed: None,
+                sealed: None,
                 pool: Vec::new(),
                 big_pool: Vec::new(),
             }),
@@ -711,6 +715,71 @@ impl Writer {
     pub fn sync_all(&self) -> Result<()> {
         let lsn = self.state.lock().appended;
         self.wait_durable(lsn)
+    }
+
+    /// Log position of the last appended record (changes with every
+    /// append: the GC thread watches it to see the log idle).
+    pub fn appended(&self) -> u64 {
+        self.state.lock().appended
+    }
+
+    /// Appends a *seal* and writes it out, if everything appended is on
+    /// the device and nothing was appended since the last seal: a pad
+    /// (docs/FORMAT.md, "Seal") whose presence says the log before it was
+    /// durable when it was appended. Without one, the newest records of a
+    /// log are followed by no record whose flush mark covers them, so
+    /// recovery cannot tell damage to them (acknowledged data lost) from a
+    /// torn tail (writes in flight at a crash) and must report it as the
+    /// latter. The GC thread calls this once the log has been idle for
+    /// `SEAL_AFTER`: one small write (and flush) per idle spell. Returns
+    /// whether it appended one.
+    pub fn seal_durable(&self) -> Result<bool> {
+        let (lsn, _in_flight) = {
+            let mut st = self.state.lock();
+            let Some(open) = st.open.as_ref() else {
+                return Ok(false);
+            };
+            let (id, seq, at) = (open.id, open.seq, open.next);
+            let len = (self.layout.grain_bytes as usize).max(self.layout.align);
+            let idle = st.active.as_ref().is_none_or(|a| a.len == 0)
+                && st.queued.is_empty()
+                && st.commit.durable == st.appended
+                && st.commit.in_flight() == 0
+                && st.commit.failed.is_none();
+            if !idle
+                || st.flushed != Some((seq, at))
+                || st.sealed == Some((seq, at))
+                || at + len as u64 > self.layout.segment_bytes
+            {
+                return Ok(false);
+            }
+            self.close_active(&mut st);
+            let mut buf = self.take_buffer(&mut st, len);
+            format::encode_seal(&mut buf[..len], seq);
+            st.active = Some(Pending {
+                buf,
+                segment: id,
+                segment_seq: seq,
+                offset: at,
+                len,
+            });
+            st.open.as_mut().expect("open segment").next += len as u64;
+            st.sealed = Some((seq, at + len as u64));
+            st.appended += 1;
+            // Keeps GC off the segment until the seal is written.
+            self.segments
+                .get(id)
+                .in_flight
+                .fetch_add(1, Ordering::Acquire);
+            let guard = InFlight {
+                segments: self.segments.clone(),
+                segment: id,
+            };
+            (st.appended, guard)
+        };
+        self.wait_durable(lsn)?;
+        self.stats.seals.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Seals the open segment (after `sync_all`), e.g. before a checkpoint.

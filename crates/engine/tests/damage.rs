@@ -32,12 +32,23 @@ fn value(i: usize, round: u8) -> Vec<u8> {
 /// A store of `KEYS` keys (key `old` written twice, so an older value of
 /// it exists), left as a crash leaves it: no checkpoint.
 fn crashed_store(dir: &Path, old: usize) -> PathBuf {
-    let s = Store::open(dir, &opts().create_bytes(16 * MIB)).unwrap();
+    crashed_store_with(dir, old, &opts(), |_| {})
+}
+
+/// As `crashed_store`, opened with `o`; `before_crash` runs last.
+fn crashed_store_with(
+    dir: &Path,
+    old: usize,
+    o: &Options,
+    before_crash: impl FnOnce(&Store),
+) -> PathBuf {
+    let s = Store::open(dir, &o.clone().create_bytes(16 * MIB)).unwrap();
     let ns = s.default_namespace();
     s.put(ns, &key(old), &value(old, 0)).unwrap();
     for i in 0..KEYS {
         s.put(ns, &key(i), &value(i, 1)).unwrap();
     }
+    before_crash(&s);
     drop(s); // no close: no checkpoint, the next open scans the log
     dir.join("nvdepot.0")
 }
@@ -87,9 +98,12 @@ fn damaged_store_round_trip(damaged_key: usize) {
     let dir = tempfile::tempdir().unwrap();
     let file = crashed_store(dir.path(), damaged_key);
     flip_bit_in(&file, damaged_key);
+    damaged_store_is_reported_and_salvaged(dir.path(), damaged_key);
+}
 
+fn damaged_store_is_reported_and_salvaged(dir: &Path, damaged_key: usize) {
     // `check` reports it as damage to acknowledged data, naming the key.
-    let report = check(dir.path(), &opts()).unwrap();
+    let report = check(dir, &opts()).unwrap();
     assert!(!report.is_ok(), "{report}");
     let lost: Vec<_> = report
         .damage
@@ -101,7 +115,7 @@ fn damaged_store_round_trip(damaged_key: usize) {
     assert!(report.to_string().contains("DAMAGE"), "{report}");
 
     // A store-mode open refuses, naming `nvdepot check` and salvage.
-    match Store::open(dir.path(), &opts()) {
+    match Store::open(dir, &opts()) {
         Err(e @ Error::Damaged { .. }) => {
             let msg = e.to_string();
             assert!(
@@ -119,14 +133,14 @@ fn damaged_store_round_trip(damaged_key: usize) {
         salvage: true,
         ..opts()
     };
-    let s = Store::open(dir.path(), &salvage).unwrap();
+    let s = Store::open(dir, &salvage).unwrap();
     assert_all_but(&s, damaged_key);
     drop(s); // crash again
 
     // The salvaged store is clean: a crash reopen needs no salvage.
-    let report = check(dir.path(), &opts()).unwrap();
+    let report = check(dir, &opts()).unwrap();
     assert!(report.is_ok(), "{report}");
-    let s = Store::open(dir.path(), &opts()).unwrap();
+    let s = Store::open(dir, &opts()).unwrap();
     assert_all_but(&s, damaged_key);
     s.close().unwrap();
 }
@@ -139,6 +153,51 @@ fn bit_flip_in_the_newest_segment_loses_only_that_record() {
 #[test]
 fn bit_flip_in_the_middle_of_the_log_loses_only_that_record() {
     damaged_store_round_trip(KEYS / 2);
+}
+
+/// The newest records of a log have no later record whose flush mark
+/// covers them (and a mark is coarse: a 256th of a segment). Once the
+/// store has been idle, the seal the GC thread appends does: a flipped bit
+/// in the very last acknowledged record is then damage, not a torn tail.
+#[test]
+fn bit_flip_in_the_newest_record_of_a_sealed_log_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let newest = KEYS - 1;
+    let with_gc = Options {
+        background_gc: true,
+        ..opts()
+    };
+    let file = crashed_store_with(dir.path(), newest, &with_gc, |s| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while s.stats().log_seals == 0 {
+            assert!(std::time::Instant::now() < deadline, "no seal written");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    flip_bit_in(&file, newest);
+    damaged_store_is_reported_and_salvaged(dir.path(), newest);
+}
+
+/// The control: without a seal (no GC thread, crash right after the last
+/// put) the same flip reads as a torn tail, which is what a seal changes.
+#[test]
+fn bit_flip_in_the_newest_record_of_an_unsealed_log_reads_as_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let newest = KEYS - 1;
+    let file = crashed_store(dir.path(), newest);
+    flip_bit_in(&file, newest);
+    let report = check(dir.path(), &opts()).unwrap();
+    assert!(
+        report.damage.iter().all(|d| d.kind == DamageKind::TornTail),
+        "{report}"
+    );
+    assert!(
+        report
+            .damage
+            .iter()
+            .any(|d| d.key.as_deref() == Some(&key(newest)[..])),
+        "{report}"
+    );
 }
 
 #[test]

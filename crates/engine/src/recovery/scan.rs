@@ -119,7 +119,8 @@ pub(crate) fn scan_log(
         .chain(b.last)
         .max_by_key(|&(seg_seq, _)| seg_seq)
         .map(|(_, h)| h);
-    let damage = damage::classify(layout, invalid, newest.as_ref());
+    let sealed = a.sealed.max(b.sealed);
+    let damage = damage::classify(layout, invalid, newest.as_ref(), sealed);
     // A lost record whose key is known hides the key's older records: an
     // older value must not come back in its place.
     for d in damage.iter().filter(|d| d.kind == DamageKind::Lost) {
@@ -245,6 +246,8 @@ pub(crate) struct Part {
     last: Option<(u64, crate::format::RecordHeader)>,
     /// Records corrected by one bit: (segment, offset).
     repaired: Vec<(u32, u64)>,
+    /// The newest seal: (segment sequence number, offset).
+    sealed: Option<(u64, u64)>,
 }
 
 pub(crate) fn scan_part(
@@ -261,6 +264,7 @@ pub(crate) fn scan_part(
     let mut invalid = Vec::new();
     let mut last = None;
     let mut repaired = Vec::new();
+    let mut sealed = None;
     for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
@@ -309,6 +313,9 @@ pub(crate) fn scan_part(
         invalid.extend(end.damaged.into_iter().map(|d| stretch(d, true)));
         invalid.extend(end.tail.map(|t| stretch(t, false)));
         repaired.extend(end.repaired.iter().map(|&o| (seg, o)));
+        if let Some(at) = end.sealed {
+            sealed = sealed.max(Some((seq, at)));
+        }
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         scanned.one_more();
@@ -329,6 +336,7 @@ pub(crate) fn scan_part(
         invalid,
         last,
         repaired,
+        sealed,
     })
 }
 
