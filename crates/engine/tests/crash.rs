@@ -309,9 +309,30 @@ struct Coverage {
     header_hits: usize,
     /// Of those, damage recovery took for a torn tail.
     damage_taken_for_torn: usize,
+    /// Crashes of an idle store after its log was sealed, nothing written
+    /// since (damage in them must never be taken for a torn tail).
+    sealed_crashes: usize,
+    /// Of those, crashes followed by a damaged grain.
+    sealed_damaged: usize,
     /// Of those, store-mode ones that cost an acknowledged key (each
     /// reported by `check` and refused by a plain open).
     damage_lost_keys: usize,
+}
+
+/// Waits (up to 3 s) for the GC thread to seal the idle log; returns the
+/// device bytes written by then, or None if no seal came (GC kept
+/// appending).
+fn wait_for_seal(store: &Store) -> Option<u64> {
+    let seals = store.stats().log_seals;
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = store.stats();
+        if now.log_seals > seals {
+            return Some(now.device_bytes_written);
+        }
+    }
+    None
 }
 
 /// The device's contents.
@@ -512,15 +533,29 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         let run_ms = rng.gen_range(1..30);
         let crash_seed: u64 = rng.gen();
         let reordered = rng.gen_bool(0.5);
+        // One crash in eight hits a store gone idle: the writers stop
+        // first, and the crash waits for the GC thread's seal.
+        let idle = rng.gen_bool(0.125);
         let next = std::thread::scope(|scope| {
-            for t in 0..THREADS {
-                let (store, model_cell, stop) = (&store, &model_cell, &stop);
-                let wseed = seed
-                    .wrapping_mul(1000)
-                    .wrapping_add((round * THREADS + t) as u64);
-                scope.spawn(move || worker(store, model_cell, stop, t, wseed, cache_mode));
-            }
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (store, model_cell, stop) = (&store, &model_cell, &stop);
+                    let wseed = seed
+                        .wrapping_mul(1000)
+                        .wrapping_add((round * THREADS + t) as u64);
+                    scope.spawn(move || worker(store, model_cell, stop, t, wseed, cache_mode))
+                })
+                .collect();
             std::thread::sleep(Duration::from_millis(run_ms));
+            let sealed_bytes = if idle {
+                stop.store(true, Ordering::Relaxed);
+                for w in workers {
+                    w.join().unwrap();
+                }
+                wait_for_seal(&store)
+            } else {
+                None
+            };
             let before = store.stats();
             let gc_before_crash = (before.gc_segments_collected, before.evictions_logged);
             let next = if reordered {
@@ -529,9 +564,16 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
                 dev.crash(crash_seed).0
             };
             stop.store(true, Ordering::Relaxed);
-            (next, gc_before_crash)
+            // Sealed, and nothing written since: everything on the device
+            // image was flushed before the crash.
+            let sealed = sealed_bytes.is_some_and(|b| {
+                std::thread::sleep(Duration::from_millis(20));
+                store.stats().device_bytes_written == b
+            });
+            (next, gc_before_crash, sealed)
         });
-        let (next, (gc, logged)) = next;
+        let (next, (gc, logged), sealed) = next;
+        cov.sealed_crashes += usize::from(sealed);
         cov.gc_segments += gc as usize;
         cov.evictions_logged += logged as usize;
         drop(store);
@@ -563,6 +605,13 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         let torn = report.damage.iter().any(|d| {
             d.kind == DamageKind::TornTail && d.offset <= grain && grain < d.offset + d.len
         });
+        if sealed {
+            cov.sealed_damaged += 1;
+            assert!(
+                !torn,
+                "seed {seed} round {round}: damage at {grain:#x} of a sealed log taken for a torn tail:\n{report}"
+            );
+        }
         if torn {
             cov.damage_taken_for_torn += 1;
             for m in model.values_mut().filter(|m| m.damaged) {
@@ -645,5 +694,9 @@ fn random_crashes_lose_no_acknowledged_write() {
     assert!(
         cov.header_hits > 0,
         "no damage hit a segment header: {cov:?}"
+    );
+    assert!(
+        cov.sealed_crashes > rounds / 32,
+        "too few crashes of a sealed, idle store: {cov:?}"
     );
 }
