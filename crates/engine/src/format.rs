@@ -468,9 +468,20 @@ impl FlushMark {
 }
 
 impl RecordHeader {
-    /// Whether this is a seal: a pad saying the log before it was durable.
-    pub fn is_seal(&self) -> bool {
-        self.kind == RecordKind::Pad && self.namespace == SEAL_NAMESPACE
+    /// If this is a seal (a pad saying how far the log was durable), the
+    /// position it carries as (segment sequence number, offset); the full
+    /// sequence number is the largest with those low 32 bits not above the
+    /// seal's own segment's.
+    pub fn seal_position(&self, grain: u64) -> Option<(u64, u64)> {
+        if self.kind != RecordKind::Pad || self.namespace != SEAL_NAMESPACE {
+            return None;
+        }
+        let high = self.segment_seq & !0xFFFF_FFFF;
+        let mut seq = high | (self.seq >> 32);
+        if seq > self.segment_seq {
+            seq = seq.wrapping_sub(1 << 32);
+        }
+        Some((seq, (self.seq & 0xFFFF_FFFF) * grain))
     }
 
     /// Bytes of header, key and value (without the padding to a grain).
@@ -565,31 +576,36 @@ pub fn encode_pad(out: &mut [u8], segment_seq: u64) {
 /// header, so the bytes it covers may hold anything (recovery pads over
 /// torn stretches of the log this way).
 pub fn encode_pad_header(out: &mut [u8], total: usize, segment_seq: u64) {
-    encode_pad_fields(out, total, segment_seq, 0);
+    encode_pad_fields(out, total, segment_seq, 0, 0);
 }
 
 /// The namespace field of a pad that is a *seal* (docs/FORMAT.md, "Seal"):
-/// everything in the log before the pad was on the device when the pad
-/// was appended. Other pads have 0 there; readers that predate seals skip
-/// every pad, so a seal changes nothing for them.
+/// its sequence number field holds a log position up to which everything
+/// was on the device when the seal was appended. Other pads have 0 there;
+/// readers that predate seals skip every pad, so a seal changes nothing
+/// for them.
 pub const SEAL_NAMESPACE: u32 = u32::from_be_bytes(*b"SEAL");
 
 /// Encodes a seal (a pad of `out.len()` bytes whose namespace field is
-/// [`SEAL_NAMESPACE`]).
-pub fn encode_seal(out: &mut [u8], segment_seq: u64) {
+/// [`SEAL_NAMESPACE`]) carrying `flushed`, a (segment sequence number,
+/// offset) position, as the low 32 bits of the sequence number and the
+/// offset in grains, rounded down.
+pub fn encode_seal(out: &mut [u8], segment_seq: u64, flushed: (u64, u64), grain: u64) {
     assert!(out.len() >= RECORD_HEADER_BYTES);
-    encode_pad_fields(out, out.len(), segment_seq, SEAL_NAMESPACE);
+    let grains = u32::try_from(flushed.1 / grain).expect("segment offset in grains fits u32");
+    let carried = (flushed.0 & 0xFFFF_FFFF) << 32 | u64::from(grains);
+    encode_pad_fields(out, out.len(), segment_seq, SEAL_NAMESPACE, carried);
     out[RECORD_HEADER_BYTES..].fill(0);
 }
 
-fn encode_pad_fields(out: &mut [u8], total: usize, segment_seq: u64, namespace: u32) {
+fn encode_pad_fields(out: &mut [u8], total: usize, segment_seq: u64, namespace: u32, seq: u64) {
     assert!(total >= RECORD_HEADER_BYTES && out.len() >= RECORD_HEADER_BYTES);
     let header = RecordHeader {
         kind: RecordKind::Pad,
         key_len: 0,
         value_len: (total - RECORD_HEADER_BYTES) as u32,
         namespace,
-        seq: 0,
+        seq,
         segment_seq,
         flushed: FlushMark::default(),
     };
@@ -686,6 +702,32 @@ pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seal_carries_its_flushed_position_across_the_32_bit_wrap() {
+        let grain = 512;
+        for (own, flushed) in [
+            (9u64, (8u64, 3u64 << 20)),
+            (9, (9, 0)),
+            ((1 << 32) + 2, ((1 << 32) - 1, 64 << 20)),
+        ] {
+            let mut buf = vec![0u8; 512];
+            encode_seal(&mut buf, own, flushed, grain);
+            let RecordCheck::Valid(h) = check_record(&buf) else {
+                panic!("seal does not check");
+            };
+            assert_eq!(h.kind, RecordKind::Pad);
+            assert_eq!(h.body_bytes(), 512);
+            assert_eq!(h.seal_position(grain), Some(flushed));
+        }
+        // An ordinary pad is not a seal.
+        let mut buf = vec![0u8; 512];
+        encode_pad(&mut buf, 9);
+        let RecordCheck::Valid(h) = check_record(&buf) else {
+            panic!("pad does not check");
+        };
+        assert_eq!(h.seal_position(grain), None);
+    }
 
     #[test]
     fn record_round_trip_and_corruption() {

@@ -61,9 +61,10 @@ pub(crate) struct ScanEnd {
     /// Offsets of evictions records restored by correcting one flipped
     /// bit (`repair::repair_evictions`): damage that lost nothing.
     pub repaired: Vec<u64>,
-    /// Offset of the last seal in the segment (a pad saying everything in
-    /// the log before it was on the device: `format::SEAL_NAMESPACE`).
-    pub sealed: Option<u64>,
+    /// The latest position a seal in the segment carries (a pad saying
+    /// everything in the log before that position was on the device:
+    /// `format::SEAL_NAMESPACE`), as (segment sequence number, offset).
+    pub sealed: Option<(u64, u64)>,
 }
 
 /// Calls `f` for every valid KV record (puts, tombstones, evictions; pads
@@ -118,8 +119,9 @@ pub(crate) fn scan_segment(
         let reason = match check {
             RecordCheck::Valid(h) if h.segment_seq == seg_seq => {
                 let body = h.body_bytes();
-                if h.is_seal() {
-                    end.sealed = Some(pos);
+                if let Some(at) = h.seal_position(grain) {
+                    // Never later than the seal itself.
+                    end.sealed = end.sealed.max(Some(at.min((seg_seq, pos))));
                 }
                 if h.kind != RecordKind::Pad {
                     f(ScanRecord {

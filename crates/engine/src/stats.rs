@@ -57,8 +57,9 @@ pub struct Stats {
     /// Evictions records (20 bytes each).
     pub evictions_logged: u64,
     pub flushes: u64,
-    /// Seals written (a pad marking the log durable once it went idle).
-    pub log_seals: u64,
+    /// Seals the GC thread wrote once the log went idle (a pad saying how
+    /// far the log is durable; leaders add one to every batch as well).
+    pub log_idle_seals: u64,
     /// device_bytes_written / user_bytes_written.
     pub write_amplification: f64,
     pub index_memory_bytes: u64,
@@ -104,7 +105,7 @@ pub(crate) fn collect(inner: &Inner) -> Stats {
         evictions: c.evictions.load(Ordering::Relaxed),
         evictions_logged: c.evictions_logged.load(Ordering::Relaxed),
         flushes: inner.writer.stats.flushes.load(Ordering::Relaxed),
-        log_seals: inner.writer.stats.seals.load(Ordering::Relaxed),
+        log_idle_seals: inner.writer.stats.idle_seals.load(Ordering::Relaxed),
         write_amplification: if user == 0 {
             0.0
         } else {
@@ -151,7 +152,7 @@ impl fmt::Display for Stats {
             ("evictions", self.evictions.to_string()),
             ("evictions_logged", self.evictions_logged.to_string()),
             ("flushes", self.flushes.to_string()),
-            ("log_seals", self.log_seals.to_string()),
+            ("log_idle_seals", self.log_idle_seals.to_string()),
             (
                 "write_amplification",
                 format!("{:.3}", self.write_amplification),

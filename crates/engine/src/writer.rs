@@ -51,6 +51,11 @@ const UNWRITTEN_BYTES_MAX: usize = 32 << 20;
 /// (`nvdepot bench engine --op put`, bench/results/engine-vs-fio.md).
 const BATCHES_IN_FLIGHT: usize = 4;
 
+/// How far (in grains) the durable position moves before a batch carries
+/// a seal saying so (`take_batch`): what a crash can leave unaccounted for
+/// beyond the batches in flight and the last one acknowledged.
+const SEAL_EVERY_GRAINS: u64 = 32;
+
 /// Free segments kept back for garbage collection to relocate into.
 pub(crate) const GC_RESERVE_SEGMENTS: usize = 2;
 
@@ -156,6 +161,9 @@ pub(crate) struct Pending {
     /// Offset in the segment of `buf[0]`.
     offset: u64,
     len: usize,
+    /// Keeps GC off the segment while a seal in the buffer is unwritten
+    /// (records hold their own guards, a seal has no caller to hold one).
+    seal_guard: Option<InFlight>,
 }
 
 struct OpenSegment {
@@ -182,7 +190,7 @@ pub(crate) struct State {
     /// segment it opened (recovery flushed what came before). Every
     /// record carries it as its [`FlushMark`].
     flushed: Option<(u64, u64)>,
-    /// Log position just past the last seal appended (`seal_durable`).
+    /// The flushed position the last seal appended carries.
     sealed: Option<(u64, u64)>,
     pool: Vec<AlignedBuf>,
     /// Buffers of records longer than `BUFFER_BYTES` (a large value's
@@ -197,7 +205,7 @@ pub(crate) struct WriterStats {
     pub device_bytes: AtomicU64,
     pub flushes: AtomicU64,
     pub pad_bytes: AtomicU64,
-    pub seals: AtomicU64,
+    pub idle_seals: AtomicU64,
 }
 
 pub(crate) struct Writer {
@@ -523,6 +531,7 @@ impl Writer {
             segment_seq: seq,
             offset: 0,
             len: SEGMENT_HEADER_BYTES as usize,
+            seal_guard: None,
         });
         st.flushed.get_or_insert((seq, 0));
         st.open = Some(OpenSegment {
@@ -558,6 +567,7 @@ impl Writer {
                 segment_seq,
                 offset: at,
                 len: 0,
+                seal_guard: None,
             });
         }
         let (mark_seq, mark_offset) = st.flushed.expect("set when the segment was opened");
@@ -724,62 +734,90 @@ impl Writer {
     }
 
     /// Appends a *seal* and writes it out, if everything appended is on
-    /// the device and nothing was appended since the last seal: a pad
-    /// (docs/FORMAT.md, "Seal") whose presence says the log before it was
-    /// durable when it was appended. Without one, the newest records of a
-    /// log are followed by no record whose flush mark covers them, so
-    /// recovery cannot tell damage to them (acknowledged data lost) from a
-    /// torn tail (writes in flight at a crash) and must report it as the
-    /// latter. The GC thread calls this once the log has been idle for
-    /// `SEAL_AFTER`: one small write (and flush) per idle spell. Returns
-    /// whether it appended one.
+    /// the device and no seal says so yet: a pad (docs/FORMAT.md, "Seal")
+    /// carrying the exact log position up to which everything was durable.
+    /// The seals leaders add to their batches (`take_batch`) cover all but
+    /// the last batch; this one covers that too once the log is idle.
+    /// Without it, the newest records of a log are followed by nothing
+    /// that says they were flushed, so recovery cannot tell damage to them
+    /// (acknowledged data lost) from a torn tail (writes in flight at a
+    /// crash) and must report it as the latter. The GC thread calls this
+    /// once nothing has been appended for `SEAL_AFTER`: one small write
+    /// (and flush) per idle spell. Returns whether it appended one.
     pub fn seal_durable(&self) -> Result<bool> {
-        let (lsn, _in_flight) = {
+        let lsn = {
             let mut st = self.state.lock();
             let Some(open) = st.open.as_ref() else {
                 return Ok(false);
             };
-            let (id, seq, at) = (open.id, open.seq, open.next);
-            let len = (self.layout.grain_bytes as usize).max(self.layout.align);
+            let end = (open.seq, open.next);
             let idle = st.active.as_ref().is_none_or(|a| a.len == 0)
                 && st.queued.is_empty()
                 && st.commit.durable == st.appended
                 && st.commit.in_flight() == 0
                 && st.commit.failed.is_none();
-            if !idle
-                || st.flushed != Some((seq, at))
-                || st.sealed == Some((seq, at))
-                || at + len as u64 > self.layout.segment_bytes
-            {
+            if !idle || st.flushed != Some(end) || st.sealed == Some(end) {
                 return Ok(false);
             }
-            self.close_active(&mut st);
-            let mut buf = self.take_buffer(&mut st, len);
-            format::encode_seal(&mut buf[..len], seq);
+            if !self.append_seal(&mut st, end) {
+                return Ok(false);
+            }
+            st.appended += 1;
+            st.appended
+        };
+        self.wait_durable(lsn)?;
+        self.stats.idle_seals.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Appends a seal carrying `flushed` (a log position up to which
+    /// everything is on the device) at the log's end; false if the open
+    /// segment has no room left for one.
+    fn append_seal(&self, st: &mut State, flushed: (u64, u64)) -> bool {
+        let Some(open) = st.open.as_ref() else {
+            return false;
+        };
+        let (id, seq, at) = (open.id, open.seq, open.next);
+        let len = (self.layout.grain_bytes as usize).max(self.layout.align);
+        if at + len as u64 > self.layout.segment_bytes {
+            return false;
+        }
+        let room = st.active.as_ref().map_or(0, |a| a.buf.len() - a.len);
+        if room < len {
+            self.close_active(st);
+            let buf = self.take_buffer(st, len);
             st.active = Some(Pending {
                 buf,
                 segment: id,
                 segment_seq: seq,
                 offset: at,
-                len,
+                len: 0,
+                seal_guard: None,
             });
-            st.open.as_mut().expect("open segment").next += len as u64;
-            st.sealed = Some((seq, at + len as u64));
-            st.appended += 1;
-            // Keeps GC off the segment until the seal is written.
+        }
+        let grain = self.layout.grain_bytes;
+        let active = st.active.as_mut().expect("active buffer");
+        debug_assert_eq!(active.offset + active.len as u64, at);
+        format::encode_seal(
+            &mut active.buf[active.len..active.len + len],
+            seq,
+            flushed,
+            grain,
+        );
+        active.len += len;
+        if active.seal_guard.is_none() {
             self.segments
                 .get(id)
                 .in_flight
                 .fetch_add(1, Ordering::Acquire);
-            let guard = InFlight {
+            active.seal_guard = Some(InFlight {
                 segments: self.segments.clone(),
                 segment: id,
-            };
-            (st.appended, guard)
-        };
-        self.wait_durable(lsn)?;
-        self.stats.seals.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
+            });
+        }
+        st.open.as_mut().expect("open segment").next += len as u64;
+        st.sealed = Some(flushed);
+        true
     }
 
     /// Seals the open segment (after `sync_all`), e.g. before a checkpoint.
@@ -807,6 +845,23 @@ impl group_commit::Log for Writer {
     }
 
     fn take_batch(&self, st: &mut State) -> (Vec<Pending>, u64) {
+        // A seal saying how far the log is durable now: the flush marks
+        // the records carry are coarse (a 256th of a segment: 256 KiB of
+        // acknowledged records in a 64 MiB segment), so without it damage
+        // to them would read as a torn tail. One grain in the same write,
+        // once the durable position has moved `SEAL_EVERY_GRAINS` past the
+        // last seal's (or into another segment): at most 1/32 of the log,
+        // where one per batch would cost a third of it with small records
+        // written one at a time.
+        let records = st.active.as_ref().is_some_and(|a| a.len > 0) || !st.queued.is_empty();
+        let every = SEAL_EVERY_GRAINS * self.layout.grain_bytes;
+        let due = |f: (u64, u64)| {
+            st.sealed
+                .is_none_or(|s| f.0 != s.0 || f.1 >= s.1.saturating_add(every))
+        };
+        if let Some(flushed) = st.flushed.filter(|&f| records && due(f)) {
+            self.append_seal(st, flushed);
+        }
         self.close_active(st);
         (std::mem::take(&mut st.queued), st.appended)
     }

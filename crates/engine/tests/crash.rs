@@ -323,12 +323,12 @@ struct Coverage {
 /// device bytes written by then, or None if no seal came (GC kept
 /// appending).
 fn wait_for_seal(store: &Store) -> Option<u64> {
-    let seals = store.stats().log_seals;
+    let seals = store.stats().log_idle_seals;
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     while std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
         let now = store.stats();
-        if now.log_seals > seals {
+        if now.log_idle_seals > seals {
             return Some(now.device_bytes_written);
         }
     }

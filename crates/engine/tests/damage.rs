@@ -169,7 +169,7 @@ fn bit_flip_in_the_newest_record_of_a_sealed_log_is_damage() {
     };
     let file = crashed_store_with(dir.path(), newest, &with_gc, |s| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while s.stats().log_seals == 0 {
+        while s.stats().log_idle_seals == 0 {
             assert!(std::time::Instant::now() < deadline, "no seal written");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -313,9 +313,7 @@ pub(crate) fn scan_part(
         invalid.extend(end.damaged.into_iter().map(|d| stretch(d, true)));
         invalid.extend(end.tail.map(|t| stretch(t, false)));
         repaired.extend(end.repaired.iter().map(|&o| (seg, o)));
-        if let Some(at) = end.sealed {
-            sealed = sealed.max(Some((seq, at)));
-        }
+        sealed = sealed.max(end.sealed);
         info.sealed_at.store(newest, Ordering::Relaxed);
         info.set_state(SegState::Sealed);
         scanned.one_more();
