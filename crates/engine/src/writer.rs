@@ -192,6 +192,8 @@ pub(crate) struct State {
     flushed: Option<(u64, u64)>,
     /// The flushed position the last seal appended carries.
     sealed: Option<(u64, u64)>,
+    /// The log's end just after the last idle seal (`seal_durable`).
+    idle_sealed_end: Option<(u64, u64)>,
     pool: Vec<AlignedBuf>,
     /// Buffers of records longer than `BUFFER_BYTES` (a large value's
     /// chunks, 8 MiB each), kept for the next such record: a fresh one
@@ -252,6 +254,7 @@ impl Writer {
                 written: None,
                 flushed: None,
                 sealed: None,
+                idle_sealed_end: None,
                 pool: Vec::new(),
                 big_pool: Vec::new(),
             }),
@@ -756,12 +759,21 @@ impl Writer {
                 && st.commit.durable == st.appended
                 && st.commit.in_flight() == 0
                 && st.commit.failed.is_none();
-            if !idle || st.flushed != Some(end) || st.sealed == Some(end) {
+            // Nothing to say if a seal already covers the whole log, or
+            // the last idle seal is the end of it (it covers all before
+            // itself, and nothing came after).
+            if !idle
+                || st.flushed != Some(end)
+                || st.sealed == Some(end)
+                || st.idle_sealed_end == Some(end)
+            {
                 return Ok(false);
             }
             if !self.append_seal(&mut st, end) {
                 return Ok(false);
             }
+            let open = st.open.as_ref().expect("open segment");
+            st.idle_sealed_end = Some((open.seq, open.next));
             st.appended += 1;
             st.appended
         };
@@ -774,17 +786,22 @@ impl Writer {
     /// everything is on the device) at the log's end; false if the open
     /// segment has no room left for one.
     fn append_seal(&self, st: &mut State, flushed: (u64, u64)) -> bool {
+        let len = (self.layout.grain_bytes as usize).max(self.layout.align);
+        let room = st.active.as_ref().map_or(0, |a| a.buf.len() - a.len);
+        if room < len {
+            // Before reading the log's end: closing pads the buffer to the
+            // device alignment, which would move it (not today: a store's
+            // alignment never exceeds its grain, so there is no padding).
+            self.close_active(st);
+        }
         let Some(open) = st.open.as_ref() else {
             return false;
         };
         let (id, seq, at) = (open.id, open.seq, open.next);
-        let len = (self.layout.grain_bytes as usize).max(self.layout.align);
         if at + len as u64 > self.layout.segment_bytes {
             return false;
         }
-        let room = st.active.as_ref().map_or(0, |a| a.buf.len() - a.len);
-        if room < len {
-            self.close_active(st);
+        if st.active.is_none() {
             let buf = self.take_buffer(st, len);
             st.active = Some(Pending {
                 buf,
