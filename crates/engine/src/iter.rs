@@ -59,7 +59,7 @@ pub(crate) struct ScanEnd {
     /// the segment holds no valid record of it.
     pub tail: Option<Invalid>,
     /// Offsets of evictions records restored by correcting one flipped
-    /// bit (`repair::repair_evictions`): damage that lost nothing.
+    /// bit (`repair::repair_system_record`): damage that lost nothing.
     pub repaired: Vec<u64>,
     /// The latest position a seal in the segment carries (a pad saying
     /// everything in the log before that position was on the device:
@@ -116,6 +116,7 @@ pub(crate) fn scan_segment(
                 check = format::check_record(&buf[rel..wlen]);
             }
         }
+        let repairable = !matches!(check, RecordCheck::Valid(_));
         let reason = match check {
             RecordCheck::Valid(h) if h.segment_seq == seg_seq => {
                 let body = h.body_bytes();
@@ -134,27 +135,28 @@ pub(crate) fn scan_segment(
                 continue;
             }
             _ if past_end => "record runs past the segment end",
-            RecordCheck::Invalid(reason) => {
-                // An evictions record with one flipped bit is restored:
-                // without it, the older values of the keys it lists
-                // would come back.
-                match crate::repair::repair_evictions(&buf[rel..wlen]) {
-                    Some((h, bytes)) if h.segment_seq == seg_seq => {
-                        f(ScanRecord {
-                            pba: layout.pba(segment, pos),
-                            header: h,
-                            bytes: &bytes,
-                        })?;
-                        end.repaired.push(pos);
-                        pos += (h.body_bytes() as u64).div_ceil(grain) * grain;
-                        continue;
-                    }
-                    _ => reason,
-                }
-            }
+            RecordCheck::Invalid(reason) => reason,
             RecordCheck::Valid(_) => "record from an earlier use",
             RecordCheck::Truncated { .. } => "truncated",
         };
+        // An evictions or namespace registry record with one flipped bit
+        // (which may also make it seem to run past the segment's end) is
+        // restored: without it, the older values of the keys it lists
+        // would come back, or its namespace would be lost.
+        if repairable {
+            if let Some((h, bytes)) = crate::repair::repair_system_record(&buf[rel..wlen]) {
+                if h.segment_seq == seg_seq {
+                    f(ScanRecord {
+                        pba: layout.pba(segment, pos),
+                        header: h,
+                        bytes: &bytes,
+                    })?;
+                    end.repaired.push(pos);
+                    pos += (h.body_bytes() as u64).div_ceil(grain) * grain;
+                    continue;
+                }
+            }
+        }
         let (header, key) = invalid_head(&buf[rel..wlen], seg_seq);
         let next = next_valid(layout, segment, seg_seq, pos + grain)?;
         let invalid = Invalid {

@@ -6,12 +6,14 @@
 //! to learn the key of a record whose value is lost (so that the key's
 //! older value stays hidden), and to restore an evictions record whole
 //! (its value lists the keys whose older values it hides; without it they
-//! would come back). docs/FORMAT.md, "Damage".
+//! would come back) or a namespace registry record (without it its whole
+//! namespace would be lost). docs/FORMAT.md, "Damage".
 
 use crate::format::{
     check_record, check_record_head, get_u32, put_u32, RecordCheck, RecordHeader, RecordKind,
     RECORD_HEADER_BYTES,
 };
+use crate::namespace::SYSTEM_NS;
 
 /// Longest key [`repair_head`] tries to correct a bit of (the work grows
 /// with the square of the header and key's length).
@@ -86,33 +88,46 @@ fn flipped_bit(data: &[u8], expected: u32) -> Option<usize> {
     None
 }
 
-/// An evictions record at the start of `buf` that fails its checksums
-/// because of one flipped bit anywhere in it, corrected: its header and
-/// bytes. `None` if it is not one, checks already, or no single flip
-/// makes both its checksums hold.
+/// An evictions record or a namespace registry record at the start of
+/// `buf` that fails its checksums because of one flipped bit anywhere in
+/// it, corrected: its header and bytes. `None` if it is not one, checks
+/// already, or no single flip makes both its checksums hold.
 ///
-/// Only evictions records are restored from the record checksum alone: a
-/// torn write, many bits wrong, passes a one-bit correction with
-/// probability about (its bits) / 2^32, and a restored evictions record
-/// at worst hides keys that do not exist, where a restored put would serve
-/// garbage.
-pub(crate) fn repair_evictions(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
-    // Cheap first: the kind byte and key length as stored must be an
-    // evictions record's (4, no key) but for one bit at most. This spares
-    // every other damaged or torn record the search below.
+/// Only these records are restored from the record checksum alone, each
+/// because losing it loses far more than itself: an evictions record
+/// hides the older values of the keys it lists, and a registry record
+/// (a put in namespace 0 naming a namespace's ids, 8 bytes of value) is
+/// the only record of its namespace's name, so dropping it would drop
+/// every key of the namespace. A torn write, many bits wrong, passes a
+/// one-bit correction with probability about (its bits) / 2^32; a wrongly
+/// restored evictions record at worst hides keys that do not exist, and
+/// registry records are written only when a namespace is created or
+/// cleared. A restored user put, in contrast, could serve garbage.
+pub(crate) fn repair_system_record(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
+    // Cheap first: the kind byte, key length, namespace and value length
+    // as stored must be an evictions record's (4, no key) or a registry
+    // record's (1, namespace 0, 8-byte value) but for one bit at most.
+    // This spares every other damaged or torn record the search below.
     if buf.len() < RECORD_HEADER_BYTES {
         return None;
     }
-    let kind_off = (buf[8] ^ RecordKind::Evictions as u8).count_ones();
+    let kind_off = |k: RecordKind| (buf[8] ^ k as u8).count_ones();
     let key_len = u16::from_le_bytes([buf[10], buf[11]]);
-    if kind_off + key_len.count_ones() > 1 {
+    let value_len = u32::from_le_bytes([buf[12], buf[13], buf[14], buf[15]]);
+    let namespace = u32::from_le_bytes([buf[16], buf[17], buf[18], buf[19]]);
+    let evictions = kind_off(RecordKind::Evictions) + key_len.count_ones() <= 1;
+    let registry = kind_off(RecordKind::Put)
+        + (value_len ^ REGISTRY_VALUE_BYTES).count_ones()
+        + (namespace ^ SYSTEM_NS).count_ones()
+        <= 1;
+    if !evictions && !registry {
         return None;
     }
     let head_fix = match check_record_head(buf) {
         RecordCheck::Valid(_) => None,
         _ => {
             let (byte, mask) = head_bit(buf)?;
-            if byte >= RECORD_HEADER_BYTES {
+            if byte >= RECORD_HEADER_BYTES && !registry {
                 // The flip is in a key: the corrected head has one, so it
                 // is not an evictions record's.
                 return None;
@@ -120,7 +135,8 @@ pub(crate) fn repair_evictions(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
             Some((byte, mask))
         }
     };
-    let mut head = buf[..RECORD_HEADER_BYTES.min(buf.len())].to_vec();
+    let span = buf.len().min(RECORD_HEADER_BYTES + REPAIR_KEY_MAX);
+    let mut head = buf[..span].to_vec();
     if let Some((byte, mask)) = head_fix {
         head[byte] ^= mask;
     }
@@ -128,7 +144,7 @@ pub(crate) fn repair_evictions(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
         return None;
     };
     let end = h.body_bytes();
-    if h.kind != RecordKind::Evictions || end > buf.len() {
+    if !restorable(&h) || end > buf.len() {
         return None;
     }
     let mut rec = buf[..end].to_vec();
@@ -148,9 +164,20 @@ pub(crate) fn repair_evictions(buf: &[u8]) -> Option<(RecordHeader, Vec<u8>)> {
         }
     }
     match check_record(&rec) {
-        RecordCheck::Valid(h) if h.kind == RecordKind::Evictions => Some((h, rec)),
+        RecordCheck::Valid(h) if restorable(&h) => Some((h, rec)),
         _ => None,
     }
+}
+
+/// Bytes of a namespace registry record's value (`namespace.rs`).
+const REGISTRY_VALUE_BYTES: u32 = 8;
+
+/// Whether [`repair_system_record`] restores a record of this header.
+fn restorable(h: &RecordHeader) -> bool {
+    h.kind == RecordKind::Evictions
+        || (h.kind == RecordKind::Put
+            && h.namespace == SYSTEM_NS
+            && h.value_len == REGISTRY_VALUE_BYTES)
 }
 
 #[cfg(test)]
@@ -233,11 +260,11 @@ mod tests {
     #[test]
     fn one_flipped_bit_anywhere_in_an_evictions_record_is_corrected() {
         let (h, buf) = evictions(40);
-        assert_eq!(repair_evictions(&buf), None, "nothing to repair");
+        assert_eq!(repair_system_record(&buf), None, "nothing to repair");
         for bit in 0..buf.len() * 8 {
             let mut bad = buf.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
-            let (fixed, bytes) = repair_evictions(&bad).unwrap_or_else(|| panic!("bit {bit}"));
+            let (fixed, bytes) = repair_system_record(&bad).unwrap_or_else(|| panic!("bit {bit}"));
             assert_eq!((fixed, &bytes), (h, &buf), "bit {bit}");
         }
         // Two flips, in the value or head and value: no guess.
@@ -245,19 +272,52 @@ mod tests {
             let mut bad = buf.clone();
             bad[a / 8] ^= 1 << (a % 8);
             bad[b / 8] ^= 1 << (b % 8);
-            assert_eq!(repair_evictions(&bad), None, "bits {a} and {b}");
+            assert_eq!(repair_system_record(&bad), None, "bits {a} and {b}");
         }
-        // A put is never restored from its record checksum.
+        // A user put is never restored from its record checksum, even one
+        // shaped like a registry record but for its namespace.
         let mut put = vec![0u8; 512];
         let hp = RecordHeader {
             kind: RecordKind::Put,
             key_len: 1,
             value_len: 8,
+            namespace: 1,
             ..h
         };
         let used = encode_record(&mut put, &hp, b"k", &[1; 8]);
         put[used - 1] ^= 1;
-        assert_eq!(repair_evictions(&put), None);
+        assert_eq!(repair_system_record(&put), None);
+    }
+
+    /// The record naming a namespace is its only one: one flipped bit
+    /// anywhere in it must not lose the namespace (found by the crash
+    /// test once seals made damage to recent records count as damage).
+    #[test]
+    fn one_flipped_bit_anywhere_in_a_namespace_registry_record_is_corrected() {
+        let h = RecordHeader {
+            kind: RecordKind::Put,
+            key_len: 7,
+            value_len: 8,
+            namespace: SYSTEM_NS,
+            seq: 7831,
+            segment_seq: 21,
+            flushed: FlushMark::at(20, 3 << 20, 64 << 20),
+        };
+        let value = crate::namespace::encode_registry_value(1, 1);
+        let mut buf = vec![0u8; 512];
+        let used = encode_record(&mut buf, &h, b"default", &value);
+        buf.truncate(used);
+        assert_eq!(repair_system_record(&buf), None, "nothing to repair");
+        for bit in 0..buf.len() * 8 {
+            let mut bad = buf.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let (fixed, bytes) = repair_system_record(&bad).unwrap_or_else(|| panic!("bit {bit}"));
+            assert_eq!((fixed, &bytes), (h, &buf), "bit {bit}");
+        }
+        let mut two = buf.clone();
+        two[50] ^= 1;
+        two[used - 2] ^= 8;
+        assert_eq!(repair_system_record(&two), None, "two flips");
     }
 
     /// Found by the `scan` fuzz target: an evictions kind with a key
@@ -274,6 +334,6 @@ mod tests {
         let mut buf = vec![0u8; 2048];
         encode_record(&mut buf, &h, &key, &[0; 16]);
         buf[RECORD_HEADER_BYTES + 1020] ^= 0x10;
-        assert_eq!(repair_evictions(&buf), None);
+        assert_eq!(repair_system_record(&buf), None);
     }
 }

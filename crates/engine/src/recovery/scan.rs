@@ -1,6 +1,7 @@
 //! The log scan of a rebuild: every segment's records in sequence order,
 //! the newest record per key, and every damaged stretch, classified.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -35,10 +36,17 @@ pub(crate) struct LogScan {
     pub hidden_keys: Vec<HiddenKey>,
     /// Large heads and chunks left out of the index.
     pub large: super::large::LargeSettled,
-    /// Evictions records with one flipped bit, corrected in what the scan
-    /// read (not on the device: the next scan corrects them again, and GC
-    /// rewrites them whole), as "device offset" descriptions.
+    /// Evictions and namespace registry records with one flipped bit,
+    /// corrected in what the scan read (not on the device: the next scan
+    /// corrects them again, and GC rewrites them whole), as "device
+    /// offset" descriptions.
     pub repaired: Vec<String>,
+    /// The namespace registry records the scan met, by grain address:
+    /// (name, value), as read and, if need be, corrected (the device may
+    /// still hold a flipped bit, so they are not read again).
+    pub(crate) registry: HashMap<u64, (Vec<u8>, Vec<u8>)>,
+    /// Grain addresses of the records in `repaired`.
+    pub(crate) corrected: std::collections::HashSet<u64>,
 }
 
 /// A key whose records were dropped with their segment: (namespace, key,
@@ -100,12 +108,24 @@ pub(crate) fn scan_log(
     let mut corrected = a.repaired;
     corrected.extend(b.repaired);
     corrected.sort_unstable();
+    let corrected_pbas = corrected
+        .iter()
+        .map(|&(seg, offset)| layout.pba(seg, offset))
+        .collect();
+    let registry: HashMap<u64, (Vec<u8>, Vec<u8>)> = (a.registry.into_iter().chain(b.registry))
+        .map(|(pba, name, value)| (pba, (name, value)))
+        .collect();
     let repaired = corrected
         .into_iter()
         .map(|(seg, offset)| {
             let (device, at) = layout.describe(seg, offset);
+            let what = if registry.contains_key(&layout.pba(seg, offset)) {
+                "namespace registry record"
+            } else {
+                "evictions record"
+            };
             format!(
-                "evictions record at {device} offset {at:#x}: one flipped bit, corrected \
+                "{what} at {device} offset {at:#x}: one flipped bit, corrected \
                  (every open corrects it again until GC rewrites the record)"
             )
         })
@@ -175,6 +195,8 @@ pub(crate) fn scan_log(
         records: a.records + b.records,
         damage,
         repaired,
+        corrected: corrected_pbas,
+        registry,
     })
 }
 
@@ -248,6 +270,8 @@ pub(crate) struct Part {
     repaired: Vec<(u32, u64)>,
     /// The newest seal: (segment sequence number, offset).
     sealed: Option<(u64, u64)>,
+    /// Namespace registry records: (grain address, name, value).
+    registry: Vec<(u64, Vec<u8>, Vec<u8>)>,
 }
 
 pub(crate) fn scan_part(
@@ -265,6 +289,7 @@ pub(crate) fn scan_part(
     let mut last = None;
     let mut repaired = Vec::new();
     let mut sealed = None;
+    let mut registry = Vec::new();
     for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
@@ -300,6 +325,9 @@ pub(crate) fn scan_part(
                 key_hash(h.namespace, rec.key()),
                 crate::loc_cache::key_hash2(h.namespace, rec.key()),
             );
+            if h.namespace == SYSTEM_NS && h.kind == RecordKind::Put {
+                registry.push((rec.pba, rec.key().to_vec(), rec.value().to_vec()));
+            }
             seen.push(id, f);
             large.note(id, &h, rec.key(), rec.value());
             Ok(())
@@ -335,6 +363,7 @@ pub(crate) fn scan_part(
         last,
         repaired,
         sealed,
+        registry,
     })
 }
 
@@ -358,13 +387,21 @@ pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i
         if ns != SYSTEM_NS || f.tombstone {
             continue;
         }
-        let Fetched::Record(r) = read_record(layout, f.location(), Span::Whole)? else {
-            return Err(Error::Unusable(
-                "namespace registry record unreadable".into(),
-            ));
+        let (name, value) = match scan.registry.get(&f.pba) {
+            Some((key, value)) => (String::from_utf8_lossy(key).into_owned(), value.clone()),
+            None => {
+                let Fetched::Record(r) = read_record(layout, f.location(), Span::Whole)? else {
+                    return Err(Error::Unusable(
+                        "namespace registry record unreadable".into(),
+                    ));
+                };
+                (
+                    String::from_utf8_lossy(r.key()).into_owned(),
+                    r.value().to_vec(),
+                )
+            }
         };
-        let name = String::from_utf8_lossy(r.key()).into_owned();
-        let (logical, physical) = namespace::decode_registry_value(r.value())
+        let (logical, physical) = namespace::decode_registry_value(&value)
             .ok_or_else(|| Error::Unusable(format!("bad namespace registry value for {name:?}")))?;
         namespaces.insert(&name, logical, physical, 0);
         system += 1;
