@@ -257,16 +257,22 @@ mod tests {
         (h, buf)
     }
 
+    /// `buf` (the record `h`) is left alone, and each of its bits flipped
+    /// alone is corrected back to it.
+    fn every_flipped_bit_is_corrected(h: &RecordHeader, buf: &[u8]) {
+        assert_eq!(repair_system_record(buf), None, "nothing to repair");
+        for bit in 0..buf.len() * 8 {
+            let mut bad = buf.to_vec();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let (fixed, bytes) = repair_system_record(&bad).unwrap_or_else(|| panic!("bit {bit}"));
+            assert_eq!((&fixed, &bytes[..]), (h, buf), "bit {bit}");
+        }
+    }
+
     #[test]
     fn one_flipped_bit_anywhere_in_an_evictions_record_is_corrected() {
         let (h, buf) = evictions(40);
-        assert_eq!(repair_system_record(&buf), None, "nothing to repair");
-        for bit in 0..buf.len() * 8 {
-            let mut bad = buf.clone();
-            bad[bit / 8] ^= 1 << (bit % 8);
-            let (fixed, bytes) = repair_system_record(&bad).unwrap_or_else(|| panic!("bit {bit}"));
-            assert_eq!((fixed, &bytes), (h, &buf), "bit {bit}");
-        }
+        every_flipped_bit_is_corrected(&h, &buf);
         // Two flips, in the value or head and value: no guess.
         for (a, b) in [(100, 400), (9 * 8, 300 * 8), (2, 33)] {
             let mut bad = buf.clone();
@@ -307,13 +313,7 @@ mod tests {
         let mut buf = vec![0u8; 512];
         let used = encode_record(&mut buf, &h, b"default", &value);
         buf.truncate(used);
-        assert_eq!(repair_system_record(&buf), None, "nothing to repair");
-        for bit in 0..buf.len() * 8 {
-            let mut bad = buf.clone();
-            bad[bit / 8] ^= 1 << (bit % 8);
-            let (fixed, bytes) = repair_system_record(&bad).unwrap_or_else(|| panic!("bit {bit}"));
-            assert_eq!((fixed, &bytes), (h, &buf), "bit {bit}");
-        }
+        every_flipped_bit_is_corrected(&h, &buf);
         let mut two = buf.clone();
         two[50] ^= 1;
         two[used - 2] ^= 8;
