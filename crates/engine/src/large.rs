@@ -88,7 +88,7 @@ fn advise_huge_pages(buf: &mut Vec<u8>) {
 /// Runs two futures together: on a ring, the IO of both is in flight at
 /// once (a blocking future completes on its first poll, so the two run
 /// one after the other).
-async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+pub(crate) async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
     let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
     let (mut ra, mut rb) = (None, None);
     std::future::poll_fn(|cx| {

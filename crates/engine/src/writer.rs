@@ -730,6 +730,11 @@ impl Writer {
         self.wait_durable(lsn)
     }
 
+    /// Group-commit batches being written now.
+    pub fn batches_in_flight(&self) -> usize {
+        self.state.lock().commit.in_flight()
+    }
+
     /// Log position of the last appended record (changes with every
     /// append: the GC thread watches it to see the log idle).
     pub fn appended(&self) -> u64 {
