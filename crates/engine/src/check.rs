@@ -135,7 +135,7 @@ pub fn check_devices(devices: Vec<Arc<dyn Device>>, opts: &Options) -> Result<Ch
         }
     }
     report.damage = scan.damage.clone();
-    let (namespaces, _) = match recovery::registry(&layout, &scan) {
+    let (namespaces, _) = match recovery::registry(&scan) {
         Ok(r) => r,
         Err(e) => {
             report.problems.push(format!("namespace registry: {e}"));

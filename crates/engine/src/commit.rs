@@ -112,11 +112,7 @@ impl Inner {
                     };
                     let existing = existing?;
                     durable?;
-                    let placed = Placed {
-                        pba: app.pba,
-                        grains: app.grains,
-                        lsn: app.lsn,
-                    };
+                    let placed = app.placed();
                     self.linked_put(&at, kind, placed, version, existing, &cands, count)?;
                     drop(app);
                     drop(stripe);
@@ -208,11 +204,7 @@ impl Inner {
             return Ok(None);
         };
         self.writer.wait_durable_in(mode, app.lsn).await?;
-        let placed = Placed {
-            pba: app.pba,
-            grains: app.grains,
-            lsn: app.lsn,
-        };
+        let placed = app.placed();
         self.linked_put(at, kind, placed, version, existing, cands, count)?;
         Ok(Some(Committed {
             version,
@@ -525,11 +517,7 @@ impl Inner {
             let Some(app) = &p.app else { continue };
             match ops[i] {
                 WriteOp::Put { .. } => {
-                    let placed = Placed {
-                        pba: app.pba,
-                        grains: app.grains,
-                        lsn: app.lsn,
-                    };
+                    let placed = app.placed();
                     let kind = RecordKind::Put;
                     self.linked_put(&p.at, kind, placed, p.seq, p.existing, &p.cands, &count)?
                 }

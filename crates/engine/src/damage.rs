@@ -11,9 +11,10 @@
 //! be damage of the last flushed writes: it is still reported, as torn).
 //! A mark is coarse (a 256th of a segment) and only a later record carries
 //! it, so the newest records of a log would always read as possibly torn;
-//! a *seal*, a pad the writer appends once the log has been idle and
-//! durable (`Writer::seal_durable`), moves the known-flushed position to
-//! its own exact offset, so damage to them is told apart as well.
+//! *seals*, pads carrying an exact durable position (added to a batch
+//! every 32 grains of durable progress, and to an idle log by
+//! `Writer::seal_durable`), move the known-flushed position up to it, so
+//! damage to them is told apart as well.
 //! The scan never stops at either: valid records after an invalid stretch
 //! are kept (`iter::scan_segment`).
 

@@ -101,6 +101,17 @@ pub(crate) struct Appended {
     _in_flight: InFlight,
 }
 
+impl Appended {
+    /// Where it went, without the hold on its segment.
+    pub fn placed(&self) -> Placed {
+        Placed {
+            pba: self.pba,
+            grains: self.grains,
+            lsn: self.lsn,
+        }
+    }
+}
+
 /// A scheduled write-behind task's hold on the writer: if the task is
 /// dropped unrun (its runtime ended), the next put schedules another.
 struct Scheduled(Arc<Writer>);
@@ -140,6 +151,20 @@ struct Buffered {
 struct InFlight {
     segments: Arc<Segments>,
     segment: u32,
+}
+
+impl InFlight {
+    /// Counts an append in flight in `segment` until dropped.
+    fn enter(segments: &Arc<Segments>, segment: u32) -> InFlight {
+        segments
+            .get(segment)
+            .in_flight
+            .fetch_add(1, Ordering::Acquire);
+        InFlight {
+            segments: segments.clone(),
+            segment,
+        }
+    }
 }
 
 impl Drop for InFlight {
@@ -347,11 +372,7 @@ impl Writer {
         // first.
         let active = st.active.as_ref().expect("the record's buffer");
         let record: Box<[u8]> = active.buf[active.len - len..active.len].into();
-        let placed = Placed {
-            pba: app.pba,
-            grains: app.grains,
-            lsn: app.lsn,
-        };
+        let placed = app.placed();
         let mut u = self.unwritten.lock();
         u.bytes += record.len();
         u.order.push_back((app.lsn, app.pba));
@@ -592,12 +613,8 @@ impl Writer {
         let info = self.segments.get(id);
         info.min_seq.fetch_min(rec.header.seq, Ordering::Relaxed);
         st.appended += 1;
-        info.in_flight.fetch_add(1, Ordering::Acquire);
         Appended {
-            _in_flight: InFlight {
-                segments: self.segments.clone(),
-                segment: id,
-            },
+            _in_flight: InFlight::enter(&self.segments, id),
             pba: self.layout.pba(id, at),
             grains: (len as u64) / self.layout.grain_bytes,
             lsn: st.appended,
@@ -828,14 +845,7 @@ impl Writer {
         );
         active.len += len;
         if active.seal_guard.is_none() {
-            self.segments
-                .get(id)
-                .in_flight
-                .fetch_add(1, Ordering::Acquire);
-            active.seal_guard = Some(InFlight {
-                segments: self.segments.clone(),
-                segment: id,
-            });
+            active.seal_guard = Some(InFlight::enter(&self.segments, id));
         }
         st.open.as_mut().expect("open segment").next += len as u64;
         st.sealed = Some(flushed);

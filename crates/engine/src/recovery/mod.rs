@@ -249,7 +249,7 @@ fn rebuild(
         tracing::warn!("recovery: DAMAGE (nothing lost) {r}");
     }
     report_damage(&scan.damage, opts)?;
-    let (namespaces, system) = registry(&layout, &scan)?;
+    let (namespaces, system) = registry(&scan)?;
     if let Some(c) = namespaces.counter(SYSTEM_NS) {
         c.store(system, Ordering::Relaxed);
     }

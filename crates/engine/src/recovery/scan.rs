@@ -19,7 +19,6 @@ use crate::iter::scan_segment;
 use crate::layout::Layout;
 use crate::namespace::{self, Namespaces, SYSTEM_NS};
 use crate::options::Progress;
-use crate::read::{read_record, Fetched, Span};
 use crate::segments::{SegState, Segments};
 
 /// What a scan of the whole log found.
@@ -380,28 +379,22 @@ pub(crate) fn live_entries(
 }
 
 /// Namespaces named by the registry records of a scan.
-pub(crate) fn registry(layout: &Layout, scan: &LogScan) -> Result<(Namespaces, i64)> {
+pub(crate) fn registry(scan: &LogScan) -> Result<(Namespaces, i64)> {
     let namespaces = Namespaces::new(scan.max_ns + 1);
     let mut system = 0i64;
     for (&(ns, _, _), f) in scan.found.iter() {
         if ns != SYSTEM_NS || f.tombstone {
             continue;
         }
-        let (name, value) = match scan.registry.get(&f.pba) {
-            Some((key, value)) => (String::from_utf8_lossy(key).into_owned(), value.clone()),
-            None => {
-                let Fetched::Record(r) = read_record(layout, f.location(), Span::Whole)? else {
-                    return Err(Error::Unusable(
-                        "namespace registry record unreadable".into(),
-                    ));
-                };
-                (
-                    String::from_utf8_lossy(r.key()).into_owned(),
-                    r.value().to_vec(),
-                )
-            }
+        // Every registry record the scan met is in `scan.registry`, as
+        // read (and corrected): no second read of the device.
+        let Some((key, value)) = scan.registry.get(&f.pba) else {
+            return Err(Error::Unusable(
+                "namespace registry record unreadable".into(),
+            ));
         };
-        let (logical, physical) = namespace::decode_registry_value(&value)
+        let name = String::from_utf8_lossy(key).into_owned();
+        let (logical, physical) = namespace::decode_registry_value(value)
             .ok_or_else(|| Error::Unusable(format!("bad namespace registry value for {name:?}")))?;
         namespaces.insert(&name, logical, physical, 0);
         system += 1;
