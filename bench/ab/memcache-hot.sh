@@ -4,9 +4,10 @@
 # shared/harness/memaslap.sh, interleaved point by point; prints one line
 # per run: variant, concurrency, repetition, ops/s, average latency and the
 # server's CPU time per request (utime + stime from /proc).
-#   VARIANTS="memcached written buffered t1" \
+#   VARIANTS="memcached memcached-t2 written buffered t1" \
 #     bash bench/ab/memcache-hot.sh REPS SECS CONC...
-# NVDEPOT: the nvdepot binary (default target/release/nvdepot); scratch
+# NVDEPOT: the nvdepot binary (default target/release/nvdepot); variants
+# a and b run NVDEPOT_A and NVDEPOT_B with default options; scratch
 # data under BENCH_DIR (default bench/work/ab-hot).
 set -u
 REPS=$1 SECS=$2; shift 2; CONCS=("$@")
@@ -20,9 +21,13 @@ start() { # variant port: starts it in the background
   local cmd
   case $1 in
     memcached) cmd=(memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root) ;;
+    memcached-t1 | memcached-t2) cmd=(memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root -t "${1#memcached-t}") ;;
     written) cmd=("${nv[@]}") ;;
     buffered) cmd=("${nv[@]}" --ack buffered) ;;
     t1) cmd=("${nv[@]}" -t 1) ;;
+    a | b) # two builds A/B: NVDEPOT_A, NVDEPOT_B, default options
+      local bin=$NVDEPOT_A; [ "$1" = b ] && bin=$NVDEPOT_B
+      cmd=("$bin" "${nv[@]:1}") ;;
     *) echo "unknown variant $1" >&2; exit 2 ;;
   esac
   "${cmd[@]}" >/dev/null 2>&1 &
