@@ -872,6 +872,12 @@ impl group_commit::Log for Writer {
     type Batch = Vec<Pending>;
     const BATCHES_IN_FLIGHT: usize = BATCHES_IN_FLIGHT;
 
+    fn gathers(&self) -> bool {
+        // Only a runtime that keeps running will poll the yielded task
+        // again (not one driving a single blocking call).
+        crate::aio::runtime_keeps_running()
+    }
+
     fn commit(st: &mut State) -> &mut CommitState<Vec<Pending>> {
         &mut st.commit
     }
