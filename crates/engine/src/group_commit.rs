@@ -185,7 +185,8 @@ pub(crate) async fn wait_durable<L: Log>(
                 continue;
             }
             Some(None) => {
-                yield_once().await;
+                // Executor-neutral (the task wakes itself): shuttle too.
+                nvdepot_io::uring::yield_now().await;
                 continue;
             }
             Some(Some(lead)) => lead,
@@ -208,21 +209,6 @@ pub(crate) async fn wait_durable<L: Log>(
         finish(log, lock, done, number, failure, Some(batch));
         result?;
     }
-}
-
-/// Yields to the executor's other ready tasks once (any executor: the
-/// task wakes itself).
-fn yield_once() -> impl std::future::Future<Output = ()> {
-    let mut yielded = false;
-    std::future::poll_fn(move |cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
 }
 
 /// Records how batch `number` ended (`failure` says why it failed), retires
