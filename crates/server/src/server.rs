@@ -79,6 +79,10 @@ pub struct ServerConfig {
     /// its share of the connections. Default: the number of cores
     /// (`available_parallelism`).
     pub threads: usize,
+    /// Receive through one multishot receive per connection (io_uring
+    /// provided buffers; falls back to a receive per read where the
+    /// kernel has none). Default: true.
+    pub multishot_recv: bool,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +92,7 @@ impl Default for ServerConfig {
             port: 11211,
             connections_max: 1024,
             threads: default_threads(),
+            multishot_recv: true,
         }
     }
 }
@@ -157,7 +162,12 @@ impl Server {
         let mut workers = Vec::with_capacity(self.config.threads);
         for index in 0..self.config.threads {
             let inbox = Arc::new(Inbox::new());
-            match worker::spawn_worker(index, Arc::clone(&inbox), Arc::clone(&shared)) {
+            match worker::spawn_worker(
+                index,
+                Arc::clone(&inbox),
+                Arc::clone(&shared),
+                self.config.multishot_recv,
+            ) {
                 Ok(thread) => workers.push(Worker { inbox, thread }),
                 Err(e) => {
                     stop_workers(workers);

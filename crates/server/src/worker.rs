@@ -38,6 +38,12 @@ const WRITE_BATCH_BYTES: usize = 256 << 10;
 const RING_ENTRIES: u32 = 1024;
 /// How often a closing worker checks whether its connections have ended.
 const CLOSE_POLL: Duration = Duration::from_millis(5);
+/// Provided buffers of a worker's ring for multishot receives (see
+/// `nvdepot_io::uring::RecvStream`): a power of two, shared by its
+/// connections, each holding one only from an arrival to its copy.
+const RECV_BUFFERS: u16 = 1024;
+/// Bytes of each: a request of the common sizes in one.
+const RECV_BUFFER_BYTES: usize = 4 << 10;
 
 /// A connection the acceptor admitted, on its way to a worker.
 pub(super) struct NewConn<F: Face> {
@@ -126,23 +132,40 @@ pub(super) fn spawn_worker<F: Face>(
     index: usize,
     inbox: Arc<Inbox<F>>,
     shared: Arc<Shared<F>>,
+    multishot: bool,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let name = shared.face.name();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name(format!("{name}-worker-{index}"))
         .spawn(move || {
-            let rt = match uring::Builder::default().entries(RING_ENTRIES).build() {
-                Ok(rt) => {
+            let ring = uring::Builder::default().entries(RING_ENTRIES);
+            let built = if multishot {
+                ring.clone()
+                    .recv_buffers(RECV_BUFFERS, RECV_BUFFER_BYTES)
+                    .build()
+                    .map(|rt| (rt, true))
+                    .or_else(|e| {
+                        // Kernels before 5.19 have no buffer rings.
+                        debug!(
+                            "{name} worker {index}: no provided buffers ({e}); one-shot receives"
+                        );
+                        ring.build().map(|rt| (rt, false))
+                    })
+            } else {
+                ring.build().map(|rt| (rt, false))
+            };
+            let (rt, multishot) = match built {
+                Ok(built) => {
                     let _ = ready_tx.send(Ok(()));
-                    rt
+                    built
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
             };
-            rt.block_on(run_worker(inbox, shared));
+            rt.block_on(run_worker(inbox, shared, multishot));
         })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok(thread),
@@ -164,10 +187,10 @@ pub(super) fn spawn_worker<F: Face>(
 
 /// A worker's main task: spawns a task per connection it is given, and
 /// once its inbox is closed, waits for them to end.
-async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>) {
+async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>, multishot: bool) {
     while let Some(batch) = inbox.next().await {
         for conn in batch {
-            uring::spawn(serve_connection(conn, Arc::clone(&shared)));
+            uring::spawn(serve_connection(conn, Arc::clone(&shared), multishot));
         }
     }
     // Every connection was shut down before the inbox was closed; their
@@ -179,7 +202,7 @@ async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>) {
 
 /// One connection's task. A panic while serving it (a bug) ends this
 /// connection only: the worker and its other connections go on.
-async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
+async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>, multishot: bool) {
     let NewConn {
         stream,
         peer,
@@ -196,7 +219,7 @@ async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
             closer: shared.closer(),
         };
         let mut io = ConnectionIo::new(stream, &shared, &conn);
-        match io.run().await {
+        match io.run(multishot).await {
             Ok(()) => debug!("{name}: connection {id} closed"),
             Err(e) => debug!("{name}: connection {id} closed: {e}"),
         }
@@ -258,16 +281,27 @@ impl<F: Face> ConnectionIo<F> {
     }
 
     /// Receives, executes and answers requests until the client closes,
-    /// the protocol closes, or an IO error.
-    async fn run(&mut self) -> io::Result<()> {
+    /// the protocol closes, or an IO error. `multishot`: receive through
+    /// one multishot receive armed for the connection's life (the
+    /// worker's ring has provided buffers), else a receive per read.
+    async fn run(&mut self, multishot: bool) -> io::Result<()> {
+        let mut stream = multishot.then(|| uring::RecvStream::new(self.fd()));
         loop {
-            if self.buf.len() == self.buf_bytes && !self.grow() {
+            // A multishot arrival may take the buffer past `buf_bytes`.
+            if self.buf.len() >= self.buf_bytes && !self.grow() {
                 self.out.extend_from_slice(self.too_large);
                 return self.flush().await;
             }
-            let room = self.buf_bytes - self.buf.len();
-            let (r, buf) = uring::recv(self.fd(), std::mem::take(&mut self.buf), room).await;
-            self.buf = buf;
+            let r = match &mut stream {
+                Some(stream) => stream.recv(&mut self.buf, self.buf_bytes).await,
+                None => {
+                    let room = self.buf_bytes - self.buf.len();
+                    let (r, buf) =
+                        uring::recv(self.fd(), std::mem::take(&mut self.buf), room).await;
+                    self.buf = buf;
+                    r
+                }
+            };
             match r {
                 Ok(0) => return Ok(()),
                 Ok(_) => {}
@@ -294,7 +328,8 @@ impl<F: Face> ConnectionIo<F> {
             return false;
         }
         self.buf_bytes = (self.buf_bytes * 2).min(self.buf_bytes_max);
-        self.buf.reserve_exact(self.buf_bytes - self.buf.len());
+        self.buf
+            .reserve_exact(self.buf_bytes.saturating_sub(self.buf.len()));
         true
     }
 

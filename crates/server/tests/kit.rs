@@ -203,6 +203,15 @@ fn local_config() -> ServerConfig {
     }
 }
 
+/// The receive path of kernels without provided buffers: a receive per
+/// read instead of one multishot receive per connection.
+fn one_shot_config() -> ServerConfig {
+    ServerConfig {
+        multishot_recv: false,
+        ..local_config()
+    }
+}
+
 /// Reads until the input ends with `suffix` (or EOF), returning it all.
 fn read_until_suffix(stream: &mut TcpStream, suffix: &[u8]) -> Vec<u8> {
     let mut got = Vec::new();
@@ -241,7 +250,16 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 
 #[test]
 fn a_request_and_its_reply() {
-    let server = Running::start(local_config());
+    a_request_and_its_reply_with(local_config());
+}
+
+#[test]
+fn a_request_and_its_reply_one_shot_receives() {
+    a_request_and_its_reply_with(one_shot_config());
+}
+
+fn a_request_and_its_reply_with(config: ServerConfig) {
+    let server = Running::start(config);
     let mut client = server.connect();
     client.write_all(b"hello\r\n").unwrap();
     assert_eq!(read_until_suffix(&mut client, b"\r\n"), b"hello\r\n");
@@ -252,7 +270,16 @@ fn a_request_and_its_reply() {
 
 #[test]
 fn a_large_request_grows_the_buffer() {
-    let server = Running::start(local_config());
+    a_large_request_grows_the_buffer_with(local_config());
+}
+
+#[test]
+fn a_large_request_grows_the_buffer_one_shot_receives() {
+    a_large_request_grows_the_buffer_with(one_shot_config());
+}
+
+fn a_large_request_grows_the_buffer_with(config: ServerConfig) {
+    let server = Running::start(config);
     let mut client = server.connect();
     let blob = vec![3u8; 1 << 20];
     let mut request = format!("blob {}\r\n", blob.len()).into_bytes();
@@ -269,7 +296,16 @@ fn a_large_request_grows_the_buffer() {
 
 #[test]
 fn hundred_pipelined_requests_in_one_write() {
-    let server = Running::start(local_config());
+    hundred_pipelined_requests_in_one_write_with(local_config());
+}
+
+#[test]
+fn hundred_pipelined_requests_in_one_write_one_shot_receives() {
+    hundred_pipelined_requests_in_one_write_with(one_shot_config());
+}
+
+fn hundred_pipelined_requests_in_one_write_with(config: ServerConfig) {
+    let server = Running::start(config);
     let mut client = server.connect();
     let mut requests = Vec::new();
     let mut expected = Vec::new();
@@ -335,7 +371,16 @@ fn connections_beyond_the_limit_are_turned_away() {
 
 #[test]
 fn a_never_ending_line_is_cut_off() {
-    let server = Running::start_limited(local_config(), 64 << 10);
+    a_never_ending_line_is_cut_off_with(local_config());
+}
+
+#[test]
+fn a_never_ending_line_is_cut_off_one_shot_receives() {
+    a_never_ending_line_is_cut_off_with(one_shot_config());
+}
+
+fn a_never_ending_line_is_cut_off_with(config: ServerConfig) {
+    let server = Running::start_limited(config, 64 << 10);
     let mut client = server.connect();
     let mut writer = client.try_clone().unwrap();
     let (done, written) = mpsc::channel();

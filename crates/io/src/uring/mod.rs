@@ -18,6 +18,7 @@
 mod fixed;
 mod net;
 mod op;
+mod recv_stream;
 mod runtime;
 
 use std::io;
@@ -28,6 +29,7 @@ use io_uring::{opcode, types};
 
 pub use fixed::{FixedBuf, FixedPool};
 pub use net::{accept, recv, send_all, TcpListenerExt};
+pub use recv_stream::RecvStream;
 pub use runtime::{
     in_runtime, run_ready, spawn, yield_now, Builder, JoinHandle, Runtime, RuntimeStats,
 };

@@ -7,6 +7,7 @@
 //! freed only after the kernel has posted the completion.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -27,12 +28,34 @@ enum Slot {
     /// The future was dropped before completion: keep its buffers until
     /// the kernel is done with them.
     Orphaned(#[allow(dead_code)] Box<dyn Any>),
+    /// A multishot op (one submission, many completions): completions
+    /// queue up until its owner takes them.
+    Multi(Multi),
+    /// A multishot op whose owner went away: each late completion is
+    /// handed to the closure (which gives back what it carries, such as
+    /// a provided buffer); the last one (no `F_MORE`) frees the slot.
+    MultiOrphaned(Box<dyn FnMut(i32, u32)>),
+}
+
+#[derive(Default)]
+struct Multi {
+    queue: VecDeque<(i32, u32)>,
+    waker: Option<Waker>,
+    /// Completions queued beyond which the op asks to be cancelled
+    /// (backpressure: an owner that does not take them holds whatever
+    /// they carry); 0 = no limit.
+    limit: usize,
+    /// A cancellation was asked for and has not ended the op yet.
+    cancelling: bool,
 }
 
 /// What reaping a completion asks of the runtime.
 pub(crate) enum Reaped {
     Nothing,
     Wake(Waker),
+    /// A multishot op queued more than its limit: cancel it (and wake its
+    /// owner, if it waits).
+    Cancel(Option<Waker>),
 }
 
 #[derive(Default)]
@@ -63,12 +86,23 @@ impl OpSlots {
     /// Leaks the buffers of operations still in flight: the ring is going
     /// away, and the kernel may finish such an operation (write into its
     /// buffer) after the ring's descriptor is closed.
-    pub fn leak_in_flight(&mut self) {
+    ///
+    /// Returns whether a multishot op may still be in flight (its
+    /// completions may still write into provided buffers).
+    pub fn leak_in_flight(&mut self) -> bool {
+        let mut multishot = false;
         for slot in self.slots.drain(..) {
-            if let Slot::Orphaned(data) = slot {
-                std::mem::forget(data);
+            match slot {
+                Slot::Orphaned(data) => std::mem::forget(data),
+                Slot::MultiOrphaned(f) => {
+                    std::mem::forget(f);
+                    multishot = true;
+                }
+                Slot::Multi(_) => multishot = true,
+                _ => {}
             }
         }
+        multishot
     }
 
     pub fn complete(&mut self, user_data: u64, result: i32, flags: u32) -> Reaped {
@@ -77,16 +111,98 @@ impl OpSlots {
             debug_assert!(false, "completion for unknown op {i}");
             return Reaped::Nothing;
         };
+        match slot {
+            Slot::Multi(m) => {
+                m.queue.push_back((result, flags));
+                let more = io_uring::cqueue::more(flags);
+                if more && m.limit > 0 && m.queue.len() > m.limit && !m.cancelling {
+                    m.cancelling = true;
+                    return Reaped::Cancel(m.waker.take());
+                }
+                if !more {
+                    m.cancelling = false;
+                }
+                return m.waker.take().map_or(Reaped::Nothing, Reaped::Wake);
+            }
+            Slot::MultiOrphaned(f) => {
+                f(result, flags);
+                if !io_uring::cqueue::more(flags) {
+                    self.release(i);
+                }
+                return Reaped::Nothing;
+            }
+            _ => {}
+        }
         match std::mem::replace(slot, Slot::Done { result, flags }) {
             Slot::Waiting(w) => w.map_or(Reaped::Nothing, Reaped::Wake),
             Slot::Orphaned(_) => {
                 self.release(i);
                 Reaped::Nothing
             }
-            Slot::Free | Slot::Done { .. } => {
+            Slot::Free | Slot::Done { .. } | Slot::Multi(_) | Slot::MultiOrphaned(_) => {
                 debug_assert!(false, "completion for op {i} that is not in flight");
                 Reaped::Nothing
             }
+        }
+    }
+
+    /// A slot for an op whose completion nobody awaits (it is freed when
+    /// the completion arrives).
+    pub fn insert_detached(&mut self) -> usize {
+        let i = self.insert();
+        self.slots[i] = Slot::Orphaned(Box::new(()));
+        i
+    }
+
+    /// A slot for a multishot op that asks to be cancelled once more
+    /// than `limit` completions wait in its queue (0: never).
+    pub fn insert_multi(&mut self, limit: usize) -> usize {
+        let i = self.insert();
+        self.slots[i] = Slot::Multi(Multi {
+            limit,
+            ..Multi::default()
+        });
+        i
+    }
+
+    /// The oldest queued completion of multishot op `i`; if there is none,
+    /// `waker` is woken by the next.
+    pub fn multi_next(&mut self, i: usize, waker: &Waker) -> Option<(i32, u32)> {
+        let Slot::Multi(m) = &mut self.slots[i] else {
+            unreachable!("multishot op {i} in a bad state");
+        };
+        let next = m.queue.pop_front();
+        if next.is_none() {
+            match &m.waker {
+                Some(w) if w.will_wake(waker) => {}
+                _ => m.waker = Some(waker.clone()),
+            }
+        }
+        next
+    }
+
+    /// The oldest queued completion of multishot op `i`, without waiting.
+    pub fn multi_try_next(&mut self, i: usize) -> Option<(i32, u32)> {
+        let Slot::Multi(m) = &mut self.slots[i] else {
+            unreachable!("multishot op {i} in a bad state");
+        };
+        m.queue.pop_front()
+    }
+
+    /// Its owner lets multishot op `i` go. Queued completions go to
+    /// `stray` now; if the op is still `in_flight`, later ones will (the
+    /// caller cancels it), and the last frees the slot.
+    pub fn multi_orphan(&mut self, i: usize, in_flight: bool, mut stray: Box<dyn FnMut(i32, u32)>) {
+        let Slot::Multi(m) = std::mem::replace(&mut self.slots[i], Slot::Free) else {
+            unreachable!("multishot op {i} in a bad state");
+        };
+        for (result, flags) in m.queue {
+            stray(result, flags);
+        }
+        if in_flight {
+            self.slots[i] = Slot::MultiOrphaned(stray);
+        } else {
+            self.release(i);
         }
     }
 }

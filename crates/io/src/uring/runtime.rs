@@ -27,6 +27,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use parking_lot::Mutex;
 
 use super::op::{OpSlots, Reaped};
+use super::recv_stream::ProvidedBufs;
 
 /// `user_data` of the eventfd read that wakes a sleeping runtime.
 const WAKE_TOKEN: u64 = u64::MAX;
@@ -40,6 +41,7 @@ pub struct Builder {
     sqpoll_idle_ms: Option<u32>,
     iopoll: bool,
     submit_batch: usize,
+    recv_buffers: Option<(u16, usize)>,
 }
 
 impl Default for Builder {
@@ -49,6 +51,7 @@ impl Default for Builder {
             sqpoll_idle_ms: None,
             iopoll: false,
             submit_batch: 4,
+            recv_buffers: None,
         }
     }
 }
@@ -67,6 +70,13 @@ impl Builder {
     /// for a quarter of a syscall per operation.
     pub fn submit_batch(mut self, n: usize) -> Builder {
         self.submit_batch = n.max(1);
+        self
+    }
+
+    /// Give the ring `count` (a power of two) provided buffers of `size`
+    /// bytes for multishot receives ([`super::RecvStream`]).
+    pub fn recv_buffers(mut self, count: u16, size: usize) -> Builder {
+        self.recv_buffers = Some((count, size));
         self
     }
 
@@ -97,6 +107,10 @@ impl Builder {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.ring(false)?,
             r => r?,
         };
+        let recv_bufs = match self.recv_buffers {
+            Some((count, size)) => Some(ProvidedBufs::register(&ring, count, size)?),
+            None => None,
+        };
         // SAFETY: eventfd takes no pointers; the result is checked.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
@@ -120,6 +134,7 @@ impl Builder {
             submit_batch: self.submit_batch,
             files: RefCell::new(Vec::new()),
             stats: RefCell::new(RuntimeStats::default()),
+            recv_bufs,
         });
         Ok(Runtime { core })
     }
@@ -152,6 +167,9 @@ pub struct RuntimeStats {
     pub completions: u64,
     /// Task polls.
     pub polls: u64,
+    /// Multishot receives that found no provided buffer free (each falls
+    /// back to one receive into its caller's buffer).
+    pub recv_buffers_exhausted: u64,
 }
 
 /// An io_uring executor bound to the current thread.
@@ -181,6 +199,9 @@ pub(crate) struct Core {
     /// Registered files: `files[i]` is the fd at fixed slot `i`.
     pub files: RefCell<Vec<RawFd>>,
     pub stats: RefCell<RuntimeStats>,
+    /// Provided buffers for multishot receives; declared after `ring` so
+    /// they are dropped after it.
+    pub recv_bufs: Option<ProvidedBufs>,
 }
 
 impl Drop for Core {
@@ -189,7 +210,13 @@ impl Drop for Core {
         // dropped outside `block_on` (see `Op`'s drop); orphaned ops' data
         // sits in the slots.
         self.tasks.borrow_mut().clear();
-        self.ops.borrow_mut().leak_in_flight();
+        if self.ops.borrow_mut().leak_in_flight() {
+            // A multishot receive may still complete into a provided
+            // buffer after the ring is closed: keep their memory.
+            if let Some(bufs) = self.recv_bufs.take() {
+                std::mem::forget(bufs);
+            }
+        }
         if self.efd_armed.get() {
             // The eventfd read may still complete into this buffer.
             std::mem::forget(std::mem::take(&mut *self.efd_buf.borrow_mut()));
@@ -438,6 +465,7 @@ impl Core {
     /// Moves completions into their op slots and wakes their tasks.
     fn reap(&self) -> usize {
         let mut woken = Vec::new();
+        let mut cancels = Vec::new();
         let mut n = 0;
         {
             let mut ring = self.ring.borrow_mut();
@@ -448,16 +476,34 @@ impl Core {
                     self.efd_armed.set(false);
                     continue;
                 }
-                if let Reaped::Wake(w) = ops.complete(cqe.user_data(), cqe.result(), cqe.flags()) {
-                    woken.push(w);
+                match ops.complete(cqe.user_data(), cqe.result(), cqe.flags()) {
+                    Reaped::Nothing => {}
+                    Reaped::Wake(w) => woken.push(w),
+                    Reaped::Cancel(w) => {
+                        cancels.push(cqe.user_data());
+                        woken.extend(w);
+                    }
                 }
             }
         }
         self.stats.borrow_mut().completions += n as u64;
+        for user_data in cancels {
+            self.cancel(user_data);
+        }
         for w in woken {
             w.wake();
         }
         n
+    }
+
+    /// Asks the kernel to cancel the op in slot `user_data`; the cancel's
+    /// own completion is dropped.
+    pub fn cancel(&self, user_data: u64) {
+        let slot = self.ops.borrow_mut().insert_detached();
+        let entry = opcode::AsyncCancel::new(user_data)
+            .build()
+            .user_data(slot as u64);
+        self.push(&entry);
     }
 
     fn drain_remote(&self) {
