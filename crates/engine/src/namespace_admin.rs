@@ -73,6 +73,7 @@ impl Inner {
     fn purge(&self, physical: u32) -> Result<()> {
         if self.opts.background_gc {
             self.pending_purge.lock().push(physical);
+            self.segments.wake_collector();
             return Ok(());
         }
         self.purge_now(&[physical])

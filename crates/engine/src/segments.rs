@@ -106,6 +106,10 @@ pub(crate) struct Segments {
     /// The last GC failure, if the last pass failed (writers waiting for
     /// space report it instead of waiting out their timeout).
     pub gc_failed: Mutex<Option<String>>,
+    /// The GC thread, if one runs: woken when a segment is taken (free
+    /// segments may have dropped below its low-water mark), so it need not
+    /// poll for that.
+    collector: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl Segments {
@@ -117,6 +121,20 @@ impl Segments {
             space_wakers: Mutex::new(Vec::new()),
             gc_gave_up: AtomicU64::new(0),
             gc_failed: Mutex::new(None),
+            collector: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Registers the GC thread (see [`Segments::wake_collector`]).
+    pub fn set_collector(&self, thread: std::thread::Thread) {
+        let _ = self.collector.set(thread);
+    }
+
+    /// Wakes the GC thread, if one runs, to look at the free segments and
+    /// its other work now rather than at its next deadline.
+    pub fn wake_collector(&self) {
+        if let Some(t) = self.collector.get() {
+            t.unpark();
         }
     }
 
@@ -174,11 +192,21 @@ impl Segments {
     /// Takes a free segment if more than `reserve` are free.
     pub fn take_free(&self, reserve: usize) -> Option<u32> {
         let mut free = self.free.lock();
-        if free.len() > reserve {
+        let taken = if free.len() > reserve {
             free.pop_front()
         } else {
             None
+        };
+        drop(free);
+        if taken.is_some() {
+            // Once per segment (64 MiB by default): cheap, and GC starts as
+            // soon as the free pool runs low. Not on a failed take: the
+            // take that brought the pool that low woke it already, and a
+            // GC that found nothing to collect backs off (writers retrying
+            // on a full store must not turn that into a busy loop).
+            self.wake_collector();
         }
+        taken
     }
 
     pub fn free_count(&self) -> usize {
