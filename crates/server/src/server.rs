@@ -80,8 +80,11 @@ pub struct ServerConfig {
     /// (`available_parallelism`).
     pub threads: usize,
     /// Receive through one multishot receive per connection (io_uring
-    /// provided buffers; falls back to a receive per read where the
-    /// kernel has none). Default: true.
+    /// provided buffers; a receive per read where the kernel has none)
+    /// instead of a receive per read. Default: false: it cut the kernel's
+    /// work per request as counted (submissions, poll arms, system calls)
+    /// but showed no throughput or CPU-per-request win in the A/B runs
+    /// made so far (bench/results/README.md, "Multishot receives").
     pub multishot_recv: bool,
 }
 
@@ -92,7 +95,7 @@ impl Default for ServerConfig {
             port: 11211,
             connections_max: 1024,
             threads: default_threads(),
-            multishot_recv: true,
+            multishot_recv: false,
         }
     }
 }

@@ -203,11 +203,10 @@ fn local_config() -> ServerConfig {
     }
 }
 
-/// The receive path of kernels without provided buffers: a receive per
-/// read instead of one multishot receive per connection.
-fn one_shot_config() -> ServerConfig {
+/// One multishot receive per connection instead of a receive per read.
+fn multishot_config() -> ServerConfig {
     ServerConfig {
-        multishot_recv: false,
+        multishot_recv: true,
         ..local_config()
     }
 }
@@ -254,8 +253,8 @@ fn a_request_and_its_reply() {
 }
 
 #[test]
-fn a_request_and_its_reply_one_shot_receives() {
-    a_request_and_its_reply_with(one_shot_config());
+fn a_request_and_its_reply_multishot_receives() {
+    a_request_and_its_reply_with(multishot_config());
 }
 
 fn a_request_and_its_reply_with(config: ServerConfig) {
@@ -274,8 +273,8 @@ fn a_large_request_grows_the_buffer() {
 }
 
 #[test]
-fn a_large_request_grows_the_buffer_one_shot_receives() {
-    a_large_request_grows_the_buffer_with(one_shot_config());
+fn a_large_request_grows_the_buffer_multishot_receives() {
+    a_large_request_grows_the_buffer_with(multishot_config());
 }
 
 fn a_large_request_grows_the_buffer_with(config: ServerConfig) {
@@ -300,8 +299,8 @@ fn hundred_pipelined_requests_in_one_write() {
 }
 
 #[test]
-fn hundred_pipelined_requests_in_one_write_one_shot_receives() {
-    hundred_pipelined_requests_in_one_write_with(one_shot_config());
+fn hundred_pipelined_requests_in_one_write_multishot_receives() {
+    hundred_pipelined_requests_in_one_write_with(multishot_config());
 }
 
 fn hundred_pipelined_requests_in_one_write_with(config: ServerConfig) {
@@ -375,8 +374,8 @@ fn a_never_ending_line_is_cut_off() {
 }
 
 #[test]
-fn a_never_ending_line_is_cut_off_one_shot_receives() {
-    a_never_ending_line_is_cut_off_with(one_shot_config());
+fn a_never_ending_line_is_cut_off_multishot_receives() {
+    a_never_ending_line_is_cut_off_with(multishot_config());
 }
 
 fn a_never_ending_line_is_cut_off_with(config: ServerConfig) {

@@ -179,7 +179,7 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         port: args.port,
         connections_max: args.conn_limit as usize,
         threads: args.threads.map_or_else(default_threads, |t| t as usize),
-        multishot_recv: true,
+        ..ServerConfig::default()
     };
     let limits = Limits {
         item_bytes_max: args.max_item_size as usize,

@@ -119,7 +119,7 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
         port: args.port,
         connections_max: args.maxclients as usize,
         threads: args.threads.map_or_else(default_threads, |t| t as usize),
-        multishot_recv: true,
+        ..ServerConfig::default()
     };
     let signals = crate::signals::block_termination_signals()?;
     let shutdown = Shutdown::new()?;
