@@ -42,11 +42,19 @@ pub(crate) const QUEUED_MAX: usize = 64;
 /// A runtime's provided-buffer ring: `count` buffers of `size` bytes and
 /// the ring of their descriptors the kernel takes them from.
 pub(crate) struct ProvidedBufs {
-    /// The descriptor ring (page-aligned, `count` entries of 16 bytes;
-    /// the first entry's reserved field is the tail).
-    ring: AlignedBuf,
-    /// The buffers, `size` bytes each, buffer id `i` at `i * size`.
-    mem: AlignedBuf,
+    /// Owns the descriptor ring (page-aligned, `count` entries of 16
+    /// bytes; the first entry's reserved field is the tail), used through
+    /// `entries`.
+    _ring: AlignedBuf,
+    /// Owns the buffers, `size` bytes each, buffer id `i` at `i * size`,
+    /// used through `base`.
+    _mem: AlignedBuf,
+    /// `ring` and `mem` as raw pointers, taken once from exclusive
+    /// borrows: the kernel reads and writes this memory while `self` is
+    /// shared, so no reference to all of it is made afterwards (only to a
+    /// buffer the kernel has finished with).
+    entries: *mut BufRingEntry,
+    base: *mut u8,
     count: u16,
     size: usize,
     /// Our copy of the tail: descriptors added so far.
@@ -66,9 +74,16 @@ impl ProvidedBufs {
         }
         let page = 4096;
         let ring_bytes = (usize::from(count) * std::mem::size_of::<BufRingEntry>()).max(page);
+        let mut ring_mem = AlignedBuf::new(ring_bytes, page);
+        let mut mem = AlignedBuf::new(usize::from(count) * size, page);
+        // The heap memory of an `AlignedBuf` does not move with it.
+        let entries = ring_mem.as_mut_ptr() as *mut BufRingEntry;
+        let base = mem.as_mut_ptr();
         let bufs = ProvidedBufs {
-            ring: AlignedBuf::new(ring_bytes, page),
-            mem: AlignedBuf::new(usize::from(count) * size, page),
+            _ring: ring_mem,
+            _mem: mem,
+            entries,
+            base,
             count,
             size,
             tail: Cell::new(0),
@@ -78,7 +93,7 @@ impl ProvidedBufs {
         // ring (field order), so the kernel never sees it freed.
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
-                bufs.ring.as_ptr() as u64,
+                bufs.entries as u64,
                 count,
                 BUF_GROUP,
                 0,
@@ -91,10 +106,6 @@ impl ProvidedBufs {
         Ok(bufs)
     }
 
-    fn entries(&self) -> *mut BufRingEntry {
-        self.ring.as_ptr() as *mut BufRingEntry
-    }
-
     /// Writes buffer `bid`'s descriptor at the tail (not yet visible to
     /// the kernel: see [`Self::publish`]).
     fn add(&self, bid: u16) {
@@ -103,8 +114,8 @@ impl ProvidedBufs {
         // SAFETY: `i < count`, inside the descriptor ring; the kernel only
         // reads descriptors between its head and the published tail, and
         // this one is past the published tail.
-        let e = unsafe { &mut *self.entries().add(i) };
-        e.set_addr(self.mem.as_ptr() as u64 + (usize::from(bid) * self.size) as u64);
+        let e = unsafe { &mut *self.entries.add(i) };
+        e.set_addr(self.base as u64 + (usize::from(bid) * self.size) as u64);
         e.set_len(self.size as u32);
         e.set_bid(bid);
         self.tail.set(t.wrapping_add(1));
@@ -117,7 +128,7 @@ impl ProvidedBufs {
         // it with an acquire load, so a release store orders the
         // descriptors written before it.
         unsafe {
-            let tail = BufRingEntry::tail(self.entries()) as *const AtomicU16;
+            let tail = BufRingEntry::tail(self.entries) as *const AtomicU16;
             (*tail).store(self.tail.get(), Ordering::Release);
         }
     }
@@ -129,10 +140,16 @@ impl ProvidedBufs {
         self.publish();
     }
 
-    /// The first `len` bytes of buffer `bid`.
+    /// The first `len` bytes of buffer `bid`, which the kernel has filled
+    /// and not been given back yet.
     fn data(&self, bid: u16, len: usize) -> &[u8] {
+        assert!(bid < self.count, "buffer id {bid} out of range");
         let at = usize::from(bid) * self.size;
-        &self.mem[at..at + len.min(self.size)]
+        // SAFETY: inside `mem` (bid < count, len clamped to size); the
+        // kernel wrote this buffer before posting the completion that named
+        // it and will not touch it again until it is recycled, which needs
+        // `&self` and so comes after this borrow ends at the caller's copy.
+        unsafe { std::slice::from_raw_parts(self.base.add(at), len.min(self.size)) }
     }
 }
 
