@@ -144,28 +144,27 @@ pub(super) fn spawn_worker<F: Face>(
                 ring.clone()
                     .recv_buffers(RECV_BUFFERS, RECV_BUFFER_BYTES)
                     .build()
-                    .map(|rt| (rt, true))
                     .or_else(|e| {
                         // Kernels before 5.19 have no buffer rings.
                         debug!(
                             "{name} worker {index}: no provided buffers ({e}); one-shot receives"
                         );
-                        ring.build().map(|rt| (rt, false))
+                        ring.build()
                     })
             } else {
-                ring.build().map(|rt| (rt, false))
+                ring.build()
             };
-            let (rt, multishot) = match built {
-                Ok(built) => {
+            let rt = match built {
+                Ok(rt) => {
                     let _ = ready_tx.send(Ok(()));
-                    built
+                    rt
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
             };
-            rt.block_on(run_worker(inbox, shared, multishot));
+            rt.block_on(run_worker(inbox, shared));
         })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok(thread),
@@ -187,10 +186,10 @@ pub(super) fn spawn_worker<F: Face>(
 
 /// A worker's main task: spawns a task per connection it is given, and
 /// once its inbox is closed, waits for them to end.
-async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>, multishot: bool) {
+async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>) {
     while let Some(batch) = inbox.next().await {
         for conn in batch {
-            uring::spawn(serve_connection(conn, Arc::clone(&shared), multishot));
+            uring::spawn(serve_connection(conn, Arc::clone(&shared)));
         }
     }
     // Every connection was shut down before the inbox was closed; their
@@ -202,7 +201,7 @@ async fn run_worker<F: Face>(inbox: Arc<Inbox<F>>, shared: Arc<Shared<F>>, multi
 
 /// One connection's task. A panic while serving it (a bug) ends this
 /// connection only: the worker and its other connections go on.
-async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>, multishot: bool) {
+async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
     let NewConn {
         stream,
         peer,
@@ -219,7 +218,7 @@ async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>, mul
             closer: shared.closer(),
         };
         let mut io = ConnectionIo::new(stream, &shared, &conn);
-        match io.run(multishot).await {
+        match io.run().await {
             Ok(()) => debug!("{name}: connection {id} closed"),
             Err(e) => debug!("{name}: connection {id} closed: {e}"),
         }
@@ -281,11 +280,12 @@ impl<F: Face> ConnectionIo<F> {
     }
 
     /// Receives, executes and answers requests until the client closes,
-    /// the protocol closes, or an IO error. `multishot`: receive through
-    /// one multishot receive armed for the connection's life (the
-    /// worker's ring has provided buffers), else a receive per read.
-    async fn run(&mut self, multishot: bool) -> io::Result<()> {
-        let mut stream = multishot.then(|| uring::RecvStream::new(self.fd()));
+    /// the protocol closes, or an IO error. Receives through one
+    /// multishot receive armed for the connection's life where the
+    /// worker's ring has provided buffers, else a receive per read.
+    async fn run(&mut self) -> io::Result<()> {
+        let mut stream =
+            uring::recv_buffers_registered().then(|| uring::RecvStream::new(self.fd()));
         loop {
             // A multishot arrival may take the buffer past `buf_bytes`.
             if self.buf.len() >= self.buf_bytes && !self.grow() {

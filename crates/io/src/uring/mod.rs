@@ -29,7 +29,7 @@ use io_uring::{opcode, types};
 
 pub use fixed::{FixedBuf, FixedPool};
 pub use net::{accept, recv, send_all, TcpListenerExt};
-pub use recv_stream::RecvStream;
+pub use recv_stream::{recv_buffers_registered, RecvStream};
 pub use runtime::{
     in_runtime, run_ready, spawn, yield_now, Builder, JoinHandle, Runtime, RuntimeStats,
 };

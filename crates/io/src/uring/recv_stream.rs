@@ -198,6 +198,15 @@ pub struct RecvStream {
     /// The last arm ended for want of buffers: the next receive is a
     /// one-shot one into the caller's buffer.
     starved: bool,
+    /// An end (the peer closed, or an error) that arrived after data the
+    /// last call returned: the next call reports it.
+    end: Option<io::Result<usize>>,
+}
+
+/// True if the current thread's runtime has provided buffers, so a
+/// [`RecvStream`] may be made on it.
+pub fn recv_buffers_registered() -> bool {
+    with_core(|core| core.recv_bufs.is_some()).unwrap_or(false)
 }
 
 impl RecvStream {
@@ -219,6 +228,7 @@ impl RecvStream {
             slot,
             armed: false,
             starved: false,
+            end: None,
         }
     }
 
@@ -234,6 +244,9 @@ impl RecvStream {
     /// takes every one already there, while `buf` stays under `max` bytes
     /// (or has none yet). `Ok(0)`: the peer closed.
     pub async fn recv(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        if let Some(end) = self.end.take() {
+            return end;
+        }
         loop {
             if self.starved && !self.armed {
                 // No provided buffer was free: receive once into ours.
@@ -275,13 +288,16 @@ impl RecvStream {
                                 bufs.recycle(bid);
                                 taken += len;
                             }
-                            // Data taken before an end is answered first;
-                            // the end is seen again at the next call only
-                            // if it repeats, so report it now when alone.
+                            // An end after data: the data now, the end at
+                            // the next call.
                             Arrival::Eof if taken == 0 => return Poll::Ready(Ok(Some(0))),
                             Arrival::Error(e) if taken == 0 => return Poll::Ready(Err(e)),
-                            Arrival::Eof | Arrival::Error(_) => {
-                                // Re-arming finds the same end again.
+                            Arrival::Eof => {
+                                self.end = Some(Ok(0));
+                                return Poll::Ready(Ok(Some(taken)));
+                            }
+                            Arrival::Error(e) => {
+                                self.end = Some(Err(e));
                                 return Poll::Ready(Ok(Some(taken)));
                             }
                             Arrival::NoBuffers => {
