@@ -25,7 +25,7 @@ if ! python3 -c 'import redis, pymemcache' 2>/dev/null; then
     python3 -m pip install --quiet redis pymemcache ||
         python3 -m pip install --quiet --break-system-packages redis pymemcache
 fi
-bin=$(release_binary "$repo")
+bin=$(nvdepot_binary "$repo")
 keys=100000
 [[ -n ${QUICK:-} ]] && keys=10000
 target=$(dirname "$(dirname "$bin")")

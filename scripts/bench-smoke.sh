@@ -3,17 +3,18 @@
 # threads, with and without grows, against dashmap and hashbrown+rwlock):
 # fails if the benchmark cannot run or a table loses a key. It checks that
 # the benchmark works, not how fast anything is; real measurements are in
-# bench/results/index.md.
+# bench/results/index.md. Runs the release binary, or $NVDEPOT_BIN (CI's
+# debug build).
 #
 #     bash scripts/bench-smoke.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo/scripts/lib.sh"
 ensure_cargo
+bin=$(nvdepot_binary "$repo")
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
-cargo run --release --quiet -p nvdepot --manifest-path "$repo/Cargo.toml" -- \
-    bench index --quick --json "$json"
+"$bin" bench index --quick --json "$json"
 # The JSON must hold every run: 2 scenarios x 2 thread counts x 3 tables.
 runs=$(grep -c '"repetition"' "$json")
 if [ "$runs" -ne 12 ]; then
@@ -29,8 +30,7 @@ echo "bench smoke: bench index ran ($runs runs)"
 mkdir -p "$repo/bench/work"
 work=$(mktemp -d "$repo/bench/work/smoke-XXXXXX")
 trap 'rm -f "$json"; rm -rf "$work"' EXIT
-cargo run --release --quiet -p nvdepot --manifest-path "$repo/Cargo.toml" -- \
-    bench engine --data "$work/store" --size 256M --segment-size 4M --keys 2000 \
+"$bin" bench engine --data "$work/store" --size 256M --segment-size 4M --keys 2000 \
     --duration 0.5 --backend sync,uring --op get,put --qd 1,16 --json "$json"
 runs=$(grep -c '"backend"' "$json")
 if [ "$runs" -ne 8 ]; then

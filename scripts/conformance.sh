@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# memcached conformance of `nvdepot memcache`: builds the release binary,
+# memcached conformance of `nvdepot memcache`: builds the release binary
+# (or runs $NVDEPOT_BIN, as CI does),
 # starts the server on a fresh store (a free port on 127.0.0.1, a 512M data
 # file with 8M segments under the cargo target directory), runs the shared
 # harness's memccapable cases (shared/harness/conformance.sh) in ascii and
@@ -35,9 +36,9 @@ modes=${MODES:-ascii binary}
 export CASE_TIMEOUT=${CASE_TIMEOUT:-20}
 
 ensure_cargo
-bin=$(release_binary "$repo")
+bin=$(nvdepot_binary "$repo")
 # Under the target directory, not /tmp: a tmpfs may refuse O_DIRECT.
-work=$(mktemp -d "${bin%/release/nvdepot}/conformance.XXXXXX")
+work=$(mktemp -d "$(dirname "$(dirname "$bin")")/conformance.XXXXXX")
 server_pid=
 cleanup() {
     if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then

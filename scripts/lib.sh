@@ -37,3 +37,15 @@ release_binary() {
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
     echo "$target/release/nvdepot"
 }
+
+# The nvdepot binary the checks scripts run: $NVDEPOT_BIN when set (CI sets
+# it to the debug binary its test build already made, so that no second,
+# release build of the workspace is needed), else the release binary of the
+# repository at $1.
+nvdepot_binary() {
+    if [[ -n ${NVDEPOT_BIN:-} ]]; then
+        echo "$NVDEPOT_BIN"
+    else
+        release_binary "$1"
+    fi
+}
