@@ -4,7 +4,7 @@
 # shared/harness/memaslap.sh, interleaved point by point; prints one line
 # per run: variant, concurrency, repetition, ops/s, average latency and the
 # server's CPU time per request (utime + stime from /proc).
-#   VARIANTS="memcached memcached-t2 written buffered t1" \
+#   VARIANTS="memcached memcached-t2 written buffered t1 pack8" \
 #     bash bench/ab/memcache-hot.sh REPS SECS CONC...
 # NVDEPOT: the nvdepot binary (default target/release/nvdepot); variants
 # a and b run NVDEPOT_A and NVDEPOT_B with default options; scratch
@@ -25,6 +25,7 @@ start() { # variant port: starts it in the background
     written) cmd=("${nv[@]}") ;;
     buffered) cmd=("${nv[@]}" --ack buffered) ;;
     t1) cmd=("${nv[@]}" -t 1) ;;
+    pack*) cmd=("${nv[@]}" --pack-connections "${1#pack}") ;; # e.g. pack8
     a | b) # two builds A/B: NVDEPOT_A, NVDEPOT_B, default options
       local bin=$NVDEPOT_A; [ "$1" = b ] && bin=$NVDEPOT_B
       cmd=("$bin" "${nv[@]:1}") ;;

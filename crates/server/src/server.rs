@@ -86,6 +86,14 @@ pub struct ServerConfig {
     /// but showed no throughput or CPU-per-request win in the A/B runs
     /// made so far (bench/results/README.md, "Multishot receives").
     pub multishot_recv: bool,
+    /// Connections a worker takes before the next worker gets any: a new
+    /// connection goes to the busiest worker still below this count, and
+    /// once every worker has this many, to the least loaded. A handful of
+    /// connections then share one worker, as they would a single-threaded
+    /// server, instead of each worker sleeping and waking for one or two
+    /// of them. 0 or 1: spread from the first connection (least loaded,
+    /// ties round robin).
+    pub pack_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -96,6 +104,7 @@ impl Default for ServerConfig {
             connections_max: 1024,
             threads: default_threads(),
             multishot_recv: false,
+            pack_connections: 0,
         }
     }
 }
@@ -186,6 +195,7 @@ impl Server {
             shared: &shared,
             workers: &workers,
             connections_max: self.config.connections_max,
+            pack_connections: self.config.pack_connections,
             next_id: 0,
             next_worker: 0,
             last_accept_warning: None,
@@ -296,6 +306,7 @@ struct Acceptor<'a, F: Face> {
     shared: &'a Arc<Shared<F>>,
     workers: &'a [Worker<F>],
     connections_max: usize,
+    pack_connections: usize,
     next_id: u64,
     /// Where the search for the least loaded worker starts (round robin
     /// among equals).
@@ -434,16 +445,43 @@ impl<'a, F: Face> Acceptor<'a, F> {
         });
     }
 
-    /// The worker with the fewest connections; ties go round robin.
+    /// The worker a new connection goes to ([`pick_worker`]).
     fn least_loaded(&mut self) -> &'a Worker<F> {
-        let n = self.workers.len();
+        let loads: Vec<usize> = self
+            .workers
+            .iter()
+            .map(|w| w.inbox.load.load(Ordering::SeqCst))
+            .collect();
         let start = self.next_worker;
-        self.next_worker = (start + 1) % n;
-        (0..n)
-            .map(|i| &self.workers[(start + i) % n])
-            .min_by_key(|w| w.inbox.load.load(Ordering::SeqCst))
-            .expect("at least one worker")
+        self.next_worker = (start + 1) % loads.len();
+        &self.workers[pick_worker(&loads, self.pack_connections, start)]
     }
+}
+
+/// The index in `loads` (connections per worker, at least one worker) of
+/// the worker a new connection goes to: the busiest worker still below
+/// `pack` connections (the first such, so workers fill in order), else the
+/// least loaded, ties broken round robin from `start`.
+fn pick_worker(loads: &[usize], pack: usize, start: usize) -> usize {
+    let filling = loads
+        .iter()
+        .enumerate()
+        .filter(|&(_, &load)| load < pack)
+        .fold(
+            None,
+            |best: Option<(usize, usize)>, (i, &load)| match best {
+                Some((_, b)) if b >= load => best,
+                _ => Some((i, load)),
+            },
+        );
+    if let Some((i, _)) = filling {
+        return i;
+    }
+    let n = loads.len();
+    (0..n)
+        .map(|i| (start + i) % n)
+        .min_by_key(|&i| loads[i])
+        .expect("at least one worker")
 }
 
 /// Undoes a connection's registration when its task ends, even by panic.
@@ -465,7 +503,32 @@ impl<F: Face> Drop for Registered<F> {
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{pick_worker, resolve};
+
+    #[test]
+    fn pick_worker_spreads_or_packs() {
+        // Spread: the least loaded, ties round robin from `start`.
+        assert_eq!(pick_worker(&[0, 0], 0, 0), 0);
+        assert_eq!(pick_worker(&[0, 0], 0, 1), 1);
+        assert_eq!(pick_worker(&[1, 0], 0, 0), 1);
+        assert_eq!(pick_worker(&[3, 3, 2], 1, 0), 2);
+        // Pack 4: the first worker fills to 4, then the next one.
+        let mut loads = [0usize; 2];
+        for start in 0..12 {
+            let w = pick_worker(&loads, 4, start % 2);
+            loads[w] += 1;
+            if start < 4 {
+                assert_eq!(loads, [start + 1, 0]);
+            } else if start < 8 {
+                assert_eq!(loads, [4, start - 3]);
+            }
+        }
+        assert_eq!(loads, [6, 6]);
+        // The busiest worker below `pack` before an empty one; all full:
+        // the least loaded.
+        assert_eq!(pick_worker(&[4, 2, 0], 4, 0), 1);
+        assert_eq!(pick_worker(&[9, 9], 4, 1), 1);
+    }
 
     #[test]
     fn listen_entries() {

@@ -84,6 +84,10 @@ pub struct MemcacheArgs {
     #[arg(short = 't', long = "threads", value_name = "NUM",
           value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
+    /// Connections a worker takes before the next worker gets any (0:
+    /// spread them over the workers from the first).
+    #[arg(long, value_name = "NUM", default_value_t = 0)]
+    pack_connections: u32,
     /// Largest item value, with k/m suffixes: 1024 bytes to 128m.
     #[arg(short = 'I', long = "max-item-size", value_name = "BYTES", default_value = "1m",
           value_parser = parse_item_size)]
@@ -179,6 +183,7 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
         port: args.port,
         connections_max: args.conn_limit as usize,
         threads: args.threads.map_or_else(default_threads, |t| t as usize),
+        pack_connections: args.pack_connections as usize,
         ..ServerConfig::default()
     };
     let limits = Limits {

@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Worker threads. Default: the number of cores.
     #[arg(long, value_name = "NUM", value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
+    /// Connections a worker takes before the next worker gets any (0:
+    /// spread them over the workers from the first).
+    #[arg(long, value_name = "NUM", default_value_t = 0)]
+    pack_connections: u32,
     /// DRAM read cache of hot values, in megabytes (every key and value
     /// also lives on the device).
     #[arg(long, value_name = "MB", default_value_t = 64)]
@@ -119,6 +123,7 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
         port: args.port,
         connections_max: args.maxclients as usize,
         threads: args.threads.map_or_else(default_threads, |t| t as usize),
+        pack_connections: args.pack_connections as usize,
         ..ServerConfig::default()
     };
     let signals = crate::signals::block_termination_signals()?;
