@@ -121,7 +121,15 @@ impl AccessTable {
     pub fn fetched(&self, hash: u64, now: u32) {
         match self.find(hash) {
             Some((slot, e)) if e & FETCHED == 0 => slot.store(e | FETCHED, Ordering::Relaxed),
-            Some((slot, e)) => slot.store((e & !TIME_MASK) | self.clock(now), Ordering::Relaxed),
+            Some((slot, e)) => {
+                // Hits within the same second leave the entry as it is: no
+                // store, so that workers reading one hot item do not pull
+                // its cache line back and forth between cores.
+                let updated = (e & !TIME_MASK) | self.clock(now);
+                if updated != e {
+                    slot.store(updated, Ordering::Relaxed);
+                }
+            }
             None => self.put(hash, true, now),
         }
     }
