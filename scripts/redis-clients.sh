@@ -19,9 +19,8 @@ if ! python3 -c 'import redis' 2>/dev/null; then
     python3 -m pip install --quiet redis || python3 -m pip install --quiet --break-system-packages redis
 fi
 cd "$repo"
-cargo build -q -p nvdepot
-bin=${CARGO_TARGET_DIR:-$repo/target}/debug/nvdepot
-work=$(mktemp -d "${CARGO_TARGET_DIR:-$repo/target}/redis-clients.XXXXXX")
+bin=$(nvdepot_binary "$repo")
+work=$(mktemp -d "$(dirname "$(dirname "$bin")")/redis-clients.XXXXXX")
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 "$bin" serve --port 0 --data "$work/store" --size 128M --segment-size 8M 2>"$work/serve.log" &
 pid=$!

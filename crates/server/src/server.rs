@@ -425,7 +425,7 @@ impl<'a, F: Face> Acceptor<'a, F> {
                 return;
             }
         };
-        let worker = self.least_loaded();
+        let worker = self.choose_worker();
         let id = self.next_id;
         self.next_id += 1;
         shared.active.fetch_add(1, Ordering::SeqCst);
@@ -446,42 +446,39 @@ impl<'a, F: Face> Acceptor<'a, F> {
     }
 
     /// The worker a new connection goes to ([`pick_worker`]).
-    fn least_loaded(&mut self) -> &'a Worker<F> {
-        let loads: Vec<usize> = self
+    fn choose_worker(&mut self) -> &'a Worker<F> {
+        let loads = self
             .workers
             .iter()
-            .map(|w| w.inbox.load.load(Ordering::SeqCst))
-            .collect();
+            .map(|w| w.inbox.load.load(Ordering::SeqCst));
         let start = self.next_worker;
-        self.next_worker = (start + 1) % loads.len();
-        &self.workers[pick_worker(&loads, self.pack_connections, start)]
+        self.next_worker = (start + 1) % self.workers.len();
+        &self.workers[pick_worker(loads, self.pack_connections, start)]
     }
 }
 
-/// The index in `loads` (connections per worker, at least one worker) of
-/// the worker a new connection goes to: the busiest worker still below
+/// The index (among `loads`: connections per worker, at least one worker)
+/// of the worker a new connection goes to: the busiest worker still below
 /// `pack` connections (the first such, so workers fill in order), else the
 /// least loaded, ties broken round robin from `start`.
-fn pick_worker(loads: &[usize], pack: usize, start: usize) -> usize {
-    let filling = loads
-        .iter()
-        .enumerate()
-        .filter(|&(_, &load)| load < pack)
-        .fold(
-            None,
-            |best: Option<(usize, usize)>, (i, &load)| match best {
-                Some((_, b)) if b >= load => best,
-                _ => Some((i, load)),
-            },
-        );
-    if let Some((i, _)) = filling {
+fn pick_worker(loads: impl ExactSizeIterator<Item = usize>, pack: usize, start: usize) -> usize {
+    let n = loads.len();
+    let mut filling: Option<(usize, usize)> = None; // (load, index)
+    let mut least: Option<(usize, usize, usize)> = None; // (load, rank, index)
+    for (i, load) in loads.enumerate() {
+        if load < pack && filling.is_none_or(|(f, _)| load > f) {
+            filling = Some((load, i));
+        }
+        // Ties go to the first worker at or after `start`, round robin.
+        let rank = (i + n - start % n) % n;
+        if least.is_none_or(|(l, r, _)| (load, rank) < (l, r)) {
+            least = Some((load, rank, i));
+        }
+    }
+    if let Some((_, i)) = filling {
         return i;
     }
-    let n = loads.len();
-    (0..n)
-        .map(|i| (start + i) % n)
-        .min_by_key(|&i| loads[i])
-        .expect("at least one worker")
+    least.expect("at least one worker").2
 }
 
 /// Undoes a connection's registration when its task ends, even by panic.
@@ -508,14 +505,14 @@ mod tests {
     #[test]
     fn pick_worker_spreads_or_packs() {
         // Spread: the least loaded, ties round robin from `start`.
-        assert_eq!(pick_worker(&[0, 0], 0, 0), 0);
-        assert_eq!(pick_worker(&[0, 0], 0, 1), 1);
-        assert_eq!(pick_worker(&[1, 0], 0, 0), 1);
-        assert_eq!(pick_worker(&[3, 3, 2], 1, 0), 2);
+        assert_eq!(pick_worker([0, 0].into_iter(), 0, 0), 0);
+        assert_eq!(pick_worker([0, 0].into_iter(), 0, 1), 1);
+        assert_eq!(pick_worker([1, 0].into_iter(), 0, 0), 1);
+        assert_eq!(pick_worker([3, 3, 2].into_iter(), 1, 0), 2);
         // Pack 4: the first worker fills to 4, then the next one.
         let mut loads = [0usize; 2];
         for start in 0..12 {
-            let w = pick_worker(&loads, 4, start % 2);
+            let w = pick_worker(loads.into_iter(), 4, start % 2);
             loads[w] += 1;
             if start < 4 {
                 assert_eq!(loads, [start + 1, 0]);
@@ -526,8 +523,8 @@ mod tests {
         assert_eq!(loads, [6, 6]);
         // The busiest worker below `pack` before an empty one; all full:
         // the least loaded.
-        assert_eq!(pick_worker(&[4, 2, 0], 4, 0), 1);
-        assert_eq!(pick_worker(&[9, 9], 4, 1), 1);
+        assert_eq!(pick_worker([4, 2, 0].into_iter(), 4, 0), 1);
+        assert_eq!(pick_worker([9, 9].into_iter(), 4, 1), 1);
     }
 
     #[test]
