@@ -160,9 +160,16 @@ pub(crate) async fn wait_durable<L: Log>(
                     continue;
                 }
                 None
-            } else if mode == Mode::Ring && !gathered && !c.batches.is_empty() && log.gathers() {
-                // The device is busy with an earlier batch anyway: let the
-                // rest of this loop turn append first.
+            } else if mode == Mode::Ring
+                && !gathered
+                && (!c.batches.is_empty() || nvdepot_io::uring::others_ready())
+                && log.gathers()
+            {
+                // The device is busy with an earlier batch anyway, or other
+                // tasks of this loop turn are still to run (other
+                // connections' sets, say): let them append first, so that
+                // one device write carries them all (each write costs tens
+                // of microseconds of CPU in a VM's doorbell).
                 gathered = true;
                 Some(None)
             } else {

@@ -285,6 +285,12 @@ pub(crate) fn with_core<R>(f: impl FnOnce(&Rc<Core>) -> R) -> Option<R> {
     CURRENT.with(|c| c.borrow().as_ref().map(f))
 }
 
+/// True when the current runtime has other tasks ready to run in this
+/// loop turn (false outside a runtime).
+pub fn others_ready() -> bool {
+    with_core(|core| !core.ready.borrow().is_empty()).unwrap_or(false)
+}
+
 /// True if called from inside [`Runtime::block_on`] (so IO goes to a ring).
 pub fn in_runtime() -> bool {
     CURRENT.with(|c| c.borrow().is_some())
