@@ -80,6 +80,9 @@ impl MemcacheStorage {
 /// outside one (tests, tools) they block.
 impl Storage for MemcacheStorage {
     async fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
+        // A hit is followed by `fetched`: overlap its cache miss with the
+        // lookup's.
+        self.cache.prefetch_access(self.ns, key);
         match self.cache.get(self.ns, key).await.map_err(err)? {
             Some(it) => Ok(Some(item(it)?)),
             None => Ok(None),

@@ -147,6 +147,12 @@ impl CacheStore {
         self.access.get(Self::key_hash(ns, key), unix_now())
     }
 
+    /// Starts loading the access-table entry of `key` into the CPU cache
+    /// ahead of a [`fetched`](Self::fetched) (see [`AccessTable::prefetch`]).
+    pub fn prefetch_access(&self, ns: Namespace, key: &[u8]) {
+        self.access.prefetch(Self::key_hash(ns, key))
+    }
+
     /// Counts a fetch of the item under `key` (see [`AccessTable`]).
     pub fn fetched(&self, ns: Namespace, key: &[u8]) {
         self.access.fetched(Self::key_hash(ns, key), unix_now())
