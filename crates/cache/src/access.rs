@@ -177,6 +177,31 @@ mod tests {
     const T0: u32 = 1_700_000_000;
 
     #[test]
+    fn prefetch_changes_nothing() {
+        let t = AccessTable::new(4096, T0);
+        for h in [0, 1, u64::MAX, 0xdead_beef_u64 << 20] {
+            t.prefetch(h);
+            assert_eq!(
+                t.get(h, T0 + 3),
+                Access {
+                    fetched: false,
+                    idle_secs: 3
+                }
+            );
+        }
+        t.written(7, T0);
+        t.prefetch(7);
+        t.fetched(7, T0 + 1);
+        assert_eq!(
+            t.get(7, T0 + 1),
+            Access {
+                fetched: true,
+                idle_secs: 0
+            }
+        );
+    }
+
+    #[test]
     fn written_then_fetched() {
         let t = AccessTable::new(4096, T0);
         assert_eq!(t.bytes(), 4096);
