@@ -192,11 +192,12 @@ mod tests {
         t.written(7, T0);
         t.prefetch(7);
         t.fetched(7, T0 + 1);
+        // The first fetch marks it; the time stays (memcached).
         assert_eq!(
             t.get(7, T0 + 1),
             Access {
                 fetched: true,
-                idle_secs: 0
+                idle_secs: 1
             }
         );
     }
