@@ -8,15 +8,9 @@
 # store under BENCH_DIR (default bench/work/trace).
 set -u
 BIN=$1 C=$2 S=$3
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-H=${HARNESS:-$ROOT/../shared/harness}
-W=${BENCH_DIR:-$ROOT/bench/work/trace}; rm -rf "$W"; mkdir -p "$W"
 PORT=${PORT:-22710}
-"$BIN" memcache -p "$PORT" -l 127.0.0.1 -m 1024 --data "$W/d" --size 4G >/dev/null 2>&1 &
-P=$!
-trap 'kill $P 2>/dev/null; wait $P 2>/dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
-bash "$H/memaslap.sh" 127.0.0.1 "$PORT" 2 "$C" >/dev/null 2>&1 # warm-up
+source "$(dirname "$0")/lib.sh"
+start_memcache "$BIN" "$C" "$PORT" trace
 perf stat -x, -o "$W/stat.txt" -e io_uring:io_uring_submit_req,io_uring:io_uring_poll_arm,io_uring:io_uring_complete,raw_syscalls:sys_enter,context-switches,page-faults -p "$P" -- sleep "$S" &
 R=$!
 out=$(bash "$H/memaslap.sh" 127.0.0.1 "$PORT" "$S" "$C" 2>&1 | tail -1)

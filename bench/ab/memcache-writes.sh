@@ -8,15 +8,9 @@
 # (default bench/work/writes).
 set -u
 BIN=$1 C=$2 S=${3:-5}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-H=${HARNESS:-$ROOT/../shared/harness}
-W=${BENCH_DIR:-$ROOT/bench/work/writes}; rm -rf "$W"; mkdir -p "$W"
 PORT=${PORT:-22601}
-"$BIN" memcache -p "$PORT" -l 127.0.0.1 -m 1024 --data "$W/d" --size 4G >/dev/null 2>&1 &
-P=$!
-trap 'kill $P 2>/dev/null; wait $P 2>/dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
-bash "$H/memaslap.sh" 127.0.0.1 "$PORT" 2 "$C" >/dev/null # warm-up
+source "$(dirname "$0")/lib.sh"
+start_memcache "$BIN" "$C" "$PORT" writes
 c0=$(awk '{print $14+$15}' "/proc/$P/stat")
 perf stat -x, -o "$W/stat.txt" -a -e block:block_rq_issue -- \
     bash "$H/memaslap.sh" 127.0.0.1 "$PORT" "$S" "$C" >"$W/memaslap.txt"

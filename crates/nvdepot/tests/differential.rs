@@ -43,6 +43,11 @@ use rand::{Rng, SeedableRng};
 use common::{temp_dir, Server};
 
 const KEYS: usize = 5;
+/// The largest number the generator stores (2^62) and its largest delta:
+/// a run of a few thousand requests cannot carry a value to 2^63 (see
+/// `Gen::value`).
+const BIG: u64 = 1 << 62;
+const BIG_DELTA: &str = "1000000000";
 
 /// One piece of a request: bytes, or the CAS unique a server gave out as
 /// the `n`th distinct one (each server gets its own).
@@ -170,10 +175,19 @@ impl Gen {
         }
     }
 
+    /// Numbers stay below 2^63 (the big value and the big deltas are far
+    /// from it): memcached 1.6.18's `safe_strtoull`, for a number that
+    /// is negative as an `i64`, looks for a '-' with `strchr` from the
+    /// start of the item's data, past the value's "\r\n" into whatever
+    /// the slab holds after it, up to a NUL byte. So its incr/decr of such
+    /// a value answers `non-numeric value` or not by the memory after the
+    /// item (seen in CI: `decr` of 18446744073709551615, not reproduced
+    /// on a replay). Wrap-around at 2^64 is covered by the protocol
+    /// crate's tests (crates/memcache/tests/text.rs).
     fn value(&mut self) -> Vec<u8> {
         match self.rng.gen_range(0..4) {
             0 => self.rng.gen_range(0u64..100).to_string().into_bytes(),
-            1 => b"18446744073709551615".to_vec(),
+            1 => BIG.to_string().into_bytes(),
             2 => Vec::new(),
             _ => {
                 let n = self.rng.gen_range(1..12);
@@ -226,7 +240,7 @@ impl Gen {
             }
             7 | 8 => {
                 let cmd = ["incr", "decr"][self.rng.gen_range(0..2)];
-                let d = ["1", "5", "18446744073709551615", "0"][self.rng.gen_range(0..4)];
+                let d = ["1", "5", BIG_DELTA, "0"][self.rng.gen_range(0..4)];
                 vec![
                     b(&format!("{cmd} ")),
                     Part::Key(k),
@@ -379,7 +393,7 @@ impl Gen {
                 (e, self.value())
             }
             0x05 | 0x06 | 0x15 | 0x16 => {
-                let delta: u64 = [1, 7, u64::MAX][self.rng.gen_range(0..3)];
+                let delta: u64 = [1, 7, BIG_DELTA.parse().unwrap()][self.rng.gen_range(0..3)];
                 let mut e = delta.to_be_bytes().to_vec();
                 e.extend_from_slice(&self.rng.gen_range(0u64..50).to_be_bytes());
                 let exp: u32 = [0, u32::MAX, 1000][self.rng.gen_range(0..3)];
