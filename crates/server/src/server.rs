@@ -41,6 +41,7 @@
 //! server), the workers are told to finish, every thread is joined and
 //! [`Server::serve`] returns.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -461,24 +462,24 @@ impl<'a, F: Face> Acceptor<'a, F> {
 /// of the worker a new connection goes to: the busiest worker still below
 /// `pack` connections (the first such, so workers fill in order), else the
 /// least loaded, ties broken round robin from `start`.
-fn pick_worker(loads: impl ExactSizeIterator<Item = usize>, pack: usize, start: usize) -> usize {
+fn pick_worker(
+    loads: impl ExactSizeIterator<Item = usize> + Clone,
+    pack: usize,
+    start: usize,
+) -> usize {
     let n = loads.len();
-    let mut filling: Option<(usize, usize)> = None; // (load, index)
-    let mut least: Option<(usize, usize, usize)> = None; // (load, rank, index)
-    for (i, load) in loads.enumerate() {
-        if load < pack && filling.is_none_or(|(f, _)| load > f) {
-            filling = Some((load, i));
-        }
-        // Ties go to the first worker at or after `start`, round robin.
-        let rank = (i + n - start % n) % n;
-        if least.is_none_or(|(l, r, _)| (load, rank) < (l, r)) {
-            least = Some((load, rank, i));
-        }
-    }
-    if let Some((_, i)) = filling {
-        return i;
-    }
-    least.expect("at least one worker").2
+    let filling = loads
+        .clone()
+        .enumerate()
+        .filter(|&(_, load)| load < pack)
+        .max_by_key(|&(i, load)| (load, Reverse(i)));
+    // Ties go to the first worker at or after `start`, round robin.
+    let least = || {
+        loads
+            .enumerate()
+            .min_by_key(|&(i, load)| (load, (i + n - start % n) % n))
+    };
+    filling.or_else(least).expect("at least one worker").0
 }
 
 /// Undoes a connection's registration when its task ends, even by panic.
