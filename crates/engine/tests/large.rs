@@ -342,9 +342,14 @@ fn readers_never_see_a_mix_and_updates_are_atomic() {
     let b = Arc::new(value(2 * MIB as usize + 200, 2));
     s.put(ns, b"k", &a).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers that have read once: the writer starts only then, so that
+    // it races them (on a busy machine it could finish before a reader
+    // thread first ran).
+    let reading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let (s, a, b, stop) = (s.clone(), a.clone(), b.clone(), stop.clone());
+            let reading = reading.clone();
             std::thread::spawn(move || {
                 let mut reads = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -352,12 +357,21 @@ fn readers_never_see_a_mix_and_updates_are_atomic() {
                     assert!(v == *a || v == *b, "a mix of {} bytes", v.len());
                     let r = s.get_range(ns, b"k", 300_000, 10).unwrap().unwrap();
                     assert!(r == a[300_000..300_010] || r == b[300_000..300_010]);
+                    if reads == 0 {
+                        reading.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
                     reads += 1;
                 }
                 reads
             })
         })
         .collect();
+    // (A reader that failed ends: its join below reports it.)
+    while reading.load(std::sync::atomic::Ordering::SeqCst) < 2
+        && !readers.iter().any(|r| r.is_finished())
+    {
+        std::thread::yield_now();
+    }
     for i in 0..20 {
         s.put(ns, b"k", if i % 2 == 0 { &b } else { &a }).unwrap();
     }
