@@ -26,7 +26,10 @@
 #   SKIP             words to leave out: rocksdb stripe put page
 #   KEEP=1           keep the data files
 # Output: one line per comparison, last
-#   `ratio get_qd128=... get_qd1_latency_delta_us=... put_vs_seqwrite=... vs_rocksdb=...`
+#   `ratio get_qd128=... get_qd1_latency_delta_us=... put_durable_vs_fio=... put_unflushed_vs_fio=... vs_rocksdb=...`
+# (puts: inserts of new keys, as uDepot measures PUTs, against fio's 4 KiB
+# writes at QD 128 with an fdatasync every 64 / without; overwrites of
+# loaded keys, with the device reads each one costs, on the line before)
 # and bench/results/engine-vs-fio[-quick].{json,md} + PNGs (gnuplot).
 # Needs fio (apt), rocksdb-tools (apt, for db_bench), gnuplot-nox (apt,
 # optional); installs missing ones with apt-get when run as root.
@@ -72,7 +75,7 @@ BENCH_DIR=$(cd "$BENCH_DIR" && pwd)
 [ "$(stat -f -c %T "$BENCH_DIR")" != tmpfs ] || die "BENCH_DIR is a tmpfs: O_DIRECT and the disk are the point"
 WORK=$BENCH_DIR/engine-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$WORK/logs"
-cleanup() { [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"/*.dat "$WORK"/*.nvd "$WORK/store" "$WORK/store-page" "$WORK/rocksdb"; }
+cleanup() { [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"/*.dat "$WORK"/*.nvd "$WORK/store" "$WORK/store-page" "$WORK/store-insert" "$WORK/rocksdb"; }
 trap cleanup EXIT
 log "work directory $WORK; $KEYS keys, ${DATA_MB} MiB of records, REPS=$REPS SECS=$SECS"
 
@@ -140,10 +143,12 @@ rm -f "$FIO_FILE"
 
 # ---- nvdepot: the store on the same disk -------------------------------------
 STORE=$WORK/store
+DISK=$(basename "$(df --output=source "$WORK" | tail -1)")
+disk_reads() { awk -v d="$DISK" '$3 == d {n = $4} END {print n + 0}' /proc/diskstats; }
 nv() {   # OUT SECONDS ARGS...: one bench engine invocation
   local out=$1 secs=$2
   shift 2
-  run_nice "$NVDEPOT" bench engine --keys "$KEYS" --duration "$secs" --json "$out" "$@" \
+  run_nice "$NVDEPOT" bench engine --keys "${NV_KEYS:-$KEYS}" --duration "$secs" --json "$out" "$@" \
       >>"$WORK/logs/nvdepot.log" 2>&1
 }
 log "nvdepot: loading $KEYS keys into $STORE (${STORE_MB} MiB file)"
@@ -169,15 +174,40 @@ if ! skipped page; then
   rm -rf "$PAGE"
 fi
 if ! skipped put; then
+  # Overwrites of loaded keys at random. Each must first learn whether the
+  # index entry with its fingerprint is this key (the index holds no keys):
+  # the location cache answers for keys written since the store opened,
+  # else the old record's header is read. diskstats counts those reads.
   for rep in $(seq 1 "$REPS"); do
     out=$WORK/logs/nv-put-$rep.json
+    r0=$(disk_reads)
     nv "$out" "$SECS" --data "$STORE" --size "${STORE_MB}M" --backend uring --op put --qd 128 \
         && echo -e "nvdepot\t-\tput\t-\t$rep\t$out" >>"$RUNS"
+    echo -e "nvdepot-uring\t$rep\t$(( $(disk_reads) - r0 ))\t$out" >>"$WORK/put-reads.tsv"
     out=$WORK/logs/nv-put-nosync-$rep.json
+    r0=$(disk_reads)
     nv "$out" "$SECS" --data "$STORE" --size "${STORE_MB}M" --backend uring --op put --qd 128 --no-sync \
         && echo -e "nvdepot-nosync\t-\tput\t-\t$rep\t$out" >>"$RUNS"
+    echo -e "nvdepot-nosync\t$rep\t$(( $(disk_reads) - r0 ))\t$out" >>"$WORK/put-reads.tsv"
     log "nvdepot put rep $rep done"
   done
+  # Inserts: puts of new keys into a fresh store (uDepot's PUT benchmark,
+  # §5.2: random PUTs into an empty store), durable and unflushed. The
+  # phase ends early if the file's free segments run out.
+  INSERT=$WORK/store-insert
+  INSERT_MB=$(( SECS * 1500 + 1024 ))
+  for rep in $(seq 1 "$REPS"); do
+    for mode in durable unflushed; do
+      rm -rf "$INSERT"
+      flags=(); kind=nvdepot-insert
+      if [ "$mode" = unflushed ]; then flags=(--no-sync); kind=nvdepot-insert-nosync; fi
+      out=$WORK/logs/nv-insert-$mode-$rep.json
+      NV_KEYS=1000 nv "$out" "$SECS" --data "$INSERT" --size "${INSERT_MB}M" --backend uring \
+          --op insert --qd 128 "${flags[@]}" && echo -e "$kind\t-\tinsert\t-\t$rep\t$out" >>"$RUNS"
+    done
+    log "nvdepot insert rep $rep done"
+  done
+  rm -rf "$INSERT"
 fi
 rm -rf "$STORE"
 

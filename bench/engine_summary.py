@@ -23,6 +23,11 @@ import subprocess
 import sys
 
 
+# The issue's ratio line, in its order.
+HEADLINE = ("get_qd128", "get_qd1_latency_delta_us", "put_durable_vs_fio", "put_unflushed_vs_fio",
+            "vs_rocksdb")
+
+
 def series_points(work):
     """{(series, op, qd): {"ops": [...], "p50": [...], "p99": [...]}}"""
     pts = {}
@@ -150,27 +155,54 @@ def main():
     f1, n1 = med("fio-io_uring", "get", 1, "p50"), med("nvdepot-uring", "get", 1, "p50")
     if f1 and n1:
         ratios["get_qd1_latency_delta_us"] = round(n1 - f1, 1)
+    # PUTs. The headline rows are inserts (new keys into a fresh store),
+    # as uDepot measures PUTs; overwrites of loaded keys follow, with the
+    # device reads each cost (the check that a fingerprint's entry is this
+    # key, when the location cache does not know it).
     seq = med("fio-seqwrite", "put", 32)
-    put = med("nvdepot-uring", "put", 128)
-    put_ns = med("nvdepot-nosync", "put", 128)
-    if seq and put:
-        ratios["put_vs_seqwrite"] = round(put / seq, 3)
-        cmp_lines.append("put qd128 durable nvdepot-uring %.0f ops/s vs fio seq write %.0f 4KiB-ops/s: %.3f"
-                         % (put, seq, put / seq))
-    if seq and put_ns:
-        ratios["put_nosync_vs_seqwrite"] = round(put_ns / seq, 3)
-        cmp_lines.append("put qd128 unflushed nvdepot-uring %.0f ops/s vs fio seq write: %.3f"
-                         % (put_ns, put_ns / seq))
     w4 = med("fio-write4k", "put", 128)
     w4s = med("fio-write4k-fdatasync64", "put", 128)
-    if w4s and put:
-        ratios["put_vs_write4k_fdatasync64"] = round(put / w4s, 3)
-        cmp_lines.append("put qd128 durable nvdepot-uring %.0f ops/s vs fio 4k writes qd128 fdatasync/64 %.0f: %.3f"
-                         % (put, w4s, put / w4s))
-    if w4 and put_ns:
-        ratios["put_nosync_vs_write4k"] = round(put_ns / w4, 3)
-        cmp_lines.append("put qd128 unflushed nvdepot-uring %.0f ops/s vs fio 4k writes qd128 %.0f: %.3f"
-                         % (put_ns, w4, put_ns / w4))
+    ins = med("nvdepot-insert", "insert", 128)
+    ins_ns = med("nvdepot-insert-nosync", "insert", 128)
+    put = med("nvdepot-uring", "put", 128)
+    put_ns = med("nvdepot-nosync", "put", 128)
+    if w4s and ins:
+        ratios["put_durable_vs_fio"] = round(ins / w4s, 3)
+        cmp_lines.append("insert qd128 durable nvdepot %.0f ops/s vs fio 4k writes qd128 fdatasync/64 %.0f: %.3f"
+                         % (ins, w4s, ins / w4s))
+    if w4 and ins_ns:
+        ratios["put_unflushed_vs_fio"] = round(ins_ns / w4, 3)
+        cmp_lines.append("insert qd128 unflushed nvdepot %.0f ops/s vs fio 4k writes qd128 %.0f: %.3f"
+                         % (ins_ns, w4, ins_ns / w4))
+    reads = {}
+    reads_path = os.path.join(work, "put-reads.tsv")
+    if os.path.exists(reads_path):
+        with open(reads_path) as f:
+            for line in f:
+                series, _rep, n, path = line.rstrip("\n").split("\t")
+                try:
+                    ops = sum(r["ops"] for r in json.load(open(path))["runs"])
+                except (OSError, ValueError, KeyError):
+                    continue
+                if ops:
+                    reads.setdefault(series, []).append(int(n) / ops)
+    for name, value, ref, ref_name, key in (
+            ("durable", put, w4s, "fio 4k writes qd128 fdatasync/64", "put_overwrite_durable_vs_fio"),
+            ("unflushed", put_ns, w4, "fio 4k writes qd128", "put_overwrite_unflushed_vs_fio")):
+        if not (value and ref):
+            continue
+        ratios[key] = round(value / ref, 3)
+        series = "nvdepot-uring" if name == "durable" else "nvdepot-nosync"
+        per = reads.get(series)
+        note = " (%.2f device reads per put)" % statistics.median(per) if per else ""
+        cmp_lines.append("put qd128 %s overwrites nvdepot %.0f ops/s vs %s %.0f: %.3f%s"
+                         % (name, value, ref_name, ref, value / ref, note))
+        if per:
+            ratios[key.replace("_vs_fio", "_reads_per_put")] = round(statistics.median(per), 2)
+    if seq and ins:
+        ratios["put_durable_vs_seqwrite"] = round(ins / seq, 3)
+        cmp_lines.append("insert qd128 durable nvdepot %.0f ops/s vs fio 1 MiB seq writes %.0f 4KiB-ops/s: %.3f"
+                         % (ins, seq, ins / seq))
     s128 = med("nvdepot-2files", "get", 128)
     if s128 and n128:
         ratios["stripe2_vs_1_qd128"] = round(s128 / n128, 3)
@@ -182,9 +214,8 @@ def main():
                          % (n128, rdb, n128 / rdb))
     ratio_line = "ratio " + " ".join(
         "%s=%s" % (k, ratios.get(k, "n/a"))
-        for k in ("get_qd128", "get_qd1_latency_delta_us", "put_vs_seqwrite", "vs_rocksdb"))
-    extra = " ".join("%s=%s" % (k, v) for k, v in ratios.items()
-                     if k not in ("get_qd128", "get_qd1_latency_delta_us", "put_vs_seqwrite", "vs_rocksdb"))
+        for k in HEADLINE)
+    extra = " ".join("%s=%s" % (k, v) for k, v in ratios.items() if k not in HEADLINE)
 
     out = "\n".join(lines + cmp_lines + ([extra] if extra else []) + [ratio_line])
     print(out)

@@ -24,17 +24,17 @@ fi
 echo "bench smoke: bench index ran ($runs runs)"
 
 # A smoke run of `nvdepot bench engine` (seconds: 2000 keys, both backends,
-# GET and PUT at QD 1 and 16) on a data file on the repository's disk
+# GET, PUT and INSERT at QD 1 and 16) on a data file on the repository's disk
 # (O_DIRECT needs a real filesystem, not a tmpfs). Exit 1 = a GET returned
 # a wrong value.
 mkdir -p "$repo/bench/work"
 work=$(mktemp -d "$repo/bench/work/smoke-XXXXXX")
 trap 'rm -f "$json"; rm -rf "$work"' EXIT
 "$bin" bench engine --data "$work/store" --size 256M --segment-size 4M --keys 2000 \
-    --duration 0.5 --backend sync,uring --op get,put --qd 1,16 --json "$json"
+    --duration 0.5 --backend sync,uring --op get,put,insert --qd 1,16 --json "$json"
 runs=$(grep -c '"backend"' "$json")
-if [ "$runs" -ne 8 ]; then
-    echo "bench smoke: expected 8 engine runs in the JSON, found $runs" >&2
+if [ "$runs" -ne 12 ]; then
+    echo "bench smoke: expected 12 engine runs in the JSON, found $runs" >&2
     exit 1
 fi
 echo "bench smoke: bench engine ran ($runs runs)"

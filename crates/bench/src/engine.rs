@@ -4,8 +4,10 @@
 //! derived from it), values of `value_bytes` whose first 8 bytes repeat the
 //! key's number, so every GET checks it got its own key's value. The load
 //! phase writes keys `0..keys` (skipped for keys a reused store already
-//! holds); the measured phase does uniform random GETs or overwriting PUTs
-//! at a fixed queue depth:
+//! holds); the measured phase does uniform random GETs, overwriting PUTs
+//! of loaded keys, or INSERTs (PUTs of keys the store does not hold yet,
+//! the next numbers past the loaded ones: uDepot's PUT benchmark, which
+//! puts into an empty store) at a fixed queue depth:
 //! - `sync` backend: `qd` threads, each one blocking call at a time (the
 //!   thread-pool model: pread/pwrite);
 //! - `uring` backend: `threads` threads (thread per core), each with its
@@ -47,7 +49,10 @@ impl Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineOp {
     Get,
+    /// Overwrites of loaded keys, chosen at random.
     Put,
+    /// Puts of new keys (numbers past every key the store holds).
+    Insert,
 }
 
 impl EngineOp {
@@ -55,6 +60,7 @@ impl EngineOp {
         match self {
             EngineOp::Get => "get",
             EngineOp::Put => "put",
+            EngineOp::Insert => "insert",
         }
     }
 }
@@ -266,17 +272,51 @@ impl Tally {
     }
 }
 
-/// One operation of the measured phase; `Ok(false)` = wrong answer.
+/// The key numbers an insert phase hands out: `next..end`, `end` chosen
+/// so that the new records fit in the store's free segments.
+struct NewKeys {
+    next: AtomicU64,
+    end: u64,
+}
+
+impl NewKeys {
+    fn for_store(store: &Store, cfg: &EngineConfig) -> NewKeys {
+        let s = store.stats();
+        let start = s.keys.max(cfg.keys);
+        // A record is the value, a key of at most 32 bytes and its header,
+        // rounded up to grains; budget 1 KiB over the value, and leave a
+        // few segments free for the log's own needs.
+        let record = cfg.value_bytes as u64 + 1024;
+        let room = s.segments_free.saturating_sub(4) * s.segment_bytes;
+        NewKeys {
+            next: AtomicU64::new(start),
+            end: (start + room / record).min(u32::MAX as u64),
+        }
+    }
+}
+
+/// One operation of the measured phase; `Ok(false)` = wrong answer,
+/// `Ok(None)` = no new key left to insert.
+#[allow(clippy::too_many_arguments)]
 async fn one_op(
     store: &Store,
     ns: Namespace,
     cfg: &EngineConfig,
+    new_keys: &NewKeys,
     rng: &mut Rng,
     k: &mut Vec<u8>,
     v: &mut Vec<u8>,
     blocking: bool,
-) -> Result<bool, String> {
-    let i = rng.below(cfg.keys);
+) -> Result<Option<bool>, String> {
+    let i = if cfg.op == EngineOp::Insert {
+        let i = new_keys.next.fetch_add(1, Ordering::Relaxed);
+        if i >= new_keys.end {
+            return Ok(None);
+        }
+        i
+    } else {
+        rng.below(cfg.keys)
+    };
     key(i, k);
     match cfg.op {
         EngineOp::Get => {
@@ -286,9 +326,11 @@ async fn one_op(
                 store.get_async(ns, k).await
             }
             .map_err(|e| e.to_string())?;
-            Ok(got.is_some_and(|v| value_is_of(&v, i, cfg.value_bytes)))
+            Ok(Some(
+                got.is_some_and(|v| value_is_of(&v, i, cfg.value_bytes)),
+            ))
         }
-        EngineOp::Put => {
+        EngineOp::Put | EngineOp::Insert => {
             next_value(v, i, rng.next_u64() | 1, cfg.value_bytes);
             if blocking {
                 store.put(ns, k, v)
@@ -296,7 +338,7 @@ async fn one_op(
                 store.put_async(ns, k, v).await
             }
             .map_err(|e| e.to_string())?;
-            Ok(true)
+            Ok(Some(true))
         }
     }
 }
@@ -305,6 +347,7 @@ async fn one_op(
 async fn worker(
     store: Arc<Store>,
     cfg: Arc<EngineConfig>,
+    new_keys: Arc<NewKeys>,
     seed: u64,
     stop: Arc<AtomicBool>,
     blocking: bool,
@@ -316,7 +359,15 @@ async fn worker(
     let mut t = Tally::new();
     while !stop.load(Ordering::Relaxed) {
         let start = Instant::now();
-        let ok = one_op(&store, ns, &cfg, &mut rng, &mut k, &mut v, blocking).await?;
+        let Some(ok) = one_op(
+            &store, ns, &cfg, &new_keys, &mut rng, &mut k, &mut v, blocking,
+        )
+        .await?
+        else {
+            // The store is as full as an insert phase may make it.
+            stop.store(true, Ordering::Relaxed);
+            break;
+        };
         let ns_taken = start.elapsed().as_nanos() as u64;
         t.hist.saturating_record(ns_taken.max(1));
         t.ops += 1;
@@ -330,15 +381,17 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
     assert!(cfg.qd >= 1 && cfg.threads >= 1);
     let cfg = Arc::new(cfg.clone());
     let stop = Arc::new(AtomicBool::new(false));
+    let new_keys = Arc::new(NewKeys::for_store(store, &cfg));
     let before = store.stats();
     let start = Instant::now();
     let handles: Vec<std::thread::JoinHandle<Result<Tally, String>>> = match cfg.backend {
         Backend::Sync => (0..cfg.qd)
             .map(|w| {
                 let (store, cfg, stop) = (store.clone(), cfg.clone(), stop.clone());
+                let new_keys = new_keys.clone();
                 std::thread::spawn(move || {
                     let seed = cfg.seed * 7919 + w as u64;
-                    uring::run_ready(worker(store, cfg, seed, stop, true))
+                    uring::run_ready(worker(store, cfg, new_keys, seed, stop, true))
                 })
             })
             .collect(),
@@ -347,6 +400,7 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
             (0..threads)
                 .map(|th| {
                     let (store, cfg, stop) = (store.clone(), cfg.clone(), stop.clone());
+                    let new_keys = new_keys.clone();
                     // Spread qd over the threads: the first qd % threads get one more.
                     let tasks = cfg.qd / threads + usize::from(th < cfg.qd % threads);
                     std::thread::spawn(move || {
@@ -358,6 +412,7 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
                                     uring::spawn(worker(
                                         store.clone(),
                                         cfg.clone(),
+                                        new_keys.clone(),
                                         seed,
                                         stop.clone(),
                                         false,
@@ -375,7 +430,10 @@ pub fn run(store: &Arc<Store>, cfg: &EngineConfig) -> Result<EngineReport, Strin
                 .collect()
         }
     };
-    std::thread::sleep(cfg.duration);
+    // Until the duration is over, or an insert phase ran out of room.
+    while start.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(5).min(cfg.duration));
+    }
     stop.store(true, Ordering::Relaxed);
     let mut all = Tally::new();
     let mut first_err = None;
@@ -554,5 +612,41 @@ mod tests {
         }
         let j = json(&l, &[]);
         assert!(j.contains("\"keys_written\": 2000"));
+    }
+
+    #[test]
+    fn an_insert_phase_adds_new_keys_and_stops_when_the_store_has_no_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EngineConfig {
+            paths: vec![dir.path().join("store")],
+            device_bytes: 16 << 20,
+            segment_bytes: 1 << 20,
+            grain_bytes: 512,
+            backend: Backend::Uring,
+            op: EngineOp::Insert,
+            qd: 8,
+            threads: 2,
+            value_bytes: 4096,
+            keys: 100,
+            duration: Duration::from_secs(60),
+            sync_puts: false,
+            seed: 1,
+        };
+        let store = Arc::new(open_store(&cfg).unwrap());
+        load(&store, &cfg).unwrap();
+        let room = NewKeys::for_store(&store, &cfg);
+        let expected = room.end - 100;
+        assert!(expected > 100, "{expected}");
+        let r = run(&store, &cfg).unwrap();
+        // It ran out of new keys long before the minute was over.
+        assert!(r.seconds < 30.0, "{r:?}");
+        assert_eq!(r.ops, expected, "{r:?}");
+        assert_eq!(store.count(store.default_namespace()), 100 + expected);
+        let mut k = Vec::new();
+        for i in [100, 100 + expected - 1] {
+            key(i, &mut k);
+            let v = store.get(store.default_namespace(), &k).unwrap().unwrap();
+            assert_eq!(&v[..8], &i.to_le_bytes());
+        }
     }
 }

@@ -45,7 +45,8 @@ pub struct EngineBenchArgs {
     /// pread/pwrite) and/or uring (io_uring thread per core).
     #[arg(long, value_name = "B", default_value = "uring", value_delimiter = ',', value_parser = parse_backend)]
     backend: Vec<Backend>,
-    /// Operations to measure: get and/or put (random overwrites).
+    /// Operations to measure: get, put (random overwrites of loaded keys)
+    /// and/or insert (puts of new keys into the free space, as uDepot's PUTs).
     #[arg(long, value_name = "OP", default_value = "get", value_delimiter = ',', value_parser = parse_op)]
     op: Vec<EngineOp>,
     /// Queue depths (operations in flight), e.g. 1,32,128.
@@ -98,7 +99,10 @@ fn parse_op(text: &str) -> Result<EngineOp, String> {
     match text {
         "get" => Ok(EngineOp::Get),
         "put" => Ok(EngineOp::Put),
-        _ => Err(format!("unknown operation {text:?}: expected get or put")),
+        "insert" => Ok(EngineOp::Insert),
+        _ => Err(format!(
+            "unknown operation {text:?}: expected get, put or insert"
+        )),
     }
 }
 
