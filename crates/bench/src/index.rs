@@ -41,6 +41,10 @@ use crate::BenchError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Structure {
     Nvdepot,
+    /// nvdepot's index driven in batches: the fingerprints of
+    /// [`PREFETCH_BATCH`] operations are prefetched (`Index::prefetch`)
+    /// before the operations run, as a multi-get does in the engine.
+    NvdepotPrefetch,
     DashMap,
     HashbrownRwLock,
 }
@@ -49,6 +53,7 @@ impl Structure {
     pub fn name(self) -> &'static str {
         match self {
             Structure::Nvdepot => "nvdepot",
+            Structure::NvdepotPrefetch => "nvdepot-prefetch",
             Structure::DashMap => "dashmap",
             Structure::HashbrownRwLock => "hashbrown+rwlock",
         }
@@ -151,11 +156,12 @@ impl IndexBenchConfig {
         if self.competitors {
             vec![
                 Structure::Nvdepot,
+                Structure::NvdepotPrefetch,
                 Structure::DashMap,
                 Structure::HashbrownRwLock,
             ]
         } else {
-            vec![Structure::Nvdepot]
+            vec![Structure::Nvdepot, Structure::NvdepotPrefetch]
         }
     }
 }
@@ -291,6 +297,12 @@ fn run_one(
             let grows = m.table.index.geometry().tables_log2 - d;
             (m.erase(), grows)
         }
+        Structure::NvdepotPrefetch => {
+            let (t, d) = nvdepot_geometry(keys, grows_wanted).map_err(BenchError::Config)?;
+            let m = measure(&env, || Prefetching(NvdepotTable::new(t, d, keys)))?;
+            let grows = m.table.0.index.geometry().tables_log2 - d;
+            (m.erase(), grows)
+        }
         Structure::DashMap => {
             let new = || DashMap::with_capacity_and_hasher(start_keys, PassThrough::default());
             let start = Table::bytes_and_len(&new()).0;
@@ -412,6 +424,50 @@ trait Table: Sync {
     fn settle(&self) {}
     /// Bytes held (as in [`Run::bytes_per_key`]) and entries.
     fn bytes_and_len(&self) -> (usize, usize);
+    /// Operations per batch: above 1, the keys of a batch are passed to
+    /// [`Table::prefetch`] before its operations run.
+    fn batch(&self) -> usize {
+        1
+    }
+    /// A hint that `key` comes soon.
+    fn prefetch(&self, _key: u64) {}
+}
+
+/// Operations per batch of [`Structure::NvdepotPrefetch`]: about the keys
+/// of a multi-get, or the requests one event-loop turn reads.
+pub const PREFETCH_BATCH: usize = 16;
+
+/// nvdepot's index in batches of [`PREFETCH_BATCH`] (see
+/// [`Structure::NvdepotPrefetch`]).
+struct Prefetching(NvdepotTable);
+
+impl Table for Prefetching {
+    #[inline]
+    fn insert(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> u64 {
+        self.0.insert(key, value, scratch)
+    }
+
+    #[inline]
+    fn lookup(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> bool {
+        self.0.lookup(key, value, scratch)
+    }
+
+    fn settle(&self) {
+        self.0.settle()
+    }
+
+    fn bytes_and_len(&self) -> (usize, usize) {
+        self.0.bytes_and_len()
+    }
+
+    fn batch(&self) -> usize {
+        PREFETCH_BATCH
+    }
+
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        self.0.index.prefetch(Index::fingerprint(key))
+    }
 }
 
 struct NvdepotTable {
@@ -584,11 +640,10 @@ fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured
         let mut scratch = Vec::new();
         let mut conflicts = 0;
         let first = range.start == 0;
-        for i in range {
+        for_each_batch(&table, env, range, |i, key| {
             if first && i & 0xffff == 0xffff {
                 sample_memory();
             }
-            let key = env.key(i);
             if i & env.sample_mask == 0 {
                 let start = Instant::now();
                 conflicts += table.insert(key, i, &mut scratch);
@@ -596,7 +651,7 @@ fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured
             } else {
                 conflicts += table.insert(key, i, &mut scratch);
             }
-        }
+        });
         conflicts
     });
     // A resize still in flight is part of the cost of the inserts.
@@ -613,8 +668,7 @@ fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured
     let (lookup, misses) = phase(env, &mut hists, |range, hist| {
         let mut scratch = Vec::new();
         let mut misses = 0;
-        for i in range {
-            let key = env.key(i);
+        for_each_batch(&table, env, range, |i, key| {
             let hit = if i & env.sample_mask == 0 {
                 let start = Instant::now();
                 let hit = table.lookup(key, i, &mut scratch);
@@ -624,7 +678,7 @@ fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured
                 table.lookup(key, i, &mut scratch)
             };
             misses += u64::from(!hit);
-        }
+        });
         misses
     });
     if misses > 0 {
@@ -644,6 +698,37 @@ fn measure<T: Table>(env: &RunEnv, build: impl FnOnce() -> T) -> Result<Measured
         rss,
         conflicts,
     })
+}
+
+/// Calls `op(i, key)` for the key numbers of `range` in order; for a
+/// table that batches, first prefetches each batch's keys.
+#[inline]
+fn for_each_batch<T: Table>(
+    table: &T,
+    env: &RunEnv,
+    range: std::ops::Range<u64>,
+    mut op: impl FnMut(u64, u64),
+) {
+    let batch = table.batch() as u64;
+    if batch <= 1 {
+        for i in range {
+            op(i, env.key(i));
+        }
+        return;
+    }
+    let mut keys = [0u64; PREFETCH_BATCH];
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + batch).min(range.end);
+        for (slot, i) in keys.iter_mut().zip(start..end) {
+            *slot = env.key(i);
+            table.prefetch(*slot);
+        }
+        for (&key, i) in keys.iter().zip(start..end) {
+            op(i, key);
+        }
+        start = end;
+    }
 }
 
 /// Runs `work` on every thread from a common start; returns the phase and
@@ -763,10 +848,17 @@ mod tests {
             ..IndexBenchConfig::default()
         };
         let report = run(&config, |_| {}).unwrap();
-        assert_eq!(report.runs.len(), 2 * 2 * 3);
+        // Scenarios x thread counts x structures (two nvdepot variants).
+        assert_eq!(report.runs.len(), 2 * 2 * 4);
         let json = report::json(&report);
-        assert_eq!(json.matches("\"repetition\":").count(), 12);
-        assert!(json.contains("{\"scenario\": \"grows-3\", \"threads\": 2, \"insert\": "));
+        assert_eq!(json.matches("\"repetition\":").count(), 16);
+        assert!(json.contains(
+            "{\"structure\": \"nvdepot-prefetch\", \"scenario\": \"grows-3\", \"threads\": 2, \"insert\": "
+        ));
+        let line = report::ratio_line(&report);
+        assert!(line.starts_with("ratio vs_dashmap="), "{line}");
+        assert!(!line.contains("n/a"), "{line}");
+        assert!(report::goals(&report).ends_with(&format!("{line}\n")));
         for r in &report.runs {
             assert_eq!(r.insert.ops, 20_000);
             assert_eq!(r.insert.latency.count, 20_000);

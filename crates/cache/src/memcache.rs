@@ -79,6 +79,10 @@ impl MemcacheStorage {
 /// worker's ring, parking the connection's task instead of the thread;
 /// outside one (tests, tools) they block.
 impl Storage for MemcacheStorage {
+    fn prefetch(&self, key: &[u8]) {
+        self.cache.prefetch(self.ns, key);
+    }
+
     async fn get(&self, key: &[u8]) -> Result<Option<Item>, StorageError> {
         // A hit is followed by `fetched`: overlap its cache miss with the
         // lookup's.

@@ -153,6 +153,15 @@ impl CacheStore {
         self.access.prefetch(Self::key_hash(ns, key))
     }
 
+    /// A hint that `key` is about to be read: starts loading its
+    /// access-table entry and the engine's index entry (see
+    /// [`Store::prefetch`](nvdepot_engine::Store::prefetch)), so that the
+    /// misses of a batch of gets overlap.
+    pub fn prefetch(&self, ns: Namespace, key: &[u8]) {
+        self.prefetch_access(ns, key);
+        self.store.prefetch(ns, key);
+    }
+
     /// Counts a fetch of the item under `key` (see [`AccessTable`]).
     pub fn fetched(&self, ns: Namespace, key: &[u8]) {
         self.access.fetched(Self::key_hash(ns, key), unix_now())

@@ -128,6 +128,22 @@ fn batches_namespaces_iteration() {
     assert_eq!(s.count(users), 100);
     let got = s.get_many(users, &[b"u0", b"u1", b"u2"]).unwrap();
     assert_eq!(got, vec![None, Some(b"new".to_vec()), Some(b"u2".to_vec())]);
+    // More keys than one prefetch batch, in order, absent ones included.
+    let many: Vec<String> = (0..40).map(|i| format!("u{}", i * 3)).collect();
+    let keys: Vec<&[u8]> = many.iter().map(|k| k.as_bytes()).collect();
+    for k in &keys {
+        s.prefetch(users, k); // a hint: changes nothing
+    }
+    let got = s.get_many(users, &keys).unwrap();
+    for (k, v) in many.iter().zip(&got) {
+        let want = match k.as_str() {
+            "u0" => None,
+            "u1" => Some(b"new".to_vec()),
+            k if k[1..].parse::<u32>().unwrap() < 100 => Some(k.as_bytes().to_vec()),
+            _ => None,
+        };
+        assert_eq!(v, &want, "{k}");
+    }
     let mut seen: Vec<Vec<u8>> = s.iter(users).map(|r| r.unwrap().0).collect();
     seen.sort();
     assert_eq!(seen.len(), 100);

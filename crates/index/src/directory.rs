@@ -587,6 +587,23 @@ impl Inner {
         true
     }
 
+    /// Starts the cache misses an operation on `fp` will take (its region's
+    /// lock word and state, its neighborhood's slots) without waiting for
+    /// them, so that the misses of a batch of operations overlap. Reads
+    /// only the dense hint of the region's slot address; takes no lock.
+    pub(crate) fn prefetch(&self, fp: u64) {
+        let home = self.fpg.home(fp);
+        let k0 = self.region_of(home);
+        let d = self.current.load(Ordering::Acquire);
+        let gen = self.gen(d);
+        let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k0;
+        prefetch(&gen.regions[idx] as *const Region as usize, 1);
+        let base = gen.slot_hints[idx].load(Ordering::Relaxed);
+        if base != 0 {
+            prefetch(base + (home - (k0 << self.region_log2)) * 8, H * 8);
+        }
+    }
+
     pub(crate) fn lookup(&self, fp: u64, out: &mut Vec<Location>) {
         let mut l = self.lock_live(fp, false, false);
         let w = self.window(&mut l);

@@ -182,6 +182,17 @@ impl Index {
         hash
     }
 
+    /// A hint that `fp` is about to be looked up or inserted: starts
+    /// loading the memory that operation touches first (its lock region
+    /// and neighborhood) and returns at once. Prefetching a batch of
+    /// fingerprints before operating on each overlaps their DRAM and TLB
+    /// misses, which otherwise come one after another (a multi-get, or the
+    /// requests of one event-loop turn). Changes nothing; any `fp` is fine.
+    #[inline]
+    pub fn prefetch(&self, fp: u64) {
+        self.inner.prefetch(fp)
+    }
+
     /// Appends to `out` the location of every entry whose fingerprint
     /// equals `fp` (same tag, same neighborhood). `out` is not cleared.
     pub fn lookup(&self, fp: u64, out: &mut Vec<Location>) {

@@ -163,6 +163,9 @@ impl<S: Storage> Connection<S> {
         let keys = keys
             .iter()
             .take_while(|k| k.len() <= self.limits.key_bytes_max);
+        for k in keys.clone() {
+            storage.prefetch(k);
+        }
         let mut pending: Vec<_> = keys.map(|k| Some(Box::pin(storage.get(k)))).collect();
         let mut done: Vec<Option<Result<Option<Item>, StorageError>>> =
             (0..pending.len()).map(|_| None).collect();

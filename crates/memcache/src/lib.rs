@@ -223,6 +223,12 @@ pub enum Updated {
 pub trait Storage: Send + Sync {
     /// The item under `key`, if any.
     fn get(&self, key: &[u8]) -> impl Future<Output = Result<Option<Item>, StorageError>>;
+    /// A hint that `key` is about to be read (one of the keys of a
+    /// multi-key get, called for each before any is read): a storage may
+    /// start loading what the read will touch. Changes nothing.
+    fn prefetch(&self, key: &[u8]) {
+        let _ = key;
+    }
     /// Writes an item unconditionally (memcached `set`), without reading
     /// the old one; returns its new CAS unique.
     fn set(

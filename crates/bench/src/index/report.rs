@@ -198,24 +198,40 @@ pub fn latency_table(report: &IndexReport) -> String {
     out
 }
 
-/// nvdepot's per-thread median over dashmap's, for each scenario and
-/// thread count: `(scenario, threads, insert ratio, lookup ratio)`.
-pub fn ratios(report: &IndexReport) -> Vec<(Scenario, usize, f64, f64)> {
+/// The nvdepot variants compared with dashmap.
+const NVDEPOT: [Structure; 2] = [Structure::Nvdepot, Structure::NvdepotPrefetch];
+
+/// A variant's per-thread median over dashmap's, for each scenario and
+/// thread count.
+pub struct Ratio {
+    pub structure: Structure,
+    pub scenario: Scenario,
+    pub threads: usize,
+    pub insert: f64,
+    pub lookup: f64,
+}
+
+/// [`Ratio`]s of every nvdepot variant measured.
+pub fn ratios(report: &IndexReport) -> Vec<Ratio> {
     let all = groups(report);
     let find = |s, t, st| {
         all.iter()
             .find(|g| g.scenario == s && g.threads == t && g.structure == st)
     };
     let mut out = Vec::new();
-    for s in report.config.scenarios() {
-        for &t in &report.config.threads {
-            if let (Some(n), Some(d)) = (
-                find(s, t, Structure::Nvdepot),
-                find(s, t, Structure::DashMap),
-            ) {
-                let ins = n.insert_mops().1 / d.insert_mops().1;
-                let look = n.lookup_mops().1 / d.lookup_mops().1;
-                out.push((s, t, ins, look));
+    for structure in NVDEPOT {
+        for s in report.config.scenarios() {
+            for &t in &report.config.threads {
+                if let (Some(n), Some(d)) = (find(s, t, structure), find(s, t, Structure::DashMap))
+                {
+                    out.push(Ratio {
+                        structure,
+                        scenario: s,
+                        threads: t,
+                        insert: n.insert_mops().1 / d.insert_mops().1,
+                        lookup: n.lookup_mops().1 / d.lookup_mops().1,
+                    });
+                }
             }
         }
     }
@@ -226,12 +242,16 @@ pub fn ratios(report: &IndexReport) -> Vec<(Scenario, usize, f64, f64)> {
 /// bytes per key, and the insert p99.99 during grows.
 pub fn goals(report: &IndexReport) -> String {
     let mut out = String::new();
-    for (s, t, ins, look) in ratios(report) {
+    for r in ratios(report) {
         let _ = writeln!(
             out,
-            "nvdepot / dashmap per thread, {} T={t}: inserts {ins:.2}x, lookups {look:.2}x ({})",
-            s.name(),
-            if ins >= 2.0 && look >= 2.0 {
+            "{} / dashmap per thread, {} T={}: inserts {:.2}x, lookups {:.2}x ({})",
+            r.structure.name(),
+            r.scenario.name(),
+            r.threads,
+            r.insert,
+            r.lookup,
+            if r.insert >= 2.0 && r.lookup >= 2.0 {
                 "goal >= 2x met"
             } else {
                 "goal >= 2x NOT met"
@@ -262,7 +282,46 @@ pub fn goals(report: &IndexReport) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
+    out.push_str(&ratio_line(report));
+    out.push('\n');
     out
+}
+
+/// The issue's one line, each figure the worst over scenarios and thread
+/// counts: `vs_dashmap` the lower of the insert and lookup ratios of the
+/// batched variant (the plain one's beside it), `bytes_per_key_fullest`
+/// the plain index's B/key just before a grow, `grow_p9999_ms` its insert
+/// p99.99 while growing. `n/a` where the run did not measure it.
+pub fn ratio_line(report: &IndexReport) -> String {
+    let ratios = ratios(report);
+    let worst = |st: Structure| {
+        ratios
+            .iter()
+            .filter(|r| r.structure == st)
+            .map(|r| r.insert.min(r.lookup))
+            .reduce(f64::min)
+    };
+    let groups = groups(report);
+    let grows = || {
+        groups.iter().filter(|g| {
+            g.structure == Structure::Nvdepot && matches!(g.scenario, Scenario::Grows(_))
+        })
+    };
+    let fullest = grows()
+        .map(|g| g.spread(|r| r.min_bytes_per_key).1)
+        .reduce(f64::max);
+    let p9999 = grows()
+        .map(|g| g.latency_us(|l| l.p9999_ns, true) / 1000.0)
+        .reduce(f64::max);
+    let show =
+        |v: Option<f64>, digits: usize| v.map_or("n/a".to_owned(), |v| format!("{v:.digits$}"));
+    format!(
+        "ratio vs_dashmap={} vs_dashmap_unbatched={} bytes_per_key_fullest={} grow_p9999_ms={}",
+        show(worst(Structure::NvdepotPrefetch), 2),
+        show(worst(Structure::Nvdepot), 2),
+        show(fullest, 2),
+        show(p9999, 2),
+    )
 }
 
 /// Every run and the summary as a JSON object.
@@ -292,11 +351,15 @@ pub fn json(report: &IndexReport) -> String {
     out.push_str("\n  ],\n  \"nvdepot_over_dashmap\": [");
     let ratios: Vec<String> = ratios(report)
         .into_iter()
-        .map(|(s, t, ins, look)| {
+        .map(|r| {
             format!(
-                "{{\"scenario\": {}, \"threads\": {t}, \
-                 \"insert\": {ins:.4}, \"lookup\": {look:.4}}}",
-                quote(&s.name())
+                "{{\"structure\": {}, \"scenario\": {}, \"threads\": {}, \
+                 \"insert\": {:.4}, \"lookup\": {:.4}}}",
+                quote(r.structure.name()),
+                quote(&r.scenario.name()),
+                r.threads,
+                r.insert,
+                r.lookup,
             )
         })
         .collect();
