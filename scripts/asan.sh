@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The unsafe code of the io_uring runtime and the aligned buffers under
-# AddressSanitizer: crates/io's unit tests and tests/uring.rs, and the
-# engine's async tests (crates/engine/tests/uring.rs) and large-value tests
+# AddressSanitizer: crates/io's unit tests and tests/uring.rs, the index's
+# unit tests (its slot runs cut from huge-page blocks), and the engine's
+# async tests (crates/engine/tests/uring.rs) and large-value tests
 # (tests/large.rs: the huge-page advice on a GET buffer), built with
 # -Zsanitizer=address on the nightly toolchain. Any use after free, double
 # free or out-of-bounds access fails the run. Leak detection is off: a
@@ -24,5 +25,6 @@ export ASAN_OPTIONS=detect_leaks=0
 export RUSTFLAGS="-Zsanitizer=address"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/asan
 cargo +nightly test -p nvdepot-io --lib --test uring --target "$target"
+cargo +nightly test -p nvdepot-index --lib --target "$target"
 cargo +nightly test -p nvdepot-engine --test uring --test large --target "$target"
-echo "asan: io, engine uring and large-value tests clean under AddressSanitizer"
+echo "asan: io, index (huge-page slot runs), engine uring and large-value tests clean under AddressSanitizer"

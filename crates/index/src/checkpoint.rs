@@ -91,10 +91,12 @@ impl Inner {
                     .filter(|&&raw| !HashEntry(raw).is_free())
                     .count()
                     + overflow.len();
-                let bytes = slots.len() * 8 + overflow.capacity() * std::mem::size_of::<Overflow>();
+                let bytes = overflow.capacity() * std::mem::size_of::<Overflow>();
                 inner.table_bytes.fetch_add(bytes, Ordering::Relaxed);
+                let mut run = inner.alloc_slots(slots.len(), HashEntry::FREE.0);
+                run.copy_from_slice(slots);
                 let chunk = Chunk {
-                    slots: slots.into(),
+                    slots: run,
                     overflow,
                 };
                 regions.push(Region::new(LIVE, Some(chunk), count as u32));

@@ -42,6 +42,7 @@ use crate::entry::{
     FpGeometry, HashEntry, H, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
     TABLE_ENTRIES_LOG2_MIN,
 };
+use crate::slots::{SlotArena, Slots};
 use crate::table::{self, Overflow, Window};
 use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX};
 use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
@@ -90,7 +91,7 @@ pub(crate) const OVERFLOW_MAX_DEFAULT: usize = 128;
 
 /// The memory of one region.
 struct Chunk {
-    slots: Box<[u64]>,
+    slots: Slots,
     /// Entries homed in this region whose neighborhood was full.
     overflow: Vec<Overflow>,
 }
@@ -175,6 +176,8 @@ pub(crate) struct Inner {
     gens: [OnceLock<Gen>; TABLES_LOG2_MAX as usize + 1],
     current: AtomicUsize,
     grow_lock: Mutex<()>,
+    /// Where slot memory comes from (2 MiB blocks on huge pages).
+    arena: SlotArena,
     table_bytes: StdAtomicUsize,
     meta_bytes: StdAtomicUsize,
     /// Set when the owning `Index` is dropped: background migration stops.
@@ -268,6 +271,7 @@ impl Inner {
             gens: Default::default(),
             current: AtomicUsize::new(tables_log2 as usize),
             grow_lock: Mutex::new(()),
+            arena: SlotArena::new(),
             table_bytes: StdAtomicUsize::new(0),
             meta_bytes: StdAtomicUsize::new(std::mem::size_of::<Inner>()),
             closing: StdAtomicBool::new(false),
@@ -315,15 +319,25 @@ impl Inner {
     }
 
     fn alloc_chunk(&self, k: usize) -> Chunk {
-        let len = self.region_len(k);
-        self.table_bytes.fetch_add(len * 8, Ordering::Relaxed);
         Chunk {
-            slots: vec![HashEntry::FREE.0; len].into_boxed_slice(),
+            slots: self.alloc_slots(self.region_len(k), HashEntry::FREE.0),
             overflow: Vec::new(),
         }
     }
 
+    /// `len` slots of `fill`, the memory they take counted.
+    fn alloc_slots(&self, len: usize, fill: u64) -> Slots {
+        let (slots, taken) = self.arena.alloc(len, fill);
+        self.table_bytes.fetch_add(taken, Ordering::Relaxed);
+        slots
+    }
+
     fn account_overflow(&self, capacity_before: usize, capacity_after: usize) {
+        if capacity_before == capacity_after {
+            // The common case: no atomic read-modify-write (a full barrier
+            // on x86, which would stall the misses a batch has in flight).
+            return;
+        }
         let size = std::mem::size_of::<Overflow>();
         if capacity_after > capacity_before {
             self.table_bytes

@@ -25,6 +25,7 @@ mod entry;
 #[cfg(test)]
 mod model;
 pub(crate) mod sync;
+mod slots;
 mod table;
 
 use directory::{Inner, ResizeAction};
