@@ -38,6 +38,7 @@
 //! holds a lock of generation `d + 1` while acquiring one of generation `d`.
 
 use super::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::count::EntryCount;
 use crate::entry::{
     FpGeometry, HashEntry, H, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
     TABLE_ENTRIES_LOG2_MIN,
@@ -188,7 +189,7 @@ pub(crate) struct Inner {
     /// migration, so `len` is exact even while a resize moves regions
     /// (summing region counts would briefly count a migrating region in
     /// both generations).
-    entries: StdAtomicUsize,
+    entries: EntryCount,
 }
 
 /// Result of [`Inner::insert`]: the outcome, and whether this call started
@@ -276,7 +277,7 @@ impl Inner {
             meta_bytes: StdAtomicUsize::new(std::mem::size_of::<Inner>()),
             closing: StdAtomicBool::new(false),
             grow_pending: StdAtomicUsize::new(0),
-            entries: StdAtomicUsize::new(0),
+            entries: EntryCount::new(),
         }
     }
 
@@ -466,13 +467,7 @@ impl Inner {
         for (i, &d) in delta.iter().enumerate().take(l.regions()) {
             if d != 0 {
                 l.gen.regions[idx + i].add_count(d);
-                if d > 0 {
-                    self.entries
-                        .fetch_add(d as usize, std::sync::atomic::Ordering::Relaxed);
-                } else {
-                    self.entries
-                        .fetch_sub(-d as usize, std::sync::atomic::Ordering::Relaxed);
-                }
+                self.entries.add(d);
             }
         }
     }
@@ -729,12 +724,12 @@ impl Inner {
     /// Entries in LIVE regions. Exact when no operation runs concurrently;
     /// cost: one load per region (4096 for 2^25 entries of 2^13-regions).
     pub(crate) fn len(&self) -> usize {
-        self.entries.load(std::sync::atomic::Ordering::Relaxed)
+        self.entries.get()
     }
 
     /// Sets the entry count (after loading a checkpoint).
     pub(crate) fn set_len(&self, n: usize) {
-        self.entries.store(n, std::sync::atomic::Ordering::Relaxed);
+        self.entries.set(n);
     }
 
     /// `len` estimated from at most `samples` evenly spaced regions per

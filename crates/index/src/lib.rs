@@ -20,12 +20,13 @@
 //! See `docs/INDEX.md` for the design: entry layout, lock regions,
 //! displacement and the resize protocol with its concurrency argument.
 
+mod count;
 mod directory;
 mod entry;
 #[cfg(test)]
 mod model;
-pub(crate) mod sync;
 mod slots;
+pub(crate) mod sync;
 mod table;
 
 use directory::{Inner, ResizeAction};

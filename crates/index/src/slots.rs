@@ -195,7 +195,9 @@ mod tests {
             runs.push(r);
         }
         assert_eq!(taken, 2 * BLOCK_BYTES, "40 runs of 64 KiB take two blocks");
-        assert!(runs.iter().all(|r| r.len() == len && r.iter().all(|&w| w == u64::MAX)));
+        assert!(runs
+            .iter()
+            .all(|r| r.len() == len && r.iter().all(|&w| w == u64::MAX)));
         for (i, r) in runs.iter_mut().enumerate() {
             r.fill(i as u64);
         }
