@@ -43,7 +43,7 @@ use crate::entry::{
     FpGeometry, HashEntry, H, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
     TABLE_ENTRIES_LOG2_MIN,
 };
-use crate::slots::{SlotArena, Slots};
+use crate::slots::{SlotArena, Slots, BLOCK_BYTES};
 use crate::table::{self, Overflow, Window};
 use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX};
 use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
@@ -326,9 +326,12 @@ impl Inner {
         }
     }
 
-    /// `len` slots of `fill`, the memory they take counted.
+    /// `len` slots of `fill`, the memory they take counted. The first
+    /// 2 MiB of an index are heap memory: a small index does not take a
+    /// whole block it would mostly leave unused.
     fn alloc_slots(&self, len: usize, fill: u64) -> Slots {
-        let (slots, taken) = self.arena.alloc(len, fill);
+        let carve = self.table_bytes.load(Ordering::Relaxed) >= BLOCK_BYTES;
+        let (slots, taken) = self.arena.alloc(len, fill, carve);
         self.table_bytes.fetch_add(taken, Ordering::Relaxed);
         slots
     }

@@ -11,8 +11,9 @@
 //! transparent huge pages are `always` or `madvise` (with `never`, or where
 //! no huge page is free, it is ordinary memory and nothing else changes).
 //! Slot runs whose size does not divide a block (the last region of each
-//! table carries `H - 1` extra slots; test-sized regions are small) are
-//! plain heap allocations.
+//! table carries `H - 1` extra slots; test-sized regions are small), and
+//! the first 2 MiB of an index (a small index would leave most of a block
+//! unused), are plain heap allocations.
 //!
 //! A block lives as long as any run cut from it (each holds an `Arc` of
 //! it). Runs are never handed back one by one: the index frees slot memory
@@ -143,10 +144,10 @@ impl SlotArena {
 
     /// A run of `len` slots, every one `fill`, and the bytes of memory it
     /// newly takes (a whole block when it starts one, 0 for a further run
-    /// of a block, else its own size).
-    pub(crate) fn alloc(&self, len: usize, fill: u64) -> (Slots, usize) {
+    /// of a block, else its own size). Without `carve`, a heap allocation.
+    pub(crate) fn alloc(&self, len: usize, fill: u64, carve: bool) -> (Slots, usize) {
         let bytes = len * std::mem::size_of::<u64>();
-        if !(bytes.is_power_of_two() && (4096..=BLOCK_BYTES).contains(&bytes)) {
+        if !(carve && bytes.is_power_of_two() && (4096..=BLOCK_BYTES).contains(&bytes)) {
             return (Slots::boxed(vec![fill; len].into_boxed_slice()), bytes);
         }
         let mut cur = self.current.lock();
@@ -190,7 +191,7 @@ mod tests {
         let mut runs = Vec::new();
         let mut taken = 0;
         for _ in 0..40 {
-            let (r, t) = arena.alloc(len, u64::MAX);
+            let (r, t) = arena.alloc(len, u64::MAX, true);
             taken += t;
             runs.push(r);
         }
@@ -215,13 +216,16 @@ mod tests {
     }
 
     #[test]
-    fn odd_sizes_are_heap_allocations() {
+    fn odd_sizes_and_uncarved_runs_are_heap_allocations() {
         let arena = SlotArena::new();
-        let (r, taken) = arena.alloc(8192 + 31, 3);
+        let (r, taken) = arena.alloc(8192 + 31, 3, true);
         assert_eq!((r.len(), taken), (8223, 8223 * 8));
         assert!(r.iter().all(|&w| w == 3));
-        let (small, taken) = arena.alloc(256, 5);
+        let (small, taken) = arena.alloc(256, 5, true);
         assert_eq!((small.len(), taken), (256, 2048));
         assert!(small.iter().all(|&w| w == 5));
+        let (r, taken) = arena.alloc(8192, 9, false);
+        assert_eq!((r.len(), taken), (8192, 65536), "not carved: its own size");
+        assert!(r.iter().all(|&w| w == 9));
     }
 }
