@@ -6,6 +6,7 @@ use crate::entry::{
     FpGeometry, HashEntry, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
     TABLE_ENTRIES_LOG2_MIN,
 };
+use crate::slots::Init;
 use crate::table::Overflow;
 use crate::Geometry;
 use std::sync::atomic::Ordering;
@@ -93,10 +94,8 @@ impl Inner {
                     + overflow.len();
                 let bytes = overflow.capacity() * std::mem::size_of::<Overflow>();
                 inner.table_bytes.fetch_add(bytes, Ordering::Relaxed);
-                let mut run = inner.alloc_slots(slots.len(), HashEntry::FREE.0);
-                run.copy_from_slice(slots);
                 let chunk = Chunk {
-                    slots: run,
+                    slots: inner.alloc_slots(Init::Copy(slots)),
                     overflow,
                 };
                 regions.push(Region::new(LIVE, Some(chunk), count as u32));

@@ -128,6 +128,24 @@ impl Drop for Slots {
     }
 }
 
+/// What a new run of slots holds.
+#[derive(Clone, Copy)]
+pub(crate) enum Init<'a> {
+    /// `len` slots of `value`.
+    Fill { len: usize, value: u64 },
+    /// A copy of these words (a table loaded from a checkpoint).
+    Copy(&'a [u64]),
+}
+
+impl Init<'_> {
+    fn len(self) -> usize {
+        match self {
+            Init::Fill { len, .. } => len,
+            Init::Copy(words) => words.len(),
+        }
+    }
+}
+
 /// Hands out runs of slots, cutting those of a block-dividing size from
 /// 2 MiB blocks (see the module comment).
 pub(crate) struct SlotArena {
@@ -142,13 +160,18 @@ impl SlotArena {
         }
     }
 
-    /// A run of `len` slots, every one `fill`, and the bytes of memory it
-    /// newly takes (a whole block when it starts one, 0 for a further run
-    /// of a block, else its own size). Without `carve`, a heap allocation.
-    pub(crate) fn alloc(&self, len: usize, fill: u64, carve: bool) -> (Slots, usize) {
+    /// A run of slots holding `init`, and the bytes of memory it newly
+    /// takes (a whole block when it starts one, 0 for a further run of a
+    /// block, else its own size). Without `carve`, a heap allocation.
+    pub(crate) fn alloc(&self, init: Init<'_>, carve: bool) -> (Slots, usize) {
+        let len = init.len();
         let bytes = len * std::mem::size_of::<u64>();
         if !(carve && bytes.is_power_of_two() && (4096..=BLOCK_BYTES).contains(&bytes)) {
-            return (Slots::boxed(vec![fill; len].into_boxed_slice()), bytes);
+            let run = match init {
+                Init::Fill { len, value } => vec![value; len].into_boxed_slice(),
+                Init::Copy(words) => words.into(),
+            };
+            return (Slots::boxed(run), bytes);
         }
         let mut cur = self.current.lock();
         let mut taken = 0;
@@ -164,9 +187,21 @@ impl SlotArena {
         // power of two of at least 4096, so the run is 4 KiB-aligned.
         let run = unsafe { block.ptr.as_ptr().add(offset) }.cast::<u64>();
         debug_assert!((run as usize).is_multiple_of(4096));
-        // SAFETY: the run lies in the block and no other run overlaps it
-        // (`offset` only grows); writing all of it initialises it.
-        unsafe { std::slice::from_raw_parts_mut(run, len) }.fill(fill);
+        match init {
+            Init::Fill { value, .. } => {
+                for i in 0..len {
+                    // SAFETY: slot `i < len` of the run, which lies in the
+                    // block and overlaps no other run (`offset` only
+                    // grows); written through the raw pointer, since the
+                    // memory is uninitialised until this loop ends.
+                    unsafe { run.add(i).write(value) };
+                }
+            }
+            // SAFETY: `words` has `len` u64s; the run has room for `len`,
+            // overlaps no other run, and cannot overlap `words` (borrowed
+            // from elsewhere while the run is fresh).
+            Init::Copy(words) => unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), run, len) },
+        }
         let ptr = NonNull::new(run).expect("inside a non-null block");
         let slots = Slots {
             ptr,
@@ -191,7 +226,13 @@ mod tests {
         let mut runs = Vec::new();
         let mut taken = 0;
         for _ in 0..40 {
-            let (r, t) = arena.alloc(len, u64::MAX, true);
+            let (r, t) = arena.alloc(
+                Init::Fill {
+                    len,
+                    value: u64::MAX,
+                },
+                true,
+            );
             taken += t;
             runs.push(r);
         }
@@ -216,15 +257,40 @@ mod tests {
     }
 
     #[test]
+    fn copied_runs_hold_their_source_carved_or_not() {
+        let arena = SlotArena::new();
+        let words: Vec<u64> = (0..8192).map(|i| i * 3 + 1).collect();
+        for carve in [true, false] {
+            let (r, _) = arena.alloc(Init::Copy(&words), carve);
+            assert_eq!(&r[..], &words[..], "carve {carve}");
+        }
+        let odd = &words[..8192 - 31];
+        let (r, taken) = arena.alloc(Init::Copy(odd), true);
+        assert_eq!((&r[..], taken), (odd, odd.len() * 8));
+    }
+
+    #[test]
     fn odd_sizes_and_uncarved_runs_are_heap_allocations() {
         let arena = SlotArena::new();
-        let (r, taken) = arena.alloc(8192 + 31, 3, true);
+        let (r, taken) = arena.alloc(
+            Init::Fill {
+                len: 8192 + 31,
+                value: 3,
+            },
+            true,
+        );
         assert_eq!((r.len(), taken), (8223, 8223 * 8));
         assert!(r.iter().all(|&w| w == 3));
-        let (small, taken) = arena.alloc(256, 5, true);
+        let (small, taken) = arena.alloc(Init::Fill { len: 256, value: 5 }, true);
         assert_eq!((small.len(), taken), (256, 2048));
         assert!(small.iter().all(|&w| w == 5));
-        let (r, taken) = arena.alloc(8192, 9, false);
+        let (r, taken) = arena.alloc(
+            Init::Fill {
+                len: 8192,
+                value: 9,
+            },
+            false,
+        );
         assert_eq!((r.len(), taken), (8192, 65536), "not carved: its own size");
         assert!(r.iter().all(|&w| w == 9));
     }
