@@ -291,16 +291,15 @@ fn run_one(
         sample_mask: config.latency_sample - 1,
     };
     let (m, grows) = match structure {
-        Structure::Nvdepot => {
+        Structure::Nvdepot | Structure::NvdepotPrefetch => {
+            let batch = if structure == Structure::NvdepotPrefetch {
+                PREFETCH_BATCH
+            } else {
+                1
+            };
             let (t, d) = nvdepot_geometry(keys, grows_wanted).map_err(BenchError::Config)?;
-            let m = measure(&env, || NvdepotTable::new(t, d, keys))?;
+            let m = measure(&env, || NvdepotTable::new(t, d, keys, batch))?;
             let grows = m.table.index.geometry().tables_log2 - d;
-            (m.erase(), grows)
-        }
-        Structure::NvdepotPrefetch => {
-            let (t, d) = nvdepot_geometry(keys, grows_wanted).map_err(BenchError::Config)?;
-            let m = measure(&env, || Prefetching(NvdepotTable::new(t, d, keys)))?;
-            let grows = m.table.0.index.geometry().tables_log2 - d;
             (m.erase(), grows)
         }
         Structure::DashMap => {
@@ -437,54 +436,30 @@ trait Table: Sync {
 /// of a multi-get, or the requests one event-loop turn reads.
 pub const PREFETCH_BATCH: usize = 16;
 
-/// nvdepot's index in batches of [`PREFETCH_BATCH`] (see
-/// [`Structure::NvdepotPrefetch`]).
-struct Prefetching(NvdepotTable);
-
-impl Table for Prefetching {
-    #[inline]
-    fn insert(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> u64 {
-        self.0.insert(key, value, scratch)
-    }
-
-    #[inline]
-    fn lookup(&self, key: u64, value: u64, scratch: &mut Vec<Location>) -> bool {
-        self.0.lookup(key, value, scratch)
-    }
-
-    fn settle(&self) {
-        self.0.settle()
-    }
-
-    fn bytes_and_len(&self) -> (usize, usize) {
-        self.0.bytes_and_len()
-    }
-
-    fn batch(&self) -> usize {
-        PREFETCH_BATCH
-    }
-
-    #[inline]
-    fn prefetch(&self, key: u64) {
-        self.0.index.prefetch(Index::fingerprint(key))
-    }
-}
-
+/// nvdepot's index, one operation at a time (`batch` 1) or in
+/// prefetched batches ([`Structure::NvdepotPrefetch`]).
 struct NvdepotTable {
     index: Index,
+    batch: usize,
 }
 
 impl NvdepotTable {
     /// Pbas as wide as the engine makes them for a store of `keys`
     /// records of 4.5 KiB (nine 512-byte grains) kept half full; the rest
     /// of the pba field holds fingerprint bits, as in the engine.
-    fn new(table_entries_log2: u32, initial_tables_log2: u32, keys: u64) -> NvdepotTable {
+    fn new(
+        table_entries_log2: u32,
+        initial_tables_log2: u32,
+        keys: u64,
+        batch: usize,
+    ) -> NvdepotTable {
         NvdepotTable {
             index: Index::new(IndexConfig {
                 table_entries_log2,
                 initial_tables_log2,
                 pba_bits: nvdepot_index::pba_bits_for(keys.saturating_mul(18)),
             }),
+            batch,
         }
     }
 }
@@ -535,6 +510,15 @@ impl Table for NvdepotTable {
 
     fn bytes_and_len(&self) -> (usize, usize) {
         (self.index.memory_bytes(), self.index.len())
+    }
+
+    fn batch(&self) -> usize {
+        self.batch
+    }
+
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        self.index.prefetch(Index::fingerprint(key))
     }
 }
 
@@ -716,6 +700,10 @@ fn for_each_batch<T: Table>(
         }
         return;
     }
+    assert!(
+        batch <= PREFETCH_BATCH as u64,
+        "batch {batch} over the key buffer"
+    );
     let mut keys = [0u64; PREFETCH_BATCH];
     let mut start = range.start;
     while start < range.end {

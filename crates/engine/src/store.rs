@@ -16,14 +16,14 @@ use std::sync::Arc;
 use nvdepot_io::Device;
 
 use crate::aio::{drive, Mode};
-
-/// Keys whose index entries [`Store::get_many`] prefetches at a time: a
-/// few more misses in flight than a core can track, no more.
-const PREFETCH_BATCH: usize = 16;
 use crate::error::Result;
 use crate::namespace::{Namespace, DEFAULT_NAME};
 use crate::options::Options;
 use crate::update::{Change, Current, Updated};
+
+/// Keys whose index entries [`Store::get_many`] prefetches at a time: a
+/// few more misses in flight than a core can track, no more.
+const PREFETCH_BATCH: usize = 16;
 
 /// Condition for [`Store::put_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -43,7 +43,7 @@ use crate::entry::{
     FpGeometry, HashEntry, H, PBA_BITS_MAX, PBA_BITS_MIN, TABLES_LOG2_MAX, TABLE_ENTRIES_LOG2_MAX,
     TABLE_ENTRIES_LOG2_MIN,
 };
-use crate::slots::{SlotArena, Slots, BLOCK_BYTES};
+use crate::slots::{Init, SlotArena, Slots, BLOCK_BYTES};
 use crate::table::{self, Overflow, Window};
 use crate::{Expect, Geometry, InsertError, Location, GRAINS_MAX};
 use std::sync::atomic::{AtomicBool as StdAtomicBool, AtomicU32, AtomicUsize as StdAtomicUsize};
@@ -321,17 +321,20 @@ impl Inner {
 
     fn alloc_chunk(&self, k: usize) -> Chunk {
         Chunk {
-            slots: self.alloc_slots(self.region_len(k), HashEntry::FREE.0),
+            slots: self.alloc_slots(Init::Fill {
+                len: self.region_len(k),
+                value: HashEntry::FREE.0,
+            }),
             overflow: Vec::new(),
         }
     }
 
-    /// `len` slots of `fill`, the memory they take counted. The first
-    /// 2 MiB of an index are heap memory: a small index does not take a
-    /// whole block it would mostly leave unused.
-    fn alloc_slots(&self, len: usize, fill: u64) -> Slots {
+    /// A run of slots holding `init`, the memory it takes counted. The
+    /// first 2 MiB of an index are heap memory: a small index does not
+    /// take a whole block it would mostly leave unused.
+    fn alloc_slots(&self, init: Init<'_>) -> Slots {
         let carve = self.table_bytes.load(Ordering::Relaxed) >= BLOCK_BYTES;
-        let (slots, taken) = self.arena.alloc(len, fill, carve);
+        let (slots, taken) = self.arena.alloc(init, carve);
         self.table_bytes.fetch_add(taken, Ordering::Relaxed);
         slots
     }
@@ -433,10 +436,7 @@ impl Inner {
             let gen = self.gen(d);
             // Start the (likely) cache misses on the slots before the one on
             // the region lock, so that they overlap.
-            let base = gen.slot_hints[idx].load(Ordering::Relaxed);
-            if base != 0 {
-                prefetch(base + (home - (k0 << self.region_log2)) * 8, H * 8);
-            }
+            self.prefetch_neighborhood(gen, idx, home, k0);
             let regions = &gen.regions[idx..idx + n];
             if regions
                 .iter()
@@ -610,6 +610,13 @@ impl Inner {
         let gen = self.gen(d);
         let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k0;
         prefetch(&gen.regions[idx] as *const Region as usize, 1);
+        self.prefetch_neighborhood(gen, idx, home, k0);
+    }
+
+    /// Starts loading the slots of the neighborhood at `home` from region
+    /// `idx` of `gen` (region `k0` of its table), if that region has slots.
+    /// Reads only the region's dense slot-address hint, without its lock.
+    fn prefetch_neighborhood(&self, gen: &Gen, idx: usize, home: usize, k0: usize) {
         let base = gen.slot_hints[idx].load(Ordering::Relaxed);
         if base != 0 {
             prefetch(base + (home - (k0 << self.region_log2)) * 8, H * 8);
@@ -724,8 +731,8 @@ impl Inner {
         removed
     }
 
-    /// Entries in LIVE regions. Exact when no operation runs concurrently;
-    /// cost: one load per region (4096 for 2^25 entries of 2^13-regions).
+    /// Entries in the index (the sharded count, `count.rs`). Exact when no
+    /// insert or remove runs concurrently, a resize in flight included.
     pub(crate) fn len(&self) -> usize {
         self.entries.get()
     }
