@@ -9,7 +9,13 @@
 //! Several batches may be in flight at once, so the device is never idle
 //! while a leader's writers wake and append again (one batch at a time
 //! left the device idle for the turnaround: unflushed 4 KiB puts at QD 128
-//! reached half of fio's 4 KiB writes). Batches finish in any order but
+//! reached half of fio's 4 KiB writes). But a batch overlaps those in
+//! flight only once as many records wait for it as the last batch held
+//! (at most `Log::RECORDS_TO_OVERLAP`): otherwise, under load, every
+//! waiter that found room led its own batch of one or two records, each
+//! with its own write and flush (durable SETs from 128 connections: 14
+//! per flush, against 25 with the rule and 15 % less server CPU per SET;
+//! 4 KiB puts at QD 128 also gained 4-10 %). Batches finish in any order but
 //! are *retired* in log order: a finished batch waits until every earlier
 //! one has finished, and only then does the durable position move over it
 //! (a record is acknowledged only when the whole log before it is on the
@@ -52,6 +58,8 @@ pub(crate) struct CommitState<B> {
     pub durable: u64,
     /// Log position the last batch taken ends at.
     taken: u64,
+    /// Records in the last batch taken.
+    last_batch: u64,
     /// Batches taken and not retired, in log order; the front one is
     /// number `first_batch`.
     batches: VecDeque<Taken<B>>,
@@ -70,6 +78,7 @@ impl<B> Default for CommitState<B> {
         CommitState {
             durable: 0,
             taken: 0,
+            last_batch: 0,
             batches: VecDeque::new(),
             first_batch: 0,
             failed: None,
@@ -104,6 +113,14 @@ pub(crate) trait Log {
     type Batch;
     /// Batches written at once at most.
     const BATCHES_IN_FLIGHT: usize;
+    /// While a batch is in flight, a waiter leads another only once as
+    /// many records (its own included) wait behind it as the last batch
+    /// held, or this many: under load batches grow to this size instead
+    /// of each waiter leading its own small batch (every batch costs a
+    /// doorbell and, durable, a device flush), while a lone waiter at low
+    /// concurrency still overlaps the batch ahead of it. 1: always
+    /// overlap.
+    const RECORDS_TO_OVERLAP: u64;
     fn commit(st: &mut Self::State) -> &mut CommitState<Self::Batch>;
     /// Under the lock, as a leader starts: the batch of everything
     /// appended so far, and the log position it ends at.
@@ -154,7 +171,11 @@ pub(crate) async fn wait_durable<L: Log>(
                     return Err(Error::Unusable(why.clone()));
                 }
             }
-            if lsn <= c.taken || c.batches.len() >= L::BATCHES_IN_FLIGHT {
+            let busy = !c.batches.is_empty();
+            if lsn <= c.taken
+                || c.batches.len() >= L::BATCHES_IN_FLIGHT
+                || (busy && lsn - c.taken < L::RECORDS_TO_OVERLAP.min(c.last_batch))
+            {
                 if mode == Mode::Blocking {
                     drop(done.wait(st));
                     continue;
@@ -162,7 +183,7 @@ pub(crate) async fn wait_durable<L: Log>(
                 None
             } else if mode == Mode::Ring
                 && !gathered
-                && (!c.batches.is_empty() || nvdepot_io::uring::others_ready())
+                && (busy || nvdepot_io::uring::others_ready())
                 && log.gathers()
             {
                 // The device is busy with an earlier batch anyway, or other
@@ -177,6 +198,7 @@ pub(crate) async fn wait_durable<L: Log>(
                 let (batch, target) = log.take_batch(&mut st);
                 let c = L::commit(&mut st);
                 debug_assert!(target >= lsn && target > c.taken);
+                c.last_batch = target - c.taken;
                 c.taken = target;
                 c.batches.push_back(Taken {
                     target,

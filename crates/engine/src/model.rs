@@ -97,6 +97,8 @@ mod group_commit_model {
         type Batch = (u64, u64);
         // Fewer than the writers, so that leaders also wait for room.
         const BATCHES_IN_FLIGHT: usize = 2;
+        // Small enough that both a deferred and an overlapping lead occur.
+        const RECORDS_TO_OVERLAP: u64 = 2;
 
         fn commit(st: &mut State) -> &mut CommitState<(u64, u64)> {
             &mut st.commit

@@ -51,6 +51,10 @@ const UNWRITTEN_BYTES_MAX: usize = 32 << 20;
 /// (`nvdepot bench engine --op put`, bench/results/engine-vs-fio.md).
 const BATCHES_IN_FLIGHT: usize = 4;
 
+/// Records that must wait behind the batches in flight before another
+/// batch overlaps them (`group_commit::Log::RECORDS_TO_OVERLAP`).
+const RECORDS_TO_OVERLAP: u64 = 32;
+
 /// How far (in grains) the durable position moves before a batch carries
 /// a seal saying so (`take_batch`): what a crash can leave unaccounted for
 /// beyond the batches in flight and the last one acknowledged.
@@ -871,6 +875,7 @@ impl group_commit::Log for Writer {
     type State = State;
     type Batch = Vec<Pending>;
     const BATCHES_IN_FLIGHT: usize = BATCHES_IN_FLIGHT;
+    const RECORDS_TO_OVERLAP: u64 = RECORDS_TO_OVERLAP;
 
     fn gathers(&self) -> bool {
         // Only a runtime that keeps running will poll the yielded task
