@@ -27,4 +27,4 @@ cs1=$(grep -h ctxt_switches /proc/$PID/task/*/status | awk '{s+=$2} END{print s}
 f1=$(flushes)
 kill $PID; wait $PID 2>/dev/null; rm -rf $D
 rps=$(echo "$out" | awk '{print $2}')
-awk -v r=$rps -v u=$((u1-u0)) -v s=$((s1-s0)) -v n=$N -v cs=$((cs1-cs0)) -v t=$T -v c=$C -v f=$(( ${f1:-0} - ${f0:-0} )) -v b="$(basename $BIN) $*" 'BEGIN{printf "%-28s %s c=%-3s %9.0f/s  cpu_us/req %.2f ctxsw/req %.2f req/flush %s\n", b, t, c, r, (u+s)*10000/n, cs/n, f ? sprintf("%.1f", n/f) : "-"}'
+awk -v r=$rps -v u=$((u1-u0)) -v s=$((s1-s0)) -v n=$N -v cs=$((cs1-cs0)) -v t=$T -v c=$C -v f=$(( ${f1:-0} - ${f0:-0} )) -v b="$(basename $BIN) $*" 'BEGIN{printf "%-28s %s c=%-3s %9.0f/s  cpu_us/req %.2f ctxsw/req %.2f req/flush %s\n", b, t, c, r, (u+s)*10000/n, cs/n, (f && t == "set") ? sprintf("%.1f", n/f) : "-"}'

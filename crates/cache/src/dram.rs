@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::envelope::{Envelope, Item};
+use crate::envelope::{Envelope, Item, ItemRef};
 use parking_lot::Mutex;
 
 const SHARDS: usize = 64;
@@ -57,10 +57,10 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(ns: u32, key: &[u8], item: &Item, generation: u64) -> Entry {
+    fn new(ns: u32, key: &[u8], item: ItemRef<'_>, generation: u64) -> Entry {
         let mut data = Vec::with_capacity(key.len() + item.value.len());
         data.extend_from_slice(key);
-        data.extend_from_slice(&item.value);
+        data.extend_from_slice(item.value);
         Entry {
             ns,
             data: data.into_boxed_slice(),
@@ -240,7 +240,7 @@ impl DramTier {
         if shard.changed_since(h, epoch) || shard.map.get(&h).is_some_and(|e| e.is(ns, key)) {
             return;
         }
-        self.insert(&mut shard, h, ns, key, item);
+        self.insert(&mut shard, h, ns, key, item.borrowed());
     }
 
     /// The epoch to pass to [`DramTier::end_write`] (take it before the
@@ -255,7 +255,7 @@ impl DramTier {
     /// After a flash write of `key`: caches `written` (the item now on
     /// flash, `None` after a delete or a failed write) if no other write
     /// touched the shard since `epoch`; otherwise drops the key.
-    pub fn end_write(&self, ns: u32, key: &[u8], written: Option<&Item>, epoch: u64) {
+    pub fn end_write(&self, ns: u32, key: &[u8], written: Option<ItemRef<'_>>, epoch: u64) {
         if self.shard_bytes_max == 0 {
             return;
         }
@@ -271,7 +271,7 @@ impl DramTier {
         }
     }
 
-    fn insert(&self, shard: &mut Shard, h: u64, ns: u32, key: &[u8], item: &Item) {
+    fn insert(&self, shard: &mut Shard, h: u64, ns: u32, key: &[u8], item: ItemRef<'_>) {
         let size = key.len() + item.value.len() + ENTRY_OVERHEAD;
         if size > self.shard_bytes_max / 4 {
             return;
@@ -357,7 +357,7 @@ mod tests {
         for i in 0..100_000u64 {
             let key = format!("k{}", i % 10);
             let w = c.begin_write(0, key.as_bytes());
-            c.end_write(0, key.as_bytes(), Some(&item(b"v", i + 1)), w);
+            c.end_write(0, key.as_bytes(), Some(item(b"v", i + 1).borrowed()), w);
         }
         let slots: usize = c.shards.iter().map(|s| s.lock().ring.len()).sum();
         assert!(slots <= SHARDS * 130, "{slots} ring slots for 10 keys");
@@ -387,13 +387,13 @@ mod tests {
         assert!(c.get(0, b"k").is_err());
         // Write-through caches what was written...
         let w = c.begin_write(0, b"k");
-        c.end_write(0, b"k", Some(&item(b"v2", 2)), w);
+        c.end_write(0, b"k", Some(item(b"v2", 2).borrowed()), w);
         assert_eq!(c.get(0, b"k").unwrap().value, b"v2");
         // ...unless another write overtook it: then nothing is cached.
         let slow = c.begin_write(0, b"k");
         let fast = c.begin_write(0, b"k");
-        c.end_write(0, b"k", Some(&item(b"v4", 4)), fast);
-        c.end_write(0, b"k", Some(&item(b"v3", 3)), slow);
+        c.end_write(0, b"k", Some(item(b"v4", 4).borrowed()), fast);
+        c.end_write(0, b"k", Some(item(b"v3", 3).borrowed()), slow);
         assert!(
             c.get(0, b"k").is_err(),
             "the older write must not stay cached"
@@ -420,15 +420,15 @@ mod tests {
         let other = other.as_bytes();
         let w = c.begin_write(0, b"a");
         let o = c.begin_write(0, other);
-        c.end_write(0, other, Some(&item(b"vo", 1)), o);
-        c.end_write(0, b"a", Some(&item(b"va", 2)), w);
+        c.end_write(0, other, Some(item(b"vo", 1).borrowed()), o);
+        c.end_write(0, b"a", Some(item(b"va", 2).borrowed()), w);
         assert_eq!(c.get(0, b"a").unwrap().value, b"va");
         assert_eq!(c.get(0, other).unwrap().value, b"vo");
         // A read of "b" (a miss) racing with a write of `other`.
         let (hb, _) = c.shard(0, b"b");
         let read = c.get(0, b"b").unwrap_err();
         let o = c.begin_write(0, other);
-        c.end_write(0, other, Some(&item(b"vo2", 3)), o);
+        c.end_write(0, other, Some(item(b"vo2", 3).borrowed()), o);
         c.fill(0, b"b", &item(b"vb", 4), read);
         let (ho, _) = c.shard(0, other);
         let same_slot = hb as usize % SHARDS == ho as usize % SHARDS
@@ -450,7 +450,7 @@ mod tests {
         c.fill(0, b"a", &item(b"va", 1), e);
         let (h, shard) = c.shard(0, b"a");
         // "b" stored under "a"'s hash, as if the two collided.
-        c.insert(&mut shard.lock(), h, 0, b"b", &item(b"vb", 2));
+        c.insert(&mut shard.lock(), h, 0, b"b", item(b"vb", 2).borrowed());
         assert!(c.get(0, b"a").is_err(), "a's slot now holds b");
         let s = shard.lock();
         assert_eq!(s.map.len(), 1);

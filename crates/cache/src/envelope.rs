@@ -53,14 +53,43 @@ pub struct Item {
     pub cas: u64,
 }
 
+/// An item's parts, borrowed: what the DRAM tier copies in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemRef<'a> {
+    pub value: &'a [u8],
+    pub envelope: Envelope,
+    pub cas: u64,
+}
+
+impl Item {
+    /// The item's parts, borrowed.
+    pub fn borrowed(&self) -> ItemRef<'_> {
+        ItemRef {
+            value: &self.value,
+            envelope: self.envelope,
+            cas: self.cas,
+        }
+    }
+}
+
 /// The record value of an item; `kept_cas` 0 = the record's version.
 pub(crate) fn encode(value: &[u8], envelope: Envelope, kept_cas: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(ENVELOPE_BYTES + value.len());
+    encode_parts(&[value], envelope, kept_cas)
+}
+
+/// [`encode`] of the item whose data is `parts` one after the other: a
+/// face's own prefix and the client's bytes go into the record value in
+/// one copy.
+pub(crate) fn encode_parts(parts: &[&[u8]], envelope: Envelope, kept_cas: u64) -> Vec<u8> {
+    let len = parts.iter().map(|p| p.len()).sum::<usize>();
+    let mut v = Vec::with_capacity(ENVELOPE_BYTES + len);
     v.extend_from_slice(&envelope.flags.to_le_bytes());
     v.extend_from_slice(&envelope.expires.to_le_bytes());
     v.extend_from_slice(&kept_cas.to_le_bytes());
     v.extend_from_slice(&[envelope.marks, 0, 0, 0]);
-    v.extend_from_slice(value);
+    for p in parts {
+        v.extend_from_slice(p);
+    }
     v
 }
 
@@ -113,6 +142,7 @@ mod tests {
             (&b"data"[..], env, 99)
         );
         assert_eq!(decode(encode(b"", env, 7), 99).unwrap().cas, 7);
+        assert_eq!(encode_parts(&[b"da", b"", b"ta"], env, 0), raw);
         let mut bad = raw.clone();
         bad[18] = 1;
         assert!(decode(bad, 1).is_err());

@@ -107,7 +107,7 @@ impl Storage for MemcacheStorage {
             marks: marks(state),
         };
         self.cache
-            .set(self.ns, key, value, envelope)
+            .set(self.ns, key, &[value], envelope)
             .await
             .map_err(err)
     }

@@ -82,17 +82,21 @@ fn encode(data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
     let mut raw = Vec::with_capacity(EXPIRY_BYTES + data.len());
     raw.extend_from_slice(&expire_at_ms.to_le_bytes());
     raw.extend_from_slice(data);
+    (raw, string_envelope(expire_at_ms))
+}
+
+/// The envelope of a string expiring at `expire_at_ms` (0: never).
+fn string_envelope(expire_at_ms: u64) -> Envelope {
     let expires = if expire_at_ms == 0 {
         0
     } else {
         u32::try_from(expire_at_ms.div_ceil(1000)).unwrap_or(u32::MAX)
     };
-    let envelope = Envelope {
+    Envelope {
         flags: TYPE_STRING,
         expires,
         marks: 0,
-    };
-    (raw, envelope)
+    }
 }
 
 /// The live value of an item at `now_ms`; `Ok(None)` when it expired.
@@ -181,11 +185,14 @@ impl RespStore {
         data: &[u8],
         expire_at_ms: u64,
     ) -> Result<(), Error> {
-        let (raw, envelope) = encode(data, expire_at_ms);
+        let envelope = string_envelope(expire_at_ms);
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
-        self.cache.set(self.ns(db), key, &raw, envelope).await?;
+        let prefix = expire_at_ms.to_le_bytes();
+        self.cache
+            .set(self.ns(db), key, &[&prefix, data], envelope)
+            .await?;
         Ok(())
     }
 

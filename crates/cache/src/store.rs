@@ -10,7 +10,7 @@ use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
 
 use crate::access::{Access, AccessTable};
 use crate::dram::DramTier;
-use crate::envelope::{self, Envelope, Item, ENVELOPE_BYTES};
+use crate::envelope::{self, Envelope, Item, ItemRef, ENVELOPE_BYTES};
 use crate::Error;
 
 /// An item to write: its data and envelope, and the CAS unique it keeps
@@ -186,16 +186,19 @@ impl CacheStore {
     }
 
     /// One blind engine put (no read); write-through to the DRAM tier, as
-    /// the item just stored is the hottest there is. Returns its CAS.
+    /// the item just stored is the hottest there is. The item's data is
+    /// `value`'s parts one after the other (a face's prefix, the client's
+    /// bytes): copied once into the record value, which the tier copies
+    /// from. Returns its CAS.
     pub async fn set(
         &self,
         ns: Namespace,
         key: &[u8],
-        value: &[u8],
+        value: &[&[u8]],
         envelope: Envelope,
     ) -> Result<u64, Error> {
         let write = DramWrite::begin(&self.dram, ns.id(), key);
-        let raw = envelope::encode(value, envelope, 0);
+        let raw = envelope::encode_parts(value, envelope, 0);
         let put = self
             .store
             .put_versioned_async(ns, key, &raw, PutMode::Upsert)
@@ -208,12 +211,12 @@ impl CacheStore {
                 return Err(e.into());
             }
         };
-        let item = Item {
-            value: value.to_vec(),
+        // The tier copies the item out of the record value itself.
+        write.end(Some(ItemRef {
+            value: &raw[ENVELOPE_BYTES..],
             envelope,
             cas,
-        };
-        write.end(Some(&item));
+        }));
         self.access.written(Self::key_hash(ns, key), unix_now());
         Ok(cas)
     }
@@ -288,7 +291,7 @@ impl CacheStore {
                     envelope: new.envelope,
                     cas,
                 };
-                write.end(Some(&item));
+                write.end(Some(item.borrowed()));
                 Updated::Stored { cas }
             }
             (engine::Updated::Put(_), None) => unreachable!("a put is decided with its item"),
@@ -396,7 +399,7 @@ impl<'a> DramWrite<'a> {
 
     /// Caches `written` (the item now on flash) unless another write
     /// overtook this one; `None` drops the key.
-    fn end(mut self, written: Option<&Item>) {
+    fn end(mut self, written: Option<ItemRef<'_>>) {
         self.ended = true;
         self.dram.end_write(self.ns, self.key, written, self.epoch);
     }
