@@ -170,11 +170,20 @@ impl RespStore {
             return Ok(None);
         };
         let value = live(item, now_ms)?;
-        if value.is_none() {
+        match value {
+            // Its last access (OBJECT IDLETIME): one store at most per
+            // key and second.
+            Some(_) => self.cache.fetched(self.ns(db), key),
             // An update that keeps an expired key removes it.
-            self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
+            None => drop(self.update(db, key, now_ms, |_| (Change::Keep, ())).await?),
         }
         Ok(value)
+    }
+
+    /// Seconds since `key` was last read or written, as far as the access
+    /// table knows (`CacheStore::access`).
+    pub fn idle_secs(&self, db: usize, key: &[u8]) -> u32 {
+        self.cache.access(self.ns(db), key).idle_secs
     }
 
     /// Stores `data` unconditionally (one blind write).

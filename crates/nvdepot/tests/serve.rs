@@ -324,6 +324,101 @@ fn setrange_incrbyfloat_rename_msetnx_as_redis() {
     assert_eq!(c.call(&["GET", "z2"]), bulk("2"));
 }
 
+/// GETSET, SUBSTR, TOUCH, COPY, MOVE and OBJECT, each reply as
+/// redis-server 7.0.15 gave it for the same sequence.
+#[test]
+fn getset_copy_move_object_touch_as_redis() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    let int = Value::Integer;
+    assert_eq!(c.call(&["SET", "k", "v"]), simple("OK"));
+    assert_eq!(c.call(&["EXPIRE", "k", "100"]), int(1));
+    // GETSET drops the expiry, as SET does.
+    assert_eq!(c.call(&["GETSET", "k", "w"]), bulk("v"));
+    assert_eq!(c.call(&["TTL", "k"]), int(-1));
+    assert_eq!(c.call(&["GETSET", "nope", "x"]), Value::Bulk(None));
+    assert_eq!(
+        c.call(&["GETSET", "k"]),
+        error("ERR wrong number of arguments for 'getset' command")
+    );
+    assert_eq!(c.call(&["SUBSTR", "k", "0", "0"]), bulk("w"));
+    assert_eq!(
+        c.call(&["SET", "big", "123456789012345678901"]),
+        simple("OK")
+    );
+    assert_eq!(c.call(&["SET", "n", "42"]), simple("OK"));
+    assert_eq!(c.call(&["SET", "z", "-0"]), simple("OK"));
+    assert_eq!(c.call(&["TOUCH", "k", "n", "k", "nosuch"]), int(3));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "n"]), bulk("int"));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "z"]), bulk("embstr"));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "big"]), bulk("embstr"));
+    assert_eq!(c.call(&["SET", "long", &"x".repeat(45)]), simple("OK"));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "long"]), bulk("raw"));
+    assert_eq!(c.call(&["OBJECT", "ENCODING", "nosuch"]), Value::Bulk(None));
+    assert_eq!(c.call(&["OBJECT", "REFCOUNT", "n"]), int(2147483647));
+    assert_eq!(c.call(&["OBJECT", "REFCOUNT", "k"]), int(1));
+    assert_eq!(c.call(&["OBJECT", "IDLETIME", "k"]), int(0));
+    assert!(matches!(
+        c.call(&["OBJECT", "FREQ", "k"]),
+        Value::Error(e) if e.starts_with(b"ERR An LFU maxmemory policy is not selected")
+    ));
+    assert_eq!(
+        c.call(&["OBJECT", "NOPE", "k"]),
+        error("ERR unknown subcommand 'NOPE'. Try OBJECT HELP.")
+    );
+    assert_eq!(
+        c.call(&["OBJECT", "ENCODING"]),
+        error("ERR wrong number of arguments for 'object|encoding' command")
+    );
+    assert!(matches!(c.call(&["OBJECT", "HELP"]), Value::Array(Some(l)) if l.len() == 15));
+    assert_eq!(
+        c.call(&["COPY", "k", "k"]),
+        error("ERR source and destination objects are the same")
+    );
+    assert_eq!(c.call(&["COPY", "k", "k2"]), int(1));
+    assert_eq!(c.call(&["COPY", "k", "k2"]), int(0));
+    assert_eq!(c.call(&["COPY", "k", "k2", "REPLACE"]), int(1));
+    assert_eq!(c.call(&["COPY", "k", "k3", "DB", "1"]), int(1));
+    assert_eq!(
+        c.call(&["COPY", "k", "k3", "DB", "16"]),
+        error("ERR DB index is out of range")
+    );
+    assert_eq!(
+        c.call(&["COPY", "k", "k3", "DB", "x"]),
+        error("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        c.call(&["COPY", "k", "k3", "DB"]),
+        error("ERR syntax error")
+    );
+    assert_eq!(c.call(&["COPY", "nosuch", "k4"]), int(0));
+    assert_eq!(c.call(&["COPY", "k", "k", "DB", "1"]), int(1));
+    assert_eq!(c.call(&["SELECT", "1"]), simple("OK"));
+    assert_eq!(c.call(&["GET", "k3"]), bulk("w"));
+    assert_eq!(c.call(&["SELECT", "0"]), simple("OK"));
+    // MOVE takes the expiry along and leaves nothing behind.
+    assert_eq!(c.call(&["EXPIRE", "n", "50"]), int(1));
+    assert_eq!(c.call(&["MOVE", "n", "1"]), int(1));
+    assert_eq!(c.call(&["MOVE", "n", "1"]), int(0));
+    assert_eq!(
+        c.call(&["MOVE", "k", "0"]),
+        error("ERR source and destination objects are the same")
+    );
+    assert_eq!(
+        c.call(&["MOVE", "k", "99"]),
+        error("ERR DB index is out of range")
+    );
+    assert_eq!(c.call(&["EXISTS", "n"]), int(0));
+    assert_eq!(c.call(&["SELECT", "1"]), simple("OK"));
+    assert!(matches!(c.call(&["TTL", "n"]), Value::Integer(49 | 50)));
+    assert_eq!(c.call(&["SET", "k2", "other"]), simple("OK"));
+    assert_eq!(c.call(&["SELECT", "0"]), simple("OK"));
+    // The key exists in the target database: nothing moves.
+    assert_eq!(c.call(&["MOVE", "k2", "1"]), int(0));
+    assert_eq!(c.call(&["GET", "k2"]), bulk("w"));
+}
+
 /// Expired keys leave DBSIZE without being read: the background sweep
 /// removes them (`--expiry-sweep-secs`).
 #[test]

@@ -33,7 +33,8 @@ pub async fn execute(
 ) -> bool {
     let store = &*shared.store;
     let now = unix_now_ms();
-    if let Some(result) = super::strings::execute(store, db, name, args, now, r).await {
+    let cluster = shared.cluster.is_some();
+    if let Some(result) = super::strings::execute(store, db, name, args, now, cluster, r).await {
         if let Err(e) = result {
             storage_error(r, &e);
         }
@@ -220,7 +221,8 @@ pub async fn execute(
                     Err(msg) => r.error(msg),
                 })
         }
-        b"GETRANGE" => {
+        // SUBSTR: GETRANGE's old name, still served by Redis 7.
+        b"GETRANGE" | b"SUBSTR" => {
             if !arity(args, 4, Some(4), r) {
                 return true;
             }
@@ -251,7 +253,8 @@ pub async fn execute(
             // An expired key is removed too, but does not count.
             done.map(|d| r.integer(d.iter().filter(|(live, _)| *live).count() as i64))
         }
-        b"EXISTS" => {
+        // TOUCH: a read that only counts (the read marks the access).
+        b"EXISTS" | b"TOUCH" => {
             if !arity(args, 2, None, r) {
                 return true;
             }

@@ -1,10 +1,10 @@
 //! String and key commands beyond the single-step ones of `keys.rs`:
-//! SETRANGE and INCRBYFLOAT (one atomic update of their key each), and
-//! the commands that must see and change several keys as one step —
-//! RENAME, RENAMENX, MSETNX. Those run holding the exclusive pass of the
-//! isolation gate (the face's dispatch takes it for them, as EXEC does),
-//! so no other command sees a half-done rename or a partial MSETNX, as in
-//! Redis where one thread runs everything.
+//! SETRANGE, INCRBYFLOAT and GETSET (one atomic update of their key
+//! each), OBJECT, and the commands that must see and change several keys
+//! as one step — RENAME, RENAMENX, MSETNX, COPY, MOVE. Those run holding
+//! the exclusive pass of the isolation gate (the face's dispatch takes it
+//! for them, as EXEC does), so no other command sees a half-done rename
+//! or a partial MSETNX, as in Redis where one thread runs everything.
 
 use nvdepot_cache::resp::{Change, RespStore};
 use nvdepot_cache::Error;
@@ -15,23 +15,111 @@ use super::keys::int_arg;
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {
-    matches!(name, b"RENAME" | b"RENAMENX" | b"MSETNX")
+    matches!(
+        name,
+        b"RENAME" | b"RENAMENX" | b"MSETNX" | b"COPY" | b"MOVE"
+    )
 }
 
 /// Largest string SETRANGE may make (Redis's `proto-max-bulk-len`).
 const STRING_BYTES_MAX: i64 = 512 << 20;
 
 /// Runs `name` if it is one of this module's commands (`None` if not),
-/// with the storage result.
+/// with the storage result. `cluster`: the server runs in cluster mode
+/// (one database).
 pub async fn execute(
     store: &RespStore,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
     now: u64,
+    cluster: bool,
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
     Some(match name {
+        b"GETSET" => {
+            if !arity(args, 3, Some(3), r) {
+                return Some(Ok(()));
+            }
+            // SET … GET: the new value replaces the old and its expiry.
+            let value = args[2];
+            store
+                .update(db, args[1], now, |cur| {
+                    let old = cur.map(|v| v.data().to_vec());
+                    let data = value.to_vec();
+                    (
+                        Change::Put {
+                            data,
+                            expire_at_ms: 0,
+                        },
+                        old,
+                    )
+                })
+                .await
+                .map(|(old, _)| match old {
+                    Some(v) => r.bulk(&v),
+                    None => r.null(),
+                })
+        }
+        b"COPY" => {
+            if !arity(args, 3, None, r) {
+                return Some(Ok(()));
+            }
+            let (mut to_db, mut replace) = (db, false);
+            let mut i = 3;
+            while i < args.len() {
+                match args[i].to_ascii_uppercase().as_slice() {
+                    b"REPLACE" => replace = true,
+                    b"DB" if i + 1 < args.len() => {
+                        match int_arg(args[i + 1]).filter(|n| i32::try_from(*n).is_ok()) {
+                            None => {
+                                r.error(errors::NOT_INTEGER);
+                                return Some(Ok(()));
+                            }
+                            Some(n) if n < 0 || n as usize >= store.databases() => {
+                                r.error(errors::INVALID_DB);
+                                return Some(Ok(()));
+                            }
+                            Some(n) => to_db = n as usize,
+                        }
+                        i += 1;
+                    }
+                    _ => {
+                        r.error(errors::SYNTAX);
+                        return Some(Ok(()));
+                    }
+                }
+                i += 1;
+            }
+            if cluster && to_db != 0 {
+                r.error("ERR Copying to another database is not allowed in cluster mode");
+                return Some(Ok(()));
+            }
+            let to = (to_db, args[2]);
+            copy(store, (db, args[1]), to, replace, false, now, r).await
+        }
+        b"MOVE" => {
+            if !arity(args, 3, Some(3), r) {
+                return Some(Ok(()));
+            }
+            if cluster {
+                r.error("ERR MOVE is not allowed in cluster mode");
+                return Some(Ok(()));
+            }
+            let to_db = match int_arg(args[2]).filter(|n| i32::try_from(*n).is_ok()) {
+                None => {
+                    r.error(errors::NOT_INTEGER);
+                    return Some(Ok(()));
+                }
+                Some(n) if n < 0 || n as usize >= store.databases() => {
+                    r.error(errors::INVALID_DB);
+                    return Some(Ok(()));
+                }
+                Some(n) => n as usize,
+            };
+            copy(store, (db, args[1]), (to_db, args[1]), false, true, now, r).await
+        }
+        b"OBJECT" => object(store, db, args, now, r).await,
         b"SETRANGE" => {
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
@@ -188,6 +276,133 @@ async fn rename(
         r.integer(1);
     } else {
         r.ok();
+    }
+    Ok(())
+}
+
+/// COPY (or, with `remove`, MOVE) `from` to `to`, each a database and a
+/// key, with its expiry (the caller holds the exclusive pass).
+async fn copy(
+    store: &RespStore,
+    from: (usize, &[u8]),
+    to: (usize, &[u8]),
+    replace: bool,
+    remove: bool,
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    if from == to {
+        r.error("ERR source and destination objects are the same");
+        return Ok(());
+    }
+    let Some(v) = store.get(from.0, from.1, now).await? else {
+        r.integer(0);
+        return Ok(());
+    };
+    if !replace && store.get(to.0, to.1, now).await?.is_some() {
+        r.integer(0);
+        return Ok(());
+    }
+    // The copy first: if the delete fails, a MOVE leaves the key in both
+    // databases rather than in neither.
+    store.set(to.0, to.1, v.data(), v.expire_at_ms()).await?;
+    if remove {
+        store
+            .update(from.0, from.1, now, |_| (Change::Delete, ()))
+            .await?;
+    }
+    r.integer(1);
+    Ok(())
+}
+
+/// Shared integer objects' reference count in Redis (`OBJ_SHARED_REFCOUNT`).
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+
+/// OBJECT ENCODING | REFCOUNT | IDLETIME | FREQ key, OBJECT HELP. A
+/// string's encoding is what Redis gives a value just SET: `int` for a
+/// number Redis reads as one (20 bytes at most), `embstr` up to 44 bytes,
+/// else `raw` (Redis also calls `raw` a short string grown in place by
+/// APPEND or SETRANGE; nvdepot does not keep that history). IDLETIME comes
+/// from the cache layer's access table (exact for recently used keys;
+/// one whose entry was taken reads as idle since the server started).
+async fn object(
+    store: &RespStore,
+    db: usize,
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    if !arity(args, 2, None, r) {
+        return Ok(());
+    }
+    let sub = args[1].to_ascii_uppercase();
+    let expected = match &sub[..] {
+        b"HELP" => 2,
+        b"ENCODING" | b"REFCOUNT" | b"IDLETIME" | b"FREQ" => 3,
+        _ => {
+            r.error(&format!(
+                "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+                String::from_utf8_lossy(&args[1][..args[1].len().min(128)])
+            ));
+            return Ok(());
+        }
+    };
+    if args.len() != expected {
+        // A container command's subcommand is its own command to Redis.
+        let name = [&b"object|"[..], args[1]].concat();
+        r.error(&errors::wrong_arity(&name));
+        return Ok(());
+    }
+    if sub == b"HELP" {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            "HELP",
+            "    Prints this help.",
+        ];
+        r.array(lines.len());
+        for l in lines {
+            r.simple(l);
+        }
+        return Ok(());
+    }
+    let Some(v) = store.get(db, args[2], now).await? else {
+        r.null();
+        return Ok(());
+    };
+    let data = v.data();
+    let int = if data.len() <= 20 {
+        int_arg(data)
+    } else {
+        None
+    };
+    match &sub[..] {
+        b"ENCODING" => r.bulk(match int {
+            Some(_) => b"int",
+            None if data.len() <= 44 => b"embstr",
+            None => b"raw",
+        }),
+        b"REFCOUNT" => r.integer(match int {
+            Some(n) if (0..10_000).contains(&n) => SHARED_REFCOUNT,
+            _ => 1,
+        }),
+        b"IDLETIME" => r.integer(i64::from(store.idle_secs(db, args[2]))),
+        _ => r.error(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU data \
+             will take some time to adjust.",
+        ),
     }
     Ok(())
 }
