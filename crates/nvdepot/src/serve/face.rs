@@ -220,8 +220,50 @@ pub fn arity(args: &[&[u8]], min: usize, max: Option<usize>, r: &mut Reply<'_>) 
     true
 }
 
-fn upper(name: &[u8]) -> Vec<u8> {
-    name.to_ascii_uppercase()
+/// Longest command name or option [`upper`] keeps (Redis's longest is 20
+/// bytes).
+const UPPER_MAX: usize = 32;
+
+/// A command name or option upper-cased on the stack: two per command,
+/// which were two allocations.
+struct Upper {
+    buf: [u8; UPPER_MAX],
+    len: usize,
+}
+
+impl Upper {
+    fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::ops::Deref for Upper {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for Upper {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.as_slice() == *other
+    }
+}
+
+/// `name` upper-cased; one longer than [`UPPER_MAX`] becomes a NUL byte,
+/// which matches no name (replies quote the client's own bytes).
+fn upper(name: &[u8]) -> Upper {
+    let mut buf = [0u8; UPPER_MAX];
+    if name.len() > UPPER_MAX {
+        return Upper { buf, len: 1 };
+    }
+    for (b, c) in buf.iter_mut().zip(name) {
+        *b = c.to_ascii_uppercase();
+    }
+    Upper {
+        buf,
+        len: name.len(),
+    }
 }
 
 impl RespSession {

@@ -71,17 +71,10 @@ pub async fn execute(
                 match args[i].to_ascii_uppercase().as_slice() {
                     b"REPLACE" => replace = true,
                     b"DB" if i + 1 < args.len() => {
-                        match int_arg(args[i + 1]).filter(|n| i32::try_from(*n).is_ok()) {
-                            None => {
-                                r.error(errors::NOT_INTEGER);
-                                return Some(Ok(()));
-                            }
-                            Some(n) if n < 0 || n as usize >= store.databases() => {
-                                r.error(errors::INVALID_DB);
-                                return Some(Ok(()));
-                            }
-                            Some(n) => to_db = n as usize,
-                        }
+                        let Some(n) = db_arg(store, args[i + 1], r) else {
+                            return Some(Ok(()));
+                        };
+                        to_db = n;
                         i += 1;
                     }
                     _ => {
@@ -106,16 +99,8 @@ pub async fn execute(
                 r.error("ERR MOVE is not allowed in cluster mode");
                 return Some(Ok(()));
             }
-            let to_db = match int_arg(args[2]).filter(|n| i32::try_from(*n).is_ok()) {
-                None => {
-                    r.error(errors::NOT_INTEGER);
-                    return Some(Ok(()));
-                }
-                Some(n) if n < 0 || n as usize >= store.databases() => {
-                    r.error(errors::INVALID_DB);
-                    return Some(Ok(()));
-                }
-                Some(n) => n as usize,
+            let Some(to_db) = db_arg(store, args[2], r) else {
+                return Some(Ok(()));
             };
             copy(store, (db, args[1]), (to_db, args[1]), false, true, now, r).await
         }
@@ -278,6 +263,22 @@ async fn rename(
         r.ok();
     }
     Ok(())
+}
+
+/// A database number argument (COPY … DB n, MOVE key n), or `None` once
+/// Redis's error is replied: not a 32-bit integer, or out of range.
+fn db_arg(store: &RespStore, a: &[u8], r: &mut Reply<'_>) -> Option<usize> {
+    match int_arg(a).filter(|n| i32::try_from(*n).is_ok()) {
+        None => {
+            r.error(errors::NOT_INTEGER);
+            None
+        }
+        Some(n) if n < 0 || n as usize >= store.databases() => {
+            r.error(errors::INVALID_DB);
+            None
+        }
+        Some(n) => Some(n as usize),
+    }
 }
 
 /// COPY (or, with `remove`, MOVE) `from` to `to`, each a database and a
