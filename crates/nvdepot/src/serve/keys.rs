@@ -194,7 +194,8 @@ pub async fn execute(
                 match delta.checked_neg() {
                     Some(d) => d,
                     None => {
-                        r.error(errors::OVERFLOW);
+                        // Redis's own wording for DECRBY of i64::MIN.
+                        r.error("ERR decrement would overflow");
                         return true;
                     }
                 }
@@ -371,6 +372,52 @@ enum Expiry {
     Persist,
 }
 
+/// SET's and GETEX's expiry options as Redis 7.0 reads them
+/// (`parseExtendedStringArgumentsOrReply`): one kind among EX, PX, EXAT,
+/// PXAT, KEEPTTL (SET) and PERSIST (GETEX), which may repeat (the last
+/// value counts); the value is read only after every option parsed.
+#[derive(Default)]
+struct ExpiryOptions<'a> {
+    kind: Option<Vec<u8>>,
+    value: Option<&'a [u8]>,
+    /// The last option taken consumed the next argument.
+    took_value: bool,
+}
+
+impl<'a> ExpiryOptions<'a> {
+    /// Takes option `opt` (upper case; `next` the argument after it) if it
+    /// is an expiry option allowed here: KEEPTTL for SET, PERSIST for
+    /// GETEX (`getex`), and no other kind given before.
+    fn take(&mut self, opt: &[u8], next: Option<&'a [u8]>, getex: bool) -> bool {
+        let same_kind = self.kind.as_deref().is_none_or(|k| k == opt);
+        let ok = match opt {
+            b"KEEPTTL" => !getex && same_kind,
+            b"PERSIST" => getex && same_kind,
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" => same_kind && next.is_some(),
+            _ => false,
+        };
+        if ok {
+            self.kind = Some(opt.to_vec());
+            if opt != b"KEEPTTL" && opt != b"PERSIST" {
+                self.value = next;
+                self.took_value = true;
+            }
+        }
+        ok
+    }
+
+    /// The expiry the options give, or `command`'s error for its value.
+    fn expiry(&self, command: &str, now: u64) -> Result<Expiry, String> {
+        Ok(match (self.kind.as_deref(), self.value) {
+            (None, _) => Expiry::Unset,
+            (Some(b"KEEPTTL"), _) => Expiry::Keep,
+            (Some(b"PERSIST"), _) => Expiry::Persist,
+            (Some(kind), Some(v)) => Expiry::At(expiry_at(command, kind, v, now)?),
+            (Some(_), None) => unreachable!("an expiry option takes its value"),
+        })
+    }
+}
+
 /// Parses the value of `command`'s EX/PX/EXAT/PXAT option into an
 /// absolute time (ms), or the error to answer.
 fn expiry_at(command: &str, kind: &[u8], arg: &[u8], now: u64) -> Result<u64, String> {
@@ -401,33 +448,30 @@ async fn set(
         return Ok(());
     }
     let (mut nx, mut xx, mut get) = (false, false, false);
-    let mut expiry = Expiry::Unset;
+    let mut opts = ExpiryOptions::default();
     let mut i = 3;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
-        let next = args.get(i + 1);
         match opt.as_slice() {
             b"NX" if !xx => nx = true,
             b"XX" if !nx => xx = true,
             b"GET" => get = true,
-            b"KEEPTTL" if expiry == Expiry::Unset => expiry = Expiry::Keep,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if expiry == Expiry::Unset && next.is_some() => {
-                match expiry_at("set", &opt, next.expect("checked"), now) {
-                    Ok(at) => expiry = Expiry::At(at),
-                    Err(msg) => {
-                        r.error(&msg);
-                        return Ok(());
-                    }
-                }
-                i += 1;
-            }
+            _ if opts.take(&opt, args.get(i + 1).copied(), false) => {}
             _ => {
                 r.error(errors::SYNTAX);
                 return Ok(());
             }
         }
-        i += 1;
+        i += if opts.took_value { 2 } else { 1 };
+        opts.took_value = false;
     }
+    let expiry = match opts.expiry("set", now) {
+        Ok(e) => e,
+        Err(msg) => {
+            r.error(&msg);
+            return Ok(());
+        }
+    };
     let value = args[2];
     if !nx && !xx && !get && expiry != Expiry::Keep {
         // The common case: one blind write, no read.
@@ -473,30 +517,29 @@ async fn getex(
     if !arity(args, 2, None, r) {
         return Ok(());
     }
-    let mut expiry = Expiry::Unset;
+    let mut opts = ExpiryOptions::default();
     let mut i = 2;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
-        let next = args.get(i + 1);
-        match opt.as_slice() {
-            b"PERSIST" if expiry == Expiry::Unset => expiry = Expiry::Persist,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if expiry == Expiry::Unset && next.is_some() => {
-                match expiry_at("getex", &opt, next.expect("checked"), now) {
-                    Ok(at) => expiry = Expiry::At(at),
-                    Err(msg) => {
-                        r.error(&msg);
-                        return Ok(());
-                    }
-                }
-                i += 1;
-            }
-            _ => {
-                r.error(errors::SYNTAX);
-                return Ok(());
-            }
+        if !opts.take(&opt, args.get(i + 1).copied(), true) {
+            r.error(errors::SYNTAX);
+            return Ok(());
         }
-        i += 1;
+        i += if opts.took_value { 2 } else { 1 };
+        opts.took_value = false;
     }
+    let expiry = match opts.expiry("getex", now) {
+        Ok(e) => e,
+        Err(msg) => {
+            // Redis looks the key up before it reads the time: a missing
+            // key answers nil whatever the time says.
+            match store.get(db, args[1], now).await? {
+                None => r.null(),
+                Some(_) => r.error(&msg),
+            }
+            return Ok(());
+        }
+    };
     if expiry == Expiry::Unset {
         let v = store.get(db, args[1], now).await?;
         bulk_or_null(r, v.as_ref().map(Value::data));
@@ -529,10 +572,7 @@ async fn expire(
     if !arity(args, 3, None, r) {
         return Ok(());
     }
-    let Some(t) = int_arg(args[2]) else {
-        r.error(errors::NOT_INTEGER);
-        return Ok(());
-    };
+    // Redis reads the options before the time.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &args[3..] {
         match opt.to_ascii_uppercase().as_slice() {
@@ -557,6 +597,10 @@ async fn expire(
         r.error("ERR GT and LT options at the same time are not compatible");
         return Ok(());
     }
+    let Some(t) = int_arg(args[2]) else {
+        r.error(errors::NOT_INTEGER);
+        return Ok(());
+    };
     let ms = if name == b"EXPIRE" || name == b"EXPIREAT" {
         t.checked_mul(1000)
     } else {
