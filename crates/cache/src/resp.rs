@@ -70,10 +70,15 @@ pub enum Updated {
     Stored,
 }
 
+/// Buckets of write stamps ([`RespStore::write_stamp`]): 128 KiB.
+const STAMP_BUCKETS: usize = 1 << 14;
+
 /// The cache store seen as Redis databases.
 pub struct RespStore {
     cache: CacheStore,
     dbs: Vec<Namespace>,
+    /// Bumped by every write of a key hashing to the bucket (WATCH).
+    stamps: Box<[AtomicU64]>,
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
     expiring_writes: AtomicU64,
 }
@@ -141,6 +146,7 @@ impl RespStore {
             cache,
             dbs,
             expiring_writes: AtomicU64::new(0),
+            stamps: (0..STAMP_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -199,10 +205,33 @@ impl RespStore {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
         let prefix = expire_at_ms.to_le_bytes();
-        self.cache
+        let done = self
+            .cache
             .set(self.ns(db), key, &[&prefix, data], envelope)
-            .await?;
+            .await;
+        // Even after a failure: the key may have been written.
+        self.touch(db, key);
+        done?;
         Ok(())
+    }
+
+    /// A number that changes whenever `key` is written, deleted or found
+    /// expired (and, rarely, when another key of its bucket is): what
+    /// WATCH compares at EXEC, as Redis marks a watched key's clients
+    /// dirty on every change, including a change undone before EXEC (a
+    /// key created and deleted again), which the key's record version
+    /// alone cannot show.
+    pub fn write_stamp(&self, db: usize, key: &[u8]) -> u64 {
+        self.stamp(db, key).load(Ordering::Acquire)
+    }
+
+    fn stamp(&self, db: usize, key: &[u8]) -> &AtomicU64 {
+        let h = xxhash_rust::xxh3::xxh3_64_with_seed(key, db as u64);
+        &self.stamps[h as usize & (STAMP_BUCKETS - 1)]
+    }
+
+    fn touch(&self, db: usize, key: &[u8]) {
+        self.stamp(db, key).fetch_add(1, Ordering::AcqRel);
     }
 
     /// One atomic read-modify-write of `key`: `decide` sees the live value
@@ -248,9 +277,13 @@ impl RespStore {
                 };
                 (change, Some(out))
             })
-            .await?;
+            .await
+            .inspect_err(|_| self.touch(db, key))?;
         if let Some(e) = refused {
             return Err(e);
+        }
+        if !matches!(done, store::Updated::Kept) {
+            self.touch(db, key);
         }
         let done = match done {
             store::Updated::Kept => Updated::Kept,
@@ -267,7 +300,13 @@ impl RespStore {
 
     /// Removes every key of `db`.
     pub fn flushdb(&self, db: usize) -> Result<(), Error> {
-        self.cache.clear(self.ns(db))
+        let done = self.cache.clear(self.ns(db));
+        // Every key of the database changed (stamps are not per database:
+        // the others' watchers abort too, which costs only a retry).
+        for s in self.stamps.iter() {
+            s.fetch_add(1, Ordering::AcqRel);
+        }
+        done
     }
 
     /// Every stored key of `db` with its expiry (Unix ms, 0 = none), in

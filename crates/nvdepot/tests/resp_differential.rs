@@ -12,8 +12,14 @@
 //!   the same 64-bit float (docs/REDIS.md: nvdepot computes in f64, Redis
 //!   in long double); the key is then set to Redis's value in both.
 //!
+//! - SCAN (one page of COUNT 100, which holds every key of these small
+//!   databases in both) compares its cursor, and its keys as a set.
+//!
+//! Transactions (MULTI, EXEC, DISCARD, WATCH) and database switches
+//! (SELECT, MOVE, COPY … DB) come up among the commands at random.
+//!
 //! Left out of the generated commands: what answers with the server's own
-//! state rather than the keys' (INFO, RANDOMKEY, SCAN cursors, OBJECT:
+//! state rather than the keys' (INFO, RANDOMKEY, OBJECT:
 //! docs/REDIS.md lists its one deviation), and expiries short enough to
 //! fire during a run (every TTL given is at least 1 000 s; a zero,
 //! negative or past one deletes at once in both servers).
@@ -68,7 +74,42 @@ fn command(rng: &mut StdRng, exat: u64) -> Vec<String> {
     };
     let mut c: Vec<String>;
     let w = |s: &str| s.to_string();
-    match rng.gen_range(0..40) {
+    match rng.gen_range(0..48) {
+        40 => c = vec![w("SELECT"), w(["0", "1", "16", "x"][rng.gen_range(0..4)])],
+        41 => {
+            c = vec![w("SCAN"), w("0"), w("COUNT"), w("100")];
+            if rng.gen_bool(0.5) {
+                c.extend([w("MATCH"), w(["k[0-2]", "*", "z*"][rng.gen_range(0..3)])]);
+            }
+            if rng.gen_bool(0.3) {
+                c.extend([w("TYPE"), w(["string", "list"][rng.gen_range(0..2)])]);
+            }
+        }
+        42 => c = vec![w(["MULTI", "EXEC", "DISCARD"][rng.gen_range(0..3)])],
+        43 => {
+            c = vec![w("WATCH"), key(rng)];
+            if rng.gen_bool(0.2) {
+                c = vec![w("UNWATCH")];
+            }
+        }
+        44 => {
+            c = vec![
+                w("MOVE"),
+                key(rng),
+                w(["0", "1", "99"][rng.gen_range(0..3)]),
+            ]
+        }
+        45 => {
+            c = vec![
+                w("COPY"),
+                key(rng),
+                key(rng),
+                w("DB"),
+                w(["0", "1"][rng.gen_range(0..2)]),
+            ]
+        }
+        46 => c = vec![w("ECHO"), value(rng)],
+        47 => c = vec![w("PING")],
         0..=5 => {
             c = vec![w("SET"), key(rng), value(rng)];
             for _ in 0..rng.gen_range(0..3) {
@@ -205,31 +246,46 @@ fn command(rng: &mut StdRng, exat: u64) -> Vec<String> {
 
 /// Replies the same, up to the time that passes between the servers.
 fn same(cmd: &[String], want: &Value, got: &Value) -> bool {
+    if want == got {
+        return true;
+    }
     let tolerance = match cmd[0].as_str() {
         "TTL" | "EXPIRETIME" => 2,
         "PTTL" | "PEXPIRETIME" => 2000,
-        "KEYS" => {
-            let sorted = |v: &Value| match v {
-                Value::Array(Some(items)) => {
-                    let mut keys: Vec<Vec<u8>> = items
-                        .iter()
-                        .map(|i| match i {
-                            Value::Bulk(Some(b)) => b.clone(),
-                            other => format!("{other:?}").into_bytes(),
-                        })
-                        .collect();
-                    keys.sort();
-                    Some(keys)
+        "SCAN" => {
+            // [cursor, keys]: the keys as a set.
+            let split = |v: &Value| match v {
+                Value::Array(Some(parts)) if parts.len() == 2 => {
+                    Some((parts[0].clone(), sorted_keys(&parts[1])))
                 }
                 _ => None,
             };
-            return sorted(want).is_some() && sorted(want) == sorted(got);
+            return split(want).is_some() && split(want) == split(got);
         }
+        "KEYS" => return sorted_keys(want).is_some() && sorted_keys(want) == sorted_keys(got),
         _ => 0,
     };
     match (want, got) {
         (Value::Integer(a), Value::Integer(b)) if *a >= 0 && *b >= 0 => (a - b).abs() <= tolerance,
         _ => want == got,
+    }
+}
+
+/// An array of keys, sorted (`None` if it is not an array).
+fn sorted_keys(v: &Value) -> Option<Vec<Vec<u8>>> {
+    match v {
+        Value::Array(Some(items)) => {
+            let mut keys: Vec<Vec<u8>> = items
+                .iter()
+                .map(|i| match i {
+                    Value::Bulk(Some(b)) => b.clone(),
+                    other => format!("{other:?}").into_bytes(),
+                })
+                .collect();
+            keys.sort();
+            Some(keys)
+        }
+        _ => None,
     }
 }
 
@@ -331,6 +387,8 @@ fn replies_match_redis() {
         assert_eq!(a.call(&["FLUSHALL"]), b.call(&["FLUSHALL"]));
         let exat = now + 3600 + seed;
         let mut sent: Vec<String> = Vec::new();
+        // The commands queued since MULTI, while a transaction is open.
+        let mut queued: Option<Vec<Vec<String>>> = None;
         for i in 0..ops {
             let cmd = command(&mut rng, exat);
             let words: Vec<&str> = cmd.iter().map(String::as_str).collect();
@@ -347,8 +405,27 @@ fn replies_match_redis() {
                 assert_eq!(a.call(&set), b.call(&set));
                 continue;
             }
-            if !same(&cmd, &want, &got) {
-                let from = sent.len().saturating_sub(25);
+            // EXEC's replies are compared each as its queued command's.
+            let same_reply = match (cmd[0].as_str(), &queued, &want, &got) {
+                ("EXEC", Some(q), Value::Array(Some(w)), Value::Array(Some(g)))
+                    if w.len() == q.len() && g.len() == q.len() =>
+                {
+                    (0..q.len()).all(|i| same(&q[i], &w[i], &g[i]))
+                }
+                _ => same(&cmd, &want, &got),
+            };
+            match cmd[0].as_str() {
+                "MULTI" if want == Value::Simple(b"OK".to_vec()) => queued = Some(Vec::new()),
+                "EXEC" | "DISCARD" => queued = None,
+                _ if want == Value::Simple(b"QUEUED".to_vec()) => {
+                    if let Some(q) = queued.as_mut() {
+                        q.push(cmd.clone());
+                    }
+                }
+                _ => {}
+            }
+            if !same_reply {
+                let from = sent.len().saturating_sub(60);
                 panic!(
                     "seed {seed}, command {i} `{}`: redis-server {}, nvdepot {}\nthe commands before it:\n{}",
                     cmd.join(" "),

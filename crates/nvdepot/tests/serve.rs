@@ -231,6 +231,19 @@ fn transactions_queue_abort_watch_and_isolate() {
     assert_eq!(c.call(&["SET", "a", "mine"]), simple("QUEUED"));
     assert_eq!(c.call(&["EXEC"]), Value::Array(None));
     assert_eq!(c.call(&["GET", "a"]), bulk("other"));
+    // A change undone before EXEC still aborts it, as in Redis: the key
+    // was absent when watched and is absent again.
+    assert_eq!(c.call(&["WATCH", "gone"]), simple("OK"));
+    assert_eq!(other.call(&["SET", "gone", "x"]), simple("OK"));
+    assert_eq!(other.call(&["DEL", "gone"]), Value::Integer(1));
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["SET", "gone", "mine"]), simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]), Value::Array(None));
+    assert_eq!(c.call(&["EXISTS", "gone"]), Value::Integer(0));
+    // UNWATCH inside MULTI is queued (and answers OK from EXEC).
+    assert_eq!(c.call(&["MULTI"]), simple("OK"));
+    assert_eq!(c.call(&["UNWATCH"]), simple("QUEUED"));
+    assert_eq!(c.call(&["EXEC"]), Value::Array(Some(vec![simple("OK")])));
     // Isolation: another client's INCRs never interleave with a
     // transaction's, so its replies are consecutive.
     let stop = Arc::new(AtomicBool::new(false));

@@ -312,6 +312,8 @@ impl RespSession {
             }
         }
         match name.as_slice() {
+            // Run from EXEC's queue: EXEC has already dropped the watches.
+            b"UNWATCH" => r.ok(),
             b"PING" => {
                 if arity(args, 1, Some(2), &mut r) {
                     match args.get(1) {

@@ -26,6 +26,8 @@ pub struct Watched {
     pub db: usize,
     pub key: Vec<u8>,
     pub version: Option<u64>,
+    /// The key's write stamp when watched (`RespStore::write_stamp`).
+    pub stamp: u64,
 }
 
 impl RespSession {
@@ -66,11 +68,15 @@ impl RespSession {
                     let _pass = shared.gate.shared().await;
                     let now = unix_now_ms();
                     for key in &args[1..] {
-                        match self.shared().store.get(self.db, key, now).await {
+                        // The stamp after the read (which may remove the
+                        // key if it expired, a change of its own): a write
+                        // between the two shows as a changed version.
+                        match shared.store.get(self.db, key, now).await {
                             Ok(v) => self.watched.push(Watched {
                                 db: self.db,
                                 key: key.to_vec(),
                                 version: v.map(|v| v.version()),
+                                stamp: shared.store.write_stamp(self.db, key),
                             }),
                             Err(e) => {
                                 r.error(&format!("ERR {e}"));
@@ -81,7 +87,8 @@ impl RespSession {
                     r.ok();
                 }
             }
-            b"UNWATCH" => {
+            // Inside MULTI, Redis queues UNWATCH like any command.
+            b"UNWATCH" if self.multi.is_none() => {
                 self.watched.clear();
                 r.ok();
             }
@@ -106,7 +113,9 @@ impl RespSession {
                             return true;
                         }
                     };
-                    if current != w.version {
+                    // A version that changed, or one that changed back (a
+                    // key created and deleted again): either aborts.
+                    if current != w.version || shared.store.write_stamp(w.db, &w.key) != w.stamp {
                         r.null_array();
                         return true;
                     }
