@@ -33,14 +33,13 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::{temp_dir, Server};
+use common::{env_or, temp_dir, RefServer, Server};
 
 const KEYS: usize = 5;
 /// The largest number the generator stores (2^62) and its largest delta:
@@ -615,60 +614,6 @@ fn unpad(data: &str) -> String {
 
 // ---- running ----
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A stock memcached on a free port of 127.0.0.1.
-struct Memcached(Child, SocketAddr);
-
-impl Memcached {
-    fn start() -> Option<Memcached> {
-        let port = free_port();
-        let child = Command::new("memcached")
-            .args([
-                "-l",
-                "127.0.0.1",
-                "-U",
-                "0",
-                "-m",
-                "64",
-                "-t",
-                "2",
-                "-u",
-                "root",
-            ])
-            // Without its LRU background threads, which briefly hold items
-            // and so make an `incr`'s in-place update (and its space
-            // padding) depend on timing.
-            .args(["-o", "no_lru_crawler,no_lru_maintainer"])
-            .args(["-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "memcached did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Memcached(child, addr))
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs `requests` on fresh connections to both servers under key prefix
 /// `prefix`; returns the index of the first differing reply, with both.
 fn first_mismatch(
@@ -763,16 +708,9 @@ fn shrink(reference: SocketAddr, subject: SocketAddr, failing: &[Request]) -> St
     )
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn compare(reference: SocketAddr, subject: SocketAddr) {
-    let ops = env_usize("NVDEPOT_DIFF_OPS", 1500);
-    let seeds = env_usize("NVDEPOT_DIFF_SEEDS", 3);
+    let ops: usize = env_or("NVDEPOT_DIFF_OPS", 1500);
+    let seeds: usize = env_or("NVDEPOT_DIFF_SEEDS", 3);
     for seed in 0..seeds as u64 {
         let mut gen = Gen {
             rng: StdRng::seed_from_u64(seed),
@@ -814,29 +752,38 @@ fn compare(reference: SocketAddr, subject: SocketAddr) {
     }
 }
 
-fn memcached_or_skip() -> Option<Memcached> {
-    let m = Memcached::start();
-    if m.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "memcached is not installed (apt-get install memcached)"
-        );
-        eprintln!("differential: memcached not installed; skipped");
-    }
-    m
+/// Stock memcached, without its LRU background threads, which briefly
+/// hold items and so make an `incr`'s in-place update (and its space
+/// padding) depend on timing.
+fn memcached() -> Option<RefServer> {
+    let args = [
+        "-l",
+        "127.0.0.1",
+        "-U",
+        "0",
+        "-m",
+        "64",
+        "-t",
+        "2",
+        "-u",
+        "root",
+        "-o",
+        "no_lru_crawler,no_lru_maintainer",
+    ];
+    RefServer::start_or_skip("memcached", &args, "-p", "memcached")
 }
 
 #[test]
 fn replies_match_memcached() {
-    let Some(reference) = memcached_or_skip() else {
+    let Some(reference) = memcached() else {
         return;
     };
     if std::env::var("NVDEPOT_DIFF_PEER").as_deref() == Ok("memcached") {
-        let other = Memcached::start().expect("a second memcached");
-        compare(reference.1, other.1);
+        let other = memcached().expect("a second memcached");
+        compare(reference.addr, other.addr);
         return;
     }
     let dir = temp_dir();
     let server = Server::start_with(&dir.path().join("store"), &[]);
-    compare(reference.1, server.addr);
+    compare(reference.addr, server.addr);
 }

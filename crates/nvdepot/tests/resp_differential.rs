@@ -31,15 +31,11 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use nvdepot_resp::Value;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::{temp_dir, Resp, Server};
+use common::{env_or, temp_dir, RefServer, Resp, Server};
 
 const KEYS: usize = 5;
 
@@ -315,60 +311,11 @@ fn show(v: &Value) -> String {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A stock redis-server on a free port of 127.0.0.1, no persistence.
-struct Redis(Child, SocketAddr);
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--port", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Redis(child, addr))
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn replies_match_redis() {
-    let Some(redis) = Redis::start() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "redis-server is not installed (apt-get install redis-server)"
-        );
-        eprintln!("resp_differential: redis-server not installed; skipped");
+    let args = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
+    else {
         return;
     };
     let dir = temp_dir();
@@ -376,15 +323,15 @@ fn replies_match_redis() {
         &dir.path().join("store"),
         &["--size", "64M", "--segment-size", "4M"],
     );
-    let ops = env_or("NVDEPOT_RESP_DIFF_OPS", 1500);
-    let seeds = env_or("NVDEPOT_RESP_DIFF_SEEDS", 3);
+    let ops: u64 = env_or("NVDEPOT_RESP_DIFF_OPS", 1500);
+    let seeds: u64 = env_or("NVDEPOT_RESP_DIFF_SEEDS", 3);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
     for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);
-        let (mut a, mut b) = (Resp::connect_to(redis.1), Resp::connect(&server));
+        let (mut a, mut b) = (Resp::connect_to(redis.addr), Resp::connect(&server));
         assert_eq!(a.call(&["FLUSHALL"]), b.call(&["FLUSHALL"]));
         if seed % 2 == 1 {
             // Odd seeds speak RESP3 (the HELLO replies name each server).

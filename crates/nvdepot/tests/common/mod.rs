@@ -231,3 +231,77 @@ impl Resp {
         self.read()
     }
 }
+
+/// A stock reference server (memcached, redis-server) on a free port of
+/// 127.0.0.1, for the differential tests; killed when dropped.
+pub struct RefServer {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl RefServer {
+    /// Starts `program` with `args`, then `port_flag` and a free port;
+    /// `None` if it is not installed.
+    pub fn start(program: &str, args: &[&str], port_flag: &str) -> Option<RefServer> {
+        let port = free_port();
+        let child = Command::new(program)
+            .args(args)
+            .args([port_flag, &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "{program} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(RefServer { child, addr })
+    }
+
+    /// [`RefServer::start`], or `None` with a note on stderr when `program` is
+    /// not installed; under CI (`CI` set) a missing program fails the test
+    /// instead (its Debian package is `package`).
+    pub fn start_or_skip(
+        program: &str,
+        args: &[&str],
+        port_flag: &str,
+        package: &str,
+    ) -> Option<RefServer> {
+        let p = RefServer::start(program, args, port_flag);
+        if p.is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{program} is not installed (apt-get install {package})"
+            );
+            eprintln!("{program} not installed; differential test skipped");
+        }
+        p
+    }
+}
+
+impl Drop for RefServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port of 127.0.0.1 free right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Environment variable `name` parsed, or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
