@@ -244,12 +244,6 @@ impl std::ops::Deref for Upper {
     }
 }
 
-impl<const N: usize> PartialEq<&[u8; N]> for Upper {
-    fn eq(&self, other: &&[u8; N]) -> bool {
-        self.as_slice() == *other
-    }
-}
-
 /// `name` upper-cased; one longer than [`UPPER_MAX`] becomes a NUL byte,
 /// which matches no name (replies quote the client's own bytes).
 fn upper(name: &[u8]) -> Upper {
@@ -416,7 +410,7 @@ impl RespSession {
             }
             b"FLUSHDB" | b"FLUSHALL" => {
                 if arity(args, 1, Some(2), &mut r) {
-                    let dbs = if name == b"FLUSHDB" {
+                    let dbs = if name.as_slice() == b"FLUSHDB" {
                         self.db..self.db + 1
                     } else {
                         0..shared.store.databases()
@@ -449,7 +443,7 @@ impl RespSession {
                 }
             }
             b"SAVE" | b"BGSAVE" => match shared.store.cache().engine().flush() {
-                Ok(()) if name == b"SAVE" => r.ok(),
+                Ok(()) if name.as_slice() == b"SAVE" => r.ok(),
                 Ok(()) => r.simple("Background saving started"),
                 Err(e) => r.error(&format!("ERR {e}")),
             },

@@ -60,6 +60,13 @@ pub async fn execute(
             })
         }
         b"SET" => set(store, db, args, now, r).await,
+        // GETSET is SET … GET (the old value back, the expiry dropped).
+        b"GETSET" => {
+            if !arity(args, 3, Some(3), r) {
+                return true;
+            }
+            set(store, db, &[args[0], args[1], args[2], b"GET"], now, r).await
+        }
         b"SETNX" => {
             if !arity(args, 3, Some(3), r) {
                 return true;
@@ -378,37 +385,40 @@ enum Expiry {
 /// value counts); the value is read only after every option parsed.
 #[derive(Default)]
 struct ExpiryOptions<'a> {
-    kind: Option<Vec<u8>>,
+    kind: Option<&'static [u8]>,
     value: Option<&'a [u8]>,
-    /// The last option taken consumed the next argument.
-    took_value: bool,
 }
 
 impl<'a> ExpiryOptions<'a> {
     /// Takes option `opt` (upper case; `next` the argument after it) if it
     /// is an expiry option allowed here: KEEPTTL for SET, PERSIST for
-    /// GETEX (`getex`), and no other kind given before.
-    fn take(&mut self, opt: &[u8], next: Option<&'a [u8]>, getex: bool) -> bool {
-        let same_kind = self.kind.as_deref().is_none_or(|k| k == opt);
-        let ok = match opt {
-            b"KEEPTTL" => !getex && same_kind,
-            b"PERSIST" => getex && same_kind,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" => same_kind && next.is_some(),
-            _ => false,
+    /// GETEX (`getex`), and no other kind given before. Returns how many
+    /// arguments it took (the option, and its value if it has one).
+    fn take(&mut self, opt: &[u8], next: Option<&'a [u8]>, getex: bool) -> Option<usize> {
+        let (kind, takes_value): (&'static [u8], bool) = match opt {
+            b"KEEPTTL" if !getex => (b"KEEPTTL", false),
+            b"PERSIST" if getex => (b"PERSIST", false),
+            b"EX" => (b"EX", true),
+            b"PX" => (b"PX", true),
+            b"EXAT" => (b"EXAT", true),
+            b"PXAT" => (b"PXAT", true),
+            _ => return None,
         };
-        if ok {
-            self.kind = Some(opt.to_vec());
-            if opt != b"KEEPTTL" && opt != b"PERSIST" {
-                self.value = next;
-                self.took_value = true;
-            }
+        if self.kind.is_some_and(|k| k != kind) || (takes_value && next.is_none()) {
+            return None;
         }
-        ok
+        self.kind = Some(kind);
+        if takes_value {
+            self.value = next;
+            Some(2)
+        } else {
+            Some(1)
+        }
     }
 
     /// The expiry the options give, or `command`'s error for its value.
     fn expiry(&self, command: &str, now: u64) -> Result<Expiry, String> {
-        Ok(match (self.kind.as_deref(), self.value) {
+        Ok(match (self.kind, self.value) {
             (None, _) => Expiry::Unset,
             (Some(b"KEEPTTL"), _) => Expiry::Keep,
             (Some(b"PERSIST"), _) => Expiry::Persist,
@@ -456,14 +466,18 @@ async fn set(
             b"NX" if !xx => nx = true,
             b"XX" if !nx => xx = true,
             b"GET" => get = true,
-            _ if opts.take(&opt, args.get(i + 1).copied(), false) => {}
-            _ => {
-                r.error(errors::SYNTAX);
-                return Ok(());
-            }
+            _ => match opts.take(&opt, args.get(i + 1).copied(), false) {
+                Some(taken) => {
+                    i += taken;
+                    continue;
+                }
+                None => {
+                    r.error(errors::SYNTAX);
+                    return Ok(());
+                }
+            },
         }
-        i += if opts.took_value { 2 } else { 1 };
-        opts.took_value = false;
+        i += 1;
     }
     let expiry = match opts.expiry("set", now) {
         Ok(e) => e,
@@ -521,12 +535,11 @@ async fn getex(
     let mut i = 2;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
-        if !opts.take(&opt, args.get(i + 1).copied(), true) {
+        let Some(taken) = opts.take(&opt, args.get(i + 1).copied(), true) else {
             r.error(errors::SYNTAX);
             return Ok(());
-        }
-        i += if opts.took_value { 2 } else { 1 };
-        opts.took_value = false;
+        };
+        i += taken;
     }
     let expiry = match opts.expiry("getex", now) {
         Ok(e) => e,

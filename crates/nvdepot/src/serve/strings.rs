@@ -1,12 +1,12 @@
 //! String and key commands beyond the single-step ones of `keys.rs`:
-//! SETRANGE, INCRBYFLOAT and GETSET (one atomic update of their key
-//! each), OBJECT, and the commands that must see and change several keys
+//! SETRANGE and INCRBYFLOAT (one atomic update of their key each),
+//! OBJECT, and the commands that must see and change several keys
 //! as one step — RENAME, RENAMENX, MSETNX, COPY, MOVE. Those run holding
 //! the exclusive pass of the isolation gate (the face's dispatch takes it
 //! for them, as EXEC does), so no other command sees a half-done rename
 //! or a partial MSETNX, as in Redis where one thread runs everything.
 
-use nvdepot_cache::resp::{Change, RespStore};
+use nvdepot_cache::resp::{Change, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
@@ -37,30 +37,6 @@ pub async fn execute(
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
     Some(match name {
-        b"GETSET" => {
-            if !arity(args, 3, Some(3), r) {
-                return Some(Ok(()));
-            }
-            // SET … GET: the new value replaces the old and its expiry.
-            let value = args[2];
-            store
-                .update(db, args[1], now, |cur| {
-                    let old = cur.map(|v| v.data().to_vec());
-                    let data = value.to_vec();
-                    (
-                        Change::Put {
-                            data,
-                            expire_at_ms: 0,
-                        },
-                        old,
-                    )
-                })
-                .await
-                .map(|(old, _)| match old {
-                    Some(v) => r.bulk(&v),
-                    None => r.null(),
-                })
-        }
         b"COPY" => {
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
@@ -253,10 +229,7 @@ async fn rename(
         r.integer(0);
         return Ok(());
     }
-    // Write the new name first: if the delete fails, the key exists
-    // under both names rather than under neither.
-    store.set(db, dst, v.data(), v.expire_at_ms()).await?;
-    store.update(db, src, now, |_| (Change::Delete, ())).await?;
+    relocate(store, &v, (db, src), (db, dst), true, now).await?;
     if nx {
         r.integer(1);
     } else {
@@ -304,15 +277,29 @@ async fn copy(
         r.integer(0);
         return Ok(());
     }
-    // The copy first: if the delete fails, a MOVE leaves the key in both
-    // databases rather than in neither.
+    relocate(store, &v, from, to, remove, now).await?;
+    r.integer(1);
+    Ok(())
+}
+
+/// Writes `v` (value and expiry) to `to` and, with `remove`, deletes
+/// `from` (RENAME, COPY, MOVE; each a database and a key). The new one
+/// first: if the delete fails, the key exists in both places rather than
+/// in neither.
+async fn relocate(
+    store: &RespStore,
+    v: &Value,
+    from: (usize, &[u8]),
+    to: (usize, &[u8]),
+    remove: bool,
+    now: u64,
+) -> Result<(), Error> {
     store.set(to.0, to.1, v.data(), v.expire_at_ms()).await?;
     if remove {
         store
             .update(from.0, from.1, now, |_| (Change::Delete, ()))
             .await?;
     }
-    r.integer(1);
     Ok(())
 }
 
