@@ -50,6 +50,18 @@ pub enum Structure {
 }
 
 impl Structure {
+    pub const ALL: [Structure; 4] = [
+        Structure::Nvdepot,
+        Structure::NvdepotPrefetch,
+        Structure::DashMap,
+        Structure::HashbrownRwLock,
+    ];
+
+    /// The structure of this [`Structure::name`], if any.
+    pub fn from_name(name: &str) -> Option<Structure> {
+        Structure::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Structure::Nvdepot => "nvdepot",
@@ -91,6 +103,9 @@ pub struct IndexBenchConfig {
     pub grows: u32,
     /// Also measure dashmap and hashbrown+rwlock.
     pub competitors: bool,
+    /// Measure only these (empty: every structure `competitors` allows);
+    /// to profile one of them alone.
+    pub only: Vec<Structure>,
     /// Time one operation in this many (a power of two; 1 = all).
     pub latency_sample: u64,
     /// Repetitions of the whole set of runs.
@@ -107,6 +122,7 @@ impl Default for IndexBenchConfig {
             presized: true,
             grows: 4,
             competitors: true,
+            only: Vec::new(),
             latency_sample: 8,
             repeats: 1,
             seed: 1,
@@ -153,16 +169,12 @@ impl IndexBenchConfig {
     }
 
     pub fn structures(&self) -> Vec<Structure> {
-        if self.competitors {
-            vec![
-                Structure::Nvdepot,
-                Structure::NvdepotPrefetch,
-                Structure::DashMap,
-                Structure::HashbrownRwLock,
-            ]
-        } else {
-            vec![Structure::Nvdepot, Structure::NvdepotPrefetch]
-        }
+        let n = if self.competitors { 4 } else { 2 };
+        Structure::ALL[..n]
+            .iter()
+            .copied()
+            .filter(|s| self.only.is_empty() || self.only.contains(s))
+            .collect()
     }
 }
 
@@ -824,6 +836,28 @@ mod tests {
         // 1000 * 8/7 rounds up to 2048 buckets.
         assert_eq!(hashbrown_bytes(map.capacity()), 2048 * 17 + 16);
         assert_eq!(doublings(map.capacity(), map.capacity() * 16 + 15), 4);
+    }
+
+    #[test]
+    fn only_filters_the_structures() {
+        let config = IndexBenchConfig {
+            only: vec![Structure::NvdepotPrefetch, Structure::DashMap],
+            ..IndexBenchConfig::default()
+        };
+        assert_eq!(
+            config.structures(),
+            [Structure::NvdepotPrefetch, Structure::DashMap]
+        );
+        let config = IndexBenchConfig {
+            competitors: false,
+            ..config
+        };
+        assert_eq!(config.structures(), [Structure::NvdepotPrefetch]);
+        assert_eq!(
+            Structure::from_name("hashbrown+rwlock"),
+            Some(Structure::HashbrownRwLock)
+        );
+        assert_eq!(Structure::from_name("btree"), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use nvdepot_bench::index::{self, report, IndexBenchConfig};
+use nvdepot_bench::index::{self, report, IndexBenchConfig, Structure};
 
 use crate::bench::parse_count;
 
@@ -37,6 +37,10 @@ pub struct IndexBenchArgs {
     /// Measure only nvdepot's index (no dashmap, no hashbrown).
     #[arg(long)]
     no_competitors: bool,
+    /// Measure only these structures, comma-separated (nvdepot,
+    /// nvdepot-prefetch, dashmap, hashbrown+rwlock): to profile one alone.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse_structure)]
+    only: Vec<Structure>,
     /// Time one operation in N (a power of two; 1 times them all).
     #[arg(long, value_name = "N", default_value_t = 8)]
     latency_sample: u64,
@@ -55,6 +59,13 @@ pub struct IndexBenchArgs {
     quick: bool,
 }
 
+fn parse_structure(name: &str) -> Result<Structure, String> {
+    Structure::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Structure::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown structure {name:?}: one of {}", names.join(", "))
+    })
+}
+
 pub fn run(args: IndexBenchArgs) -> ExitCode {
     let config = IndexBenchConfig {
         keys: if args.quick { 200_000 } else { args.keys },
@@ -62,6 +73,7 @@ pub fn run(args: IndexBenchArgs) -> ExitCode {
         presized: !args.no_presized,
         grows: args.grows,
         competitors: !args.no_competitors,
+        only: args.only,
         latency_sample: if args.quick { 1 } else { args.latency_sample },
         repeats: args.repeat,
         seed: args.seed,
