@@ -130,6 +130,7 @@ impl Inner {
             segments.clone(),
             uuid,
             opts.sync,
+            opts.flush_inline,
             seq.clone(),
         ));
         Inner {

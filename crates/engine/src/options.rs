@@ -75,6 +75,19 @@ pub struct Options {
     /// until it is written), as Redis's `appendfsync always` lets them; a
     /// value is never acknowledged before it is durable. Default: false.
     pub unlock_before_durable: bool,
+    /// On an io_uring runtime, a durable write's device flush
+    /// (`fdatasync`) runs on the worker thread that leads the group
+    /// commit, which blocks for it (as redis-server's event loop blocks on
+    /// its `appendfsync always` fsync), when no other task of that worker
+    /// is ready to run; otherwise, and always when off, the flush goes
+    /// through the ring, which hands it to a kernel io-wq thread so the
+    /// worker serves its other connections meanwhile, at three more
+    /// context switches per flush (6 instead of 3 per durable SET at one
+    /// connection). Measured (bench/results/resp-vs-redis-profile.md):
+    /// durable SETs at 1 connection +35 %, at 128 +6 %; mixed 1:1 GET/SET
+    /// at 64 connections unchanged (always inline, it lost 8 %, the GETs
+    /// waiting behind the flushes). Default: true.
+    pub flush_inline: bool,
 }
 
 impl Default for Options {
@@ -96,6 +109,7 @@ impl Default for Options {
             buffered_io: false,
             write_behind: false,
             unlock_before_durable: false,
+            flush_inline: true,
         }
     }
 }

@@ -244,6 +244,11 @@ pub(crate) struct Writer {
     segments: Arc<Segments>,
     uuid: u128,
     sync: bool,
+    /// Flush on the leader's thread even on a ring, when nothing else of
+    /// its runtime is ready ([`Options::flush_inline`]).
+    ///
+    /// [`Options::flush_inline`]: crate::Options::flush_inline
+    flush_inline: bool,
     /// The store-wide sequence counter.
     seq: Arc<AtomicU64>,
     state: Mutex<State>,
@@ -266,6 +271,7 @@ impl Writer {
         segments: Arc<Segments>,
         uuid: u128,
         sync: bool,
+        flush_inline: bool,
         seq: Arc<AtomicU64>,
     ) -> Writer {
         Writer {
@@ -273,6 +279,7 @@ impl Writer {
             segments,
             uuid,
             sync,
+            flush_inline,
             seq,
             state: Mutex::new(State {
                 open: None,
@@ -701,9 +708,15 @@ impl Writer {
             done.push(p);
         }
         if result.is_ok() && self.sync && mask != 0 {
+            // Blocking the worker delays only what is ready on it now.
+            let flush_mode = if self.flush_inline && !nvdepot_io::uring::others_ready() {
+                Mode::Blocking
+            } else {
+                mode
+            };
             for (i, d) in self.layout.devices.iter().enumerate() {
                 if i >= 64 || mask & (1 << i) != 0 {
-                    if let Err(e) = aio::flush(mode, &**d).await {
+                    if let Err(e) = aio::flush(flush_mode, &**d).await {
                         result = Err(e);
                         break;
                     }

@@ -155,9 +155,54 @@ fn puts_of_one_loop_turn_share_one_batch() {
 
 #[test]
 fn async_api_on_a_file_matches_the_model_and_survives_reopen() {
+    model_survives_reopen(true);
+}
+
+#[test]
+fn flushes_through_the_ring_keep_every_acknowledged_write() {
+    model_survives_reopen(false);
+}
+
+/// A lone task's durable puts: with `flush_inline` each put's flush runs
+/// on the worker thread (no ring completion), without it through the ring
+/// (one more completion per put).
+#[test]
+fn a_lone_writer_flushes_inline_unless_told_not_to() {
+    let completions = |flush_inline: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            flush_inline,
+            ..opts()
+        };
+        let store = Store::open(&dir.path().join("store"), &opts).unwrap();
+        let rt = Runtime::new().unwrap();
+        let before = rt.stats().completions;
+        rt.block_on(async {
+            for i in 0..20u32 {
+                let key = format!("k{i}").into_bytes();
+                let ns = store.default_namespace();
+                store.put_async(ns, &key, b"v").await.unwrap();
+            }
+        });
+        let flushes = store.stats().flushes;
+        assert!(flushes >= 20, "{flushes}");
+        (rt.stats().completions - before, flushes)
+    };
+    let (inline, flushes) = completions(true);
+    let (ring, ring_flushes) = completions(false);
+    assert_eq!(flushes, ring_flushes);
+    // One flush per put (a lone writer's batches hold one record each).
+    assert_eq!(ring, inline + 20, "inline {inline}, ring {ring}");
+}
+
+fn model_survives_reopen(flush_inline: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
-    let store = Arc::new(Store::open(&path, &opts()).unwrap());
+    let opts = Options {
+        flush_inline,
+        ..opts()
+    };
+    let store = Arc::new(Store::open(&path, &opts).unwrap());
     let rt = Runtime::new().unwrap();
     let model = drive(&store, &rt, 1, 32);
     verify(&store, &model);
