@@ -19,6 +19,7 @@
 //! closed-loop, or paced at a fixed rate (`Config::rate`) for soak runs.
 
 pub mod engine;
+mod epoll;
 pub mod index;
 pub mod memcache;
 pub mod proto;

@@ -1,6 +1,6 @@
 //! The memcache load generator: connections spread over a few threads,
 //! each thread driving its connections with non-blocking sockets and one
-//! `poll(2)` loop, every connection keeping `pipeline` requests
+//! epoll loop (`epoll.rs`), every connection keeping `pipeline` requests
 //! outstanding (memtier_benchmark's model).
 //!
 //! A run is [`Bench::connect`], optionally [`Bench::preload`] (every key
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::epoll::Epoll;
 use crate::proto::{self, Op, Reply, Values};
 use crate::rng::{Distribution, KeyPicker, Rng};
 use crate::BenchError;
@@ -598,7 +599,18 @@ fn closed() -> BenchError {
 /// One thread's loop over its connections until they are done.
 fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
     let mut tally = Tally::new();
-    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
+    let epoll_error = |source| BenchError::Io {
+        op: "epoll",
+        source,
+    };
+    let mut epoll = Epoll::new(conns.len()).map_err(epoll_error)?;
+    // Whether each connection is also watched for room to write.
+    let mut watching_output = vec![false; conns.len()];
+    for (i, conn) in conns.iter().enumerate() {
+        epoll
+            .add(conn.stream.as_raw_fd(), i, false)
+            .map_err(epoll_error)?;
+    }
     let mut last_reply = Instant::now();
     // Requests this thread issued (for the pace).
     let mut issued = 0u64;
@@ -610,10 +622,17 @@ fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
             (((now - shared.start).as_secs_f64() * r) as u64).saturating_sub(issued)
         });
         let mut budget = allowed;
-        for conn in conns.iter_mut() {
+        for (i, conn) in conns.iter_mut().enumerate() {
             conn.fill(shared, issuing, &mut budget);
             conn.flush()?;
             busy |= !conn.pending.is_empty();
+            if conn.wants_write() != watching_output[i] {
+                watching_output[i] = conn.wants_write();
+                let fd = conn.stream.as_raw_fd();
+                epoll
+                    .modify(fd, i, watching_output[i])
+                    .map_err(epoll_error)?;
+            }
         }
         issued += allowed - budget;
         if !busy {
@@ -626,16 +645,6 @@ fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
             }
             continue;
         }
-        fds.clear();
-        fds.extend(conns.iter().map(|c| libc::pollfd {
-            fd: c.stream.as_raw_fd(),
-            events: if c.pending.is_empty() {
-                0
-            } else {
-                libc::POLLIN
-            } | if c.wants_write() { libc::POLLOUT } else { 0 },
-            revents: 0,
-        }));
         let mut wait_ms = if shared.rate_per_thread.is_some() {
             1
         } else {
@@ -645,22 +654,19 @@ fn drive(shared: &Shared<'_>, conns: &mut [Conn]) -> Result<Tally, BenchError> {
             let left = deadline.saturating_duration_since(now).as_millis();
             wait_ms = wait_ms.min(left as i32 + 1);
         }
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs that
-        // lives across the call.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == ErrorKind::Interrupted {
-                continue;
+        let ready = match epoll.wait(wait_ms) {
+            Ok(ready) => ready,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(BenchError::Io {
+                    op: "epoll_wait",
+                    source,
+                })
             }
-            return Err(BenchError::Io {
-                op: "poll",
-                source: e,
-            });
-        }
-        for (conn, fd) in conns.iter_mut().zip(&fds) {
-            let readable = fd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0;
-            if readable && conn.receive(shared, &mut tally)? > 0 {
+        };
+        for r in ready {
+            // Room to write needs nothing here: the next turn flushes.
+            if r.readable && conns[r.token].receive(shared, &mut tally)? > 0 {
                 last_reply = Instant::now();
             }
         }
