@@ -18,7 +18,7 @@ read u0 s0 < <(awk '{print $14, $15}' /proc/$PID/stat)
 read -a d0 < /sys/block/${DEV:-vda}/stat; t0=$(date +%s%N)
 # PERF=1: also record the server with perf for 8 s.
 if [ -n "$PERF" ]; then perf record -g -p $PID -o ${TMPDIR:-/tmp}/resp-big.perf.data -- sleep 8 >/dev/null 2>&1 & fi
-/usr/bin/time -f "client user %U sys %S" $BIN bench resp --server 127.0.0.1:$PORT --keys 1048576 --value-size 1024 --connections ${C:-64} --ratio 1:0 --duration 10 --json $W/r.json > $W/run.out 2> $W/time.out
+/usr/bin/time -f "client user %U sys %S" $BIN bench resp --server 127.0.0.1:$PORT --keys 1048576 --value-size 1024 --connections ${C:-64} ${CLIENT_THREADS:+--threads $CLIENT_THREADS} --ratio 1:0 --duration 10 --json $W/r.json > $W/run.out 2> $W/time.out
 read u1 s1 < <(awk '{print $14, $15}' /proc/$PID/stat)
 read -a d1 < /sys/block/${DEV:-vda}/stat; t1=$(date +%s%N)
 awk -v r=$((d1[0]-d0[0])) -v rt=$((d1[3]-d0[3])) -v w=$((d1[10]-d0[10])) -v ms=$(( (t1-t0)/1000000 )) 'BEGIN{printf "device: reads/s %.0f avg read ms %.3f avg queue %.1f\n", r*1000/ms, rt/r, w/ms}' 
