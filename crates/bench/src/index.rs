@@ -62,6 +62,11 @@ impl Structure {
         Structure::ALL.into_iter().find(|s| s.name() == name)
     }
 
+    /// dashmap or hashbrown+rwlock: not nvdepot's index.
+    pub fn is_competitor(self) -> bool {
+        matches!(self, Structure::DashMap | Structure::HashbrownRwLock)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Structure::Nvdepot => "nvdepot",
@@ -169,10 +174,9 @@ impl IndexBenchConfig {
     }
 
     pub fn structures(&self) -> Vec<Structure> {
-        let n = if self.competitors { 4 } else { 2 };
-        Structure::ALL[..n]
-            .iter()
-            .copied()
+        Structure::ALL
+            .into_iter()
+            .filter(|s| self.competitors || !s.is_competitor())
             .filter(|s| self.only.is_empty() || self.only.contains(s))
             .collect()
     }
