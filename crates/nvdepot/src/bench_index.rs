@@ -34,11 +34,13 @@ pub struct IndexBenchArgs {
     /// Skip the scenario with tables pre-sized for every key.
     #[arg(long)]
     no_presized: bool,
-    /// Measure only nvdepot's index (no dashmap, no hashbrown).
+    /// Measure only nvdepot's index (no dashmap, no hashbrown, no
+    /// h32-probe).
     #[arg(long)]
     no_competitors: bool,
     /// Measure only these structures, comma-separated (nvdepot,
-    /// nvdepot-prefetch, dashmap, hashbrown+rwlock): to profile one alone.
+    /// nvdepot-prefetch, dashmap, hashbrown+rwlock, h32-probe: the bound of
+    /// any table with uDepot's 32-slot neighbourhoods): to profile one alone.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse_structure)]
     only: Vec<Structure>,
     /// Time one operation in N (a power of two; 1 times them all).
