@@ -510,23 +510,20 @@ impl Inner {
         let mut hi = self.alloc_chunk(k);
         let bit = 1u64 << d;
         let (mut n_lo, mut n_hi) = (0u32, 0u32);
-        for (s, raw) in lo.slots.iter_mut().enumerate() {
+        // Branch-free: which half an entry goes to is its tag bit, a coin
+        // flip the branch predictor would miss every other entry.
+        for (raw, out) in lo.slots.iter_mut().zip(hi.slots.iter_mut()) {
             let e = HashEntry(*raw);
-            if e.is_free() {
-                continue;
-            }
-            debug_assert_eq!(
-                FpGeometry::table(e.tag(), d),
-                table,
+            let used = !e.is_free();
+            debug_assert!(
+                !used || FpGeometry::table(e.tag(), d) == table,
                 "entry in the wrong table"
             );
-            if e.tag() & bit == 0 {
-                n_lo += 1;
-            } else {
-                hi.slots[s] = e.0;
-                *raw = HashEntry::FREE.0;
-                n_hi += 1;
-            }
+            let go = used & (e.tag() & bit != 0);
+            *out = if go { e.0 } else { HashEntry::FREE.0 };
+            *raw = if go { HashEntry::FREE.0 } else { e.0 };
+            n_hi += go as u32;
+            n_lo += (used & !go) as u32;
         }
         // Overflow entries follow their tag bit, and move back into the
         // (now half-empty) slots where their neighborhood is in this region.
