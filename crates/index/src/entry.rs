@@ -61,6 +61,8 @@ pub(crate) struct HashEntry(pub(crate) u64);
 const _: () = assert!(std::mem::size_of::<HashEntry>() == 8);
 // neigh_off must be able to express every offset inside a neighborhood.
 const _: () = assert!(H <= 1 << (64 - OFF_SHIFT));
+// `Tag::match_bits` answers with a bit per slot of a neighborhood.
+const _: () = assert!(H <= 32);
 const _: () = assert!(PBA_MAX == PBA_MASK - 1 && GRAINS_MAX as u64 == SIZE_MASK);
 
 impl HashEntry {
@@ -185,6 +187,33 @@ impl Tag {
         e.probe_key() == probe_key(off, self.tag)
             && e.0 & PBA_MASK & !self.pba_mask == self.xbits
             && !e.is_free()
+    }
+
+    /// Bit `off` set for each slot of a whole neighborhood `slots` (home
+    /// slot first) that holds this fingerprint: [`Tag::matches`] for all
+    /// `H` slots in one pass with no branch per slot (the compiler unrolls
+    /// and vectorizes it), where a loop of `matches` pays a compare and a
+    /// branch chain per slot.
+    #[inline]
+    pub(crate) fn match_bits(self, slots: &[u64; H]) -> u32 {
+        // The probe key (top 13 bits) and the extended tag's bits, at once.
+        let mask = (u64::MAX << TAG_SHIFT) | (PBA_MASK & !self.pba_mask);
+        let want = (self.tag << TAG_SHIFT) | self.xbits;
+        let mut bits = 0u32;
+        for (off, &raw) in slots.iter().enumerate() {
+            let hit = raw & mask == want | (off as u64) << OFF_SHIFT;
+            bits |= (hit as u32) << off;
+        }
+        // A free slot (all ones) can look like offset 31, tag 255: rare,
+        // so checked per hit, not per slot.
+        let mut free_hits = 0u32;
+        let mut m = bits;
+        while m != 0 {
+            let off = m.trailing_zeros() as usize;
+            m &= m - 1;
+            free_hits |= (HashEntry(slots[off]).is_free() as u32) << off;
+        }
+        bits & !free_hits
     }
 
     /// The entry of this fingerprint at offset `off` for `loc`.
@@ -327,5 +356,55 @@ mod tests {
         let e = g.tag_of(fp).entry(0, loc);
         assert_eq!(g.reconstruct(0x3ff, e), fp);
         assert!(!e.is_free());
+    }
+
+    proptest::proptest! {
+        /// The one-pass `match_bits` answers as `matches` slot by slot,
+        /// over neighborhoods of free slots, entries of this fingerprint at
+        /// their offset or another, of fingerprints differing only in the
+        /// tag or the extended tag, and the free slot's look-alike (offset
+        /// 31, tag 255, every pba bit but one set).
+        #[test]
+        fn match_bits_is_matches_for_every_slot(
+            pba_bits in 8u32..=40,
+            fp in proptest::prelude::any::<u64>(),
+            kinds in proptest::collection::vec(0u8..6, H),
+            pbas in proptest::collection::vec(proptest::prelude::any::<u64>(), H),
+        ) {
+            let g = FpGeometry { table_entries_log2: 20, pba_bits };
+            let t = g.tag_of(fp);
+            let other_tag = g.tag_of(fp ^ 1);
+            let other_xtag = g.tag_of(fp ^ 1 << (TAG_BITS + 20));
+            let mut slots = [0u64; H];
+            for off in 0..H {
+                let loc = Location { pba: pbas[off] % g.pba_max(), grains: 1 };
+                slots[off] = match kinds[off] {
+                    0 => HashEntry::FREE.0,
+                    1 => t.entry(off, loc).0,
+                    2 => t.entry((off + 1) % H, loc).0,
+                    3 => other_tag.entry(off, loc).0,
+                    4 => other_xtag.entry(off, loc).0,
+                    _ => HashEntry::FREE.0 & !1,
+                };
+            }
+            let want = (0..H).fold(0u32, |m, off| {
+                m | (t.matches(off, HashEntry(slots[off])) as u32) << off
+            });
+            proptest::prop_assert_eq!(t.match_bits(&slots), want);
+        }
+    }
+
+    #[test]
+    fn match_bits_skips_a_free_slot_that_looks_like_offset_31_tag_255() {
+        let g = FpGeometry {
+            table_entries_log2: 20,
+            pba_bits: 40,
+        };
+        let t = g.tag_of(0xff);
+        let mut slots = [HashEntry::FREE.0; H];
+        assert_eq!(t.match_bits(&slots), 0, "all free");
+        let loc = Location { pba: 7, grains: 1 };
+        slots[31] = t.entry(31, loc).0;
+        assert_eq!(t.match_bits(&slots), 1 << 31);
     }
 }

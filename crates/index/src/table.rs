@@ -121,6 +121,20 @@ impl<'a> Window<'a> {
         in_slots.chain(in_ovf)
     }
 
+    /// [`Tag::match_bits`] of the neighborhood at `home`, when it lies in
+    /// one of the window's two slices (all but the few that straddle a
+    /// region boundary). Overflow entries are not included.
+    #[inline]
+    fn match_bits(&self, home: usize, tag: Tag) -> Option<(u32, &[u64; H])> {
+        let (x, y) = self.neighborhood(home);
+        let slots: &[u64; H] = if y.is_empty() {
+            x.try_into().ok()?
+        } else {
+            return None;
+        };
+        Some((tag.match_bits(slots), slots))
+    }
+
     fn free_offset(&self, home: usize) -> Option<usize> {
         let (x, y) = self.neighborhood(home);
         x.iter().chain(y).position(|&raw| HashEntry(raw).is_free())
@@ -129,12 +143,20 @@ impl<'a> Window<'a> {
 
 /// Appends the location of every entry with fingerprint (home, tag).
 pub(crate) fn lookup(w: &Window<'_>, home: usize, tag: Tag, out: &mut Vec<Location>) {
-    // The hot path: a plain loop rather than `matches`.
-    let (x, y) = w.neighborhood(home);
-    for (off, &raw) in x.iter().chain(y).enumerate() {
-        let e = HashEntry(raw);
-        if tag.matches(off, e) {
-            out.push(tag.location(e));
+    // The hot path: one branch-free pass rather than `matches`.
+    if let Some((mut bits, slots)) = w.match_bits(home, tag) {
+        while bits != 0 {
+            let off = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            out.push(tag.location(HashEntry(slots[off])));
+        }
+    } else {
+        let (x, y) = w.neighborhood(home);
+        for (off, &raw) in x.iter().chain(y).enumerate() {
+            let e = HashEntry(raw);
+            if tag.matches(off, e) {
+                out.push(tag.location(e));
+            }
         }
     }
     if !w.ovf.is_empty() {
@@ -178,6 +200,9 @@ pub(crate) fn insert(
         }
         Expect::Absent { .. } | Expect::New => {
             if let Expect::Absent { seen } = expect {
+                // Not `match_bits`: an insert's neighborhood is often still
+                // arriving from DRAM, and the per-slot loop, stopping at
+                // nothing, measured faster here (lookups gained from it).
                 if w.matches(home, tag)
                     .any(|(_, e)| !seen.contains(&tag.location(e)))
                 {
