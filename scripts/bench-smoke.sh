@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A smoke run of `nvdepot bench index` (a few seconds: 200k keys, 1 and 2
-# threads, with and without grows, against dashmap and hashbrown+rwlock):
+# threads, with and without grows, against dashmap, hashbrown+rwlock and
+# the h32-probe bound):
 # fails if the benchmark cannot run or a table loses a key. It checks that
 # the benchmark works, not how fast anything is; real measurements are in
 # bench/results/index.md. Runs the release binary, or $NVDEPOT_BIN (CI's
@@ -15,11 +16,11 @@ bin=$(nvdepot_binary "$repo")
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
 "$bin" bench index --quick --json "$json"
-# The JSON must hold every run: 2 scenarios x 2 thread counts x 4 tables
-# (nvdepot one at a time and batched, dashmap, hashbrown).
+# The JSON must hold every run: 2 scenarios x 2 thread counts x 5 tables
+# (nvdepot one at a time and batched, dashmap, hashbrown, h32-probe).
 runs=$(grep -c '"repetition"' "$json")
-if [ "$runs" -ne 16 ]; then
-    echo "bench smoke: expected 16 runs in the JSON, found $runs" >&2
+if [ "$runs" -ne 20 ]; then
+    echo "bench smoke: expected 20 runs in the JSON, found $runs" >&2
     exit 1
 fi
 echo "bench smoke: bench index ran ($runs runs)"
