@@ -52,10 +52,12 @@ use std::sync::OnceLock;
 #[path = "checkpoint.rs"]
 mod checkpoint;
 
-/// Hints the CPU to load `[addr, addr + len)` into the cache. Any address
-/// is fine: a prefetch never faults.
+/// Hints the CPU to load `[addr, addr + len)` into the cache, a line at a
+/// time. Any address is fine: a prefetch never faults. Public (as
+/// `nvdepot_index::prefetch_lines`) for structures measured beside the
+/// index, which must prefetch the same way.
 #[inline(always)]
-fn prefetch(addr: usize, len: usize) {
+pub fn prefetch_lines(addr: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     for line in (addr & !63..addr + len).step_by(64) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -606,7 +608,7 @@ impl Inner {
         let d = self.current.load(Ordering::Acquire);
         let gen = self.gen(d);
         let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k0;
-        prefetch(&gen.regions[idx] as *const Region as usize, 1);
+        prefetch_lines(&gen.regions[idx] as *const Region as usize, 1);
         self.prefetch_neighborhood(gen, idx, home, k0);
     }
 
@@ -616,7 +618,7 @@ impl Inner {
     fn prefetch_neighborhood(&self, gen: &Gen, idx: usize, home: usize, k0: usize) {
         let base = gen.slot_hints[idx].load(Ordering::Relaxed);
         if base != 0 {
-            prefetch(base + (home - (k0 << self.region_log2)) * 8, H * 8);
+            prefetch_lines(base + (home - (k0 << self.region_log2)) * 8, H * 8);
         }
     }
 

@@ -29,6 +29,7 @@ mod slots;
 pub(crate) mod sync;
 mod table;
 
+pub use directory::prefetch_lines;
 use directory::{Inner, ResizeAction};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

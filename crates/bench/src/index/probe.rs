@@ -165,17 +165,8 @@ impl Table for ProbeBound {
 
     #[inline]
     fn prefetch(&self, key: u64) {
-        let n = self.neighbourhood(key);
-        let (start, end) = (n.as_ptr() as usize, n.as_ptr() as usize + H * 8);
-        #[cfg(target_arch = "x86_64")]
-        for line in (start & !63..end).step_by(64) {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch is only a hint; it does not access memory
-            // architecturally and cannot fault, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (start, end);
+        // The same hint, line by line, as the index's own prefetch.
+        nvdepot_index::prefetch_lines(self.neighbourhood(key).as_ptr() as usize, H * 8);
     }
 }
 

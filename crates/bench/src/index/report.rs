@@ -199,7 +199,7 @@ pub fn latency_table(report: &IndexReport) -> String {
 }
 
 /// The variants compared with dashmap: nvdepot's, and the bound.
-const NVDEPOT: [Structure; 3] = [
+const COMPARED: [Structure; 3] = [
     Structure::Nvdepot,
     Structure::NvdepotPrefetch,
     Structure::ProbeBound,
@@ -215,7 +215,7 @@ pub struct Ratio {
     pub lookup: f64,
 }
 
-/// [`Ratio`]s of every nvdepot variant measured.
+/// [`Ratio`]s of every variant of [`COMPARED`] measured.
 pub fn ratios(report: &IndexReport) -> Vec<Ratio> {
     let all = groups(report);
     let find = |s, t, st| {
@@ -223,7 +223,7 @@ pub fn ratios(report: &IndexReport) -> Vec<Ratio> {
             .find(|g| g.scenario == s && g.threads == t && g.structure == st)
     };
     let mut out = Vec::new();
-    for structure in NVDEPOT {
+    for structure in COMPARED {
         for s in report.config.scenarios() {
             for &t in &report.config.threads {
                 if let (Some(n), Some(d)) = (find(s, t, structure), find(s, t, Structure::DashMap))
