@@ -51,6 +51,8 @@ use std::sync::OnceLock;
 
 #[path = "checkpoint.rs"]
 mod checkpoint;
+#[path = "one_region.rs"]
+mod one_region;
 
 /// Hints the CPU to load `[addr, addr + len)` into the cache, a line at a
 /// time. Any address is fine: a prefetch never faults. Public (as
@@ -643,6 +645,17 @@ impl Inner {
             "unstorable location {new:?}"
         );
         let (home, tag) = (self.fpg.home(fp), self.fpg.tag_of(fp));
+        let seen = match expect {
+            Expect::Absent { seen } => Some(Some(seen)),
+            Expect::New => Some(None),
+            Expect::Replace(_) => None,
+        };
+        if let Some(result) = seen.and_then(|s| self.insert_one_region(fp, home, tag, new, s)) {
+            return InsertOutcome {
+                result,
+                resize: ResizeAction::None,
+            };
+        }
         let mut extend = false;
         let mut resize = ResizeAction::None;
         loop {
