@@ -625,9 +625,13 @@ impl Inner {
     }
 
     pub(crate) fn lookup(&self, fp: u64, out: &mut Vec<Location>) {
+        let (home, tag) = (self.fpg.home(fp), self.fpg.tag_of(fp));
+        if self.lookup_one_region(fp, home, tag, out) {
+            return;
+        }
         let mut l = self.lock_live(fp, false, false);
         let w = self.window(&mut l);
-        table::lookup(&w, self.fpg.home(fp), self.fpg.tag_of(fp), out);
+        table::lookup(&w, home, tag, out);
     }
 
     /// With `defer_grow`, an insert that should grow but has room in the

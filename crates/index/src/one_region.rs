@@ -1,12 +1,13 @@
-//! The insert's fast path: a neighborhood inside one LIVE region of the
-//! current generation with a free slot in it, which is nearly every
-//! insert (all but the 31 homes in 8 192 whose neighborhood straddles a
-//! region boundary, and those that need a hop, a grow or an overflow
-//! entry). Part of `directory.rs` (and compiled with it, twice; see there).
+//! The fast paths of insert and lookup: a neighborhood inside one LIVE
+//! region of the current generation (for an insert, with a free slot in
+//! it), which is nearly every operation (all but the 31 homes in 8 192
+//! whose neighborhood straddles a region boundary, those of a region being
+//! migrated, and inserts that need a hop, a grow or an overflow entry). Part of `directory.rs` (and compiled with it, twice; see there).
 //!
 //! Why a second path: `h32-probe` (`nvdepot bench index`), which does only
 //! a neighborhood's scan and a compare-and-swap, ran 2.6× faster than the
-//! general insert; a region lock alone cost it 10 %. The rest is the
+//! general insert (and 2.5× faster than the general lookup); a region
+//! lock alone cost it 10 %. The rest is the
 //! general path's walk: one or two guards, a window of two slices whose
 //! every slot access picks a slice, per-region deltas, overflow-capacity
 //! accounting. Here the neighborhood is one `[u64; H]` under one guard.
@@ -17,9 +18,62 @@
 use super::{Inner, LIVE};
 use crate::entry::{FpGeometry, HashEntry, Tag, H};
 use crate::{InsertError, Location};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 impl Inner {
+    /// Where the neighborhood at `home` lies in its region: the region's
+    /// number in its table and the neighborhood's slots in the region's
+    /// allocation; `None` if it straddles two regions.
+    #[inline]
+    fn one_region(&self, home: usize) -> Option<(usize, Range<usize>)> {
+        let k = self.region_of(home);
+        let start = home - (k << self.region_log2);
+        (start + H <= self.region_len(k)).then_some((k, start..start + H))
+    }
+
+    /// Appends the locations of `fp`'s entries, as `lookup`, if its
+    /// neighborhood lies in one region that is LIVE in the current
+    /// generation. False: nothing was read, take the general path.
+    #[inline]
+    pub(super) fn lookup_one_region(
+        &self,
+        fp: u64,
+        home: usize,
+        tag: Tag,
+        out: &mut Vec<Location>,
+    ) -> bool {
+        let Some((k, range)) = self.one_region(home) else {
+            return false;
+        };
+        let d = self.current.load(Ordering::Acquire);
+        let gen = self.gen(d);
+        let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k;
+        self.prefetch_neighborhood(gen, idx, home, k);
+        let region = &gen.regions[idx];
+        let guard = region.slots.lock();
+        // A read may use a LIVE region even while a resize is under way.
+        if region.state.load(Ordering::Acquire) != LIVE {
+            return false;
+        }
+        let chunk = guard.as_ref().expect("a LIVE region has slots");
+        let slots: &[u64; H] = chunk.slots[range].try_into().expect("H slots");
+        let mut bits = tag.match_bits(slots);
+        while bits != 0 {
+            let off = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            out.push(tag.location(HashEntry(slots[off])));
+        }
+        if !chunk.overflow.is_empty() {
+            let ovf = chunk
+                .overflow
+                .iter()
+                .filter(|o| o.home as usize == home && tag.matches(0, o.entry));
+            out.extend(ovf.map(|o| tag.location(o.entry)));
+        }
+        true
+    }
+
     /// Adds the entry for `Expect::Absent { seen }` (`seen: None` for
     /// `Expect::New`) if the neighborhood at `home` lies in one region that
     /// is LIVE in the current generation, no resize is under way, and the
@@ -34,11 +88,7 @@ impl Inner {
         new: Location,
         seen: Option<&[Location]>,
     ) -> Option<Result<Option<Location>, InsertError>> {
-        let k = self.region_of(home);
-        let start = home - (k << self.region_log2);
-        if start + H > self.region_len(k) {
-            return None;
-        }
+        let (k, range) = self.one_region(home)?;
         let d = self.current.load(Ordering::Acquire);
         let gen = self.gen(d);
         let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k;
@@ -51,9 +101,7 @@ impl Inner {
             return None;
         }
         let chunk = guard.as_mut().expect("a LIVE region has slots");
-        let slots: &mut [u64; H] = (&mut chunk.slots[start..start + H])
-            .try_into()
-            .expect("H slots");
+        let slots: &mut [u64; H] = (&mut chunk.slots[range]).try_into().expect("H slots");
         if let Some(seen) = seen {
             let unseen = |e: HashEntry| !seen.contains(&tag.location(e));
             // The per-slot loop, not `Tag::match_bits`: see `table::insert`.
