@@ -17,6 +17,7 @@
 
 use super::{Inner, LIVE};
 use crate::entry::{FpGeometry, HashEntry, Tag, H};
+use crate::table;
 use crate::{InsertError, Location};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -58,19 +59,7 @@ impl Inner {
         }
         let chunk = guard.as_ref().expect("a LIVE region has slots");
         let slots: &[u64; H] = chunk.slots[range].try_into().expect("H slots");
-        let mut bits = tag.match_bits(slots);
-        while bits != 0 {
-            let off = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            out.push(tag.location(HashEntry(slots[off])));
-        }
-        if !chunk.overflow.is_empty() {
-            let ovf = chunk
-                .overflow
-                .iter()
-                .filter(|o| o.home as usize == home && tag.matches(0, o.entry));
-            out.extend(ovf.map(|o| tag.location(o.entry)));
-        }
+        table::lookup_slots(slots, &chunk.overflow, home, tag, out);
         true
     }
 

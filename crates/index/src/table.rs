@@ -121,17 +121,16 @@ impl<'a> Window<'a> {
         in_slots.chain(in_ovf)
     }
 
-    /// [`Tag::match_bits`] of the neighborhood at `home`, when it lies in
-    /// one of the window's two slices (all but the few that straddle a
-    /// region boundary). Overflow entries are not included.
+    /// The neighborhood at `home` as one array, when it lies in one of the
+    /// window's two slices (all but the few that straddle a region
+    /// boundary).
     #[inline]
-    fn match_bits(&self, home: usize, tag: Tag) -> Option<(u32, &[u64; H])> {
+    fn one_slice(&self, home: usize) -> Option<&[u64; H]> {
         let (x, y) = self.neighborhood(home);
         if !y.is_empty() {
             return None;
         }
-        let slots: &[u64; H] = x.try_into().ok()?;
-        Some((tag.match_bits(slots), slots))
+        x.try_into().ok()
     }
 
     fn free_offset(&self, home: usize) -> Option<usize> {
@@ -142,28 +141,46 @@ impl<'a> Window<'a> {
 
 /// Appends the location of every entry with fingerprint (home, tag).
 pub(crate) fn lookup(w: &Window<'_>, home: usize, tag: Tag, out: &mut Vec<Location>) {
-    // The hot path: one branch-free pass rather than `matches`.
-    if let Some((mut bits, slots)) = w.match_bits(home, tag) {
-        while bits != 0 {
-            let off = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            out.push(tag.location(HashEntry(slots[off])));
-        }
-    } else {
-        let (x, y) = w.neighborhood(home);
-        for (off, &raw) in x.iter().chain(y).enumerate() {
-            let e = HashEntry(raw);
-            if tag.matches(off, e) {
-                out.push(tag.location(e));
-            }
+    if let Some(slots) = w.one_slice(home) {
+        return lookup_slots(slots, w.ovf, home, tag, out);
+    }
+    let (x, y) = w.neighborhood(home);
+    for (off, &raw) in x.iter().chain(y).enumerate() {
+        let e = HashEntry(raw);
+        if tag.matches(off, e) {
+            out.push(tag.location(e));
         }
     }
-    if !w.ovf.is_empty() {
-        let ovf = w
-            .ovf
+    lookup_overflow(w.ovf, home, tag, out);
+}
+
+/// [`lookup`] of a neighborhood held as one array, `ovf` being its
+/// region's overflow list: the hot path, one branch-free
+/// [`Tag::match_bits`] pass rather than a compare and branch per slot.
+#[inline]
+pub(crate) fn lookup_slots(
+    slots: &[u64; H],
+    ovf: &[Overflow],
+    home: usize,
+    tag: Tag,
+    out: &mut Vec<Location>,
+) {
+    let mut bits = tag.match_bits(slots);
+    while bits != 0 {
+        let off = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        out.push(tag.location(HashEntry(slots[off])));
+    }
+    lookup_overflow(ovf, home, tag, out);
+}
+
+#[inline]
+fn lookup_overflow(ovf: &[Overflow], home: usize, tag: Tag, out: &mut Vec<Location>) {
+    if !ovf.is_empty() {
+        let hits = ovf
             .iter()
             .filter(|o| o.home as usize == home && tag.matches(0, o.entry));
-        out.extend(ovf.map(|o| tag.location(o.entry)));
+        out.extend(hits.map(|o| tag.location(o.entry)));
     }
 }
 
