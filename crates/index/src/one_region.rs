@@ -2,18 +2,19 @@
 //! region of the current generation (for an insert, with a free slot in
 //! it), which is nearly every operation (all but the 31 homes in 8 192
 //! whose neighborhood straddles a region boundary, those of a region being
-//! migrated, and inserts that need a hop, a grow or an overflow entry). Part of `directory.rs` (and compiled with it, twice; see there).
+//! migrated, and inserts that need a hop, a grow or an overflow entry).
+//! Part of `directory.rs` (and compiled with it, twice; see there).
 //!
 //! Why a second path: `h32-probe` (`nvdepot bench index`), which does only
 //! a neighborhood's scan and a compare-and-swap, ran 2.6× faster than the
-//! general insert (and 2.5× faster than the general lookup); a region
-//! lock alone cost it 10 %. The rest is the
-//! general path's walk: one or two guards, a window of two slices whose
-//! every slot access picks a slice, per-region deltas, overflow-capacity
-//! accounting. Here the neighborhood is one `[u64; H]` under one guard.
-//! Anything unusual returns `None` having changed nothing, and the general
-//! path decides (so the resize protocol is untouched: this takes the same
-//! lock and checks the same states as `lock_span` for a write).
+//! general insert (and 2.5× faster than the general lookup); a region lock
+//! alone cost it 10 %. The rest was the general path's walk: one or two
+//! guards, a window of two slices whose every slot access picks a slice,
+//! per-region deltas, overflow-capacity accounting. Here the neighborhood
+//! is one `[u64; H]` under one guard. Anything unusual returns having
+//! changed nothing, and the general path decides (so the resize protocol
+//! is untouched: this takes the same lock and checks the same states as
+//! `lock_span`).
 
 use super::{Inner, LIVE};
 use crate::entry::{FpGeometry, HashEntry, Tag, H};
