@@ -531,12 +531,7 @@ impl Inner {
             "unstorable location {new:?}"
         );
         let (home, tag) = (self.fpg.home(fp), self.fpg.tag_of(fp));
-        let seen = match expect {
-            Expect::Absent { seen } => Some(Some(seen)),
-            Expect::New => Some(None),
-            Expect::Replace(_) => None,
-        };
-        if let Some(result) = seen.and_then(|s| self.insert_one_region(fp, home, tag, new, s)) {
+        if let Some(result) = self.insert_one_region(fp, home, tag, new, expect) {
             return InsertOutcome {
                 result,
                 resize: ResizeAction::None,

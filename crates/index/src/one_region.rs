@@ -16,10 +16,10 @@
 //! is untouched: this takes the same lock and checks the same states as
 //! `lock_span`).
 
-use super::{Inner, LIVE};
-use crate::entry::{FpGeometry, HashEntry, Tag, H};
+use super::{Gen, Inner, Region, LIVE};
+use crate::entry::{FpGeometry, Tag, H};
 use crate::table;
-use crate::{InsertError, Location};
+use crate::{Expect, InsertError, Location};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
@@ -32,6 +32,18 @@ impl Inner {
         let k = self.region_of(home);
         let start = home - (k << self.region_log2);
         (start + H <= self.region_len(k)).then_some((k, start..start + H))
+    }
+
+    /// Region `k` of `fp`'s table in the current generation, with the
+    /// slots of the neighborhood at `home` already being loaded (as
+    /// `lock_live`: their misses start before the lock's).
+    #[inline]
+    fn current_region(&self, fp: u64, home: usize, k: usize) -> (&Gen, &Region) {
+        let d = self.current.load(Ordering::Acquire);
+        let gen = self.gen(d);
+        let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k;
+        self.prefetch_neighborhood(gen, idx, home, k);
+        (gen, &gen.regions[idx])
     }
 
     /// Appends the locations of `fp`'s entries, as `lookup`, if its
@@ -48,11 +60,7 @@ impl Inner {
         let Some((k, range)) = self.one_region(home) else {
             return false;
         };
-        let d = self.current.load(Ordering::Acquire);
-        let gen = self.gen(d);
-        let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k;
-        self.prefetch_neighborhood(gen, idx, home, k);
-        let region = &gen.regions[idx];
+        let (_, region) = self.current_region(fp, home, k);
         let guard = region.slots.lock();
         // A read may use a LIVE region even while a resize is under way.
         if region.state.load(Ordering::Acquire) != LIVE {
@@ -64,11 +72,11 @@ impl Inner {
         true
     }
 
-    /// Adds the entry for `Expect::Absent { seen }` (`seen: None` for
-    /// `Expect::New`) if the neighborhood at `home` lies in one region that
-    /// is LIVE in the current generation, no resize is under way, and the
-    /// neighborhood has a free slot. `None`: nothing was done, take the
-    /// general path.
+    /// Adds the entry for `expect` (`Absent` or `New`) if the neighborhood
+    /// at `home` lies in one region that is LIVE in the current generation,
+    /// no resize is under way, and the neighborhood has a free slot.
+    /// `None`: nothing was done (always for `Replace`), take the general
+    /// path.
     #[inline]
     pub(super) fn insert_one_region(
         &self,
@@ -76,15 +84,15 @@ impl Inner {
         home: usize,
         tag: Tag,
         new: Location,
-        seen: Option<&[Location]>,
+        expect: Expect<'_>,
     ) -> Option<Result<Option<Location>, InsertError>> {
+        let seen = match expect {
+            Expect::Absent { seen } => Some(seen),
+            Expect::New => None,
+            Expect::Replace(_) => return None,
+        };
         let (k, range) = self.one_region(home)?;
-        let d = self.current.load(Ordering::Acquire);
-        let gen = self.gen(d);
-        let idx = FpGeometry::table(fp, d as u32) << self.regions_per_table_log2 | k;
-        // As `lock_live`: the slots' misses start before the lock's.
-        self.prefetch_neighborhood(gen, idx, home, k);
-        let region = &gen.regions[idx];
+        let (gen, region) = self.current_region(fp, home, k);
         let mut guard = region.slots.lock();
         // A write during a resize migrates first: the general path's job.
         if region.state.load(Ordering::Acquire) != LIVE || gen.next_ready.load(Ordering::Acquire) {
@@ -92,24 +100,10 @@ impl Inner {
         }
         let chunk = guard.as_mut().expect("a LIVE region has slots");
         let slots: &mut [u64; H] = (&mut chunk.slots[range]).try_into().expect("H slots");
-        if let Some(seen) = seen {
-            let unseen = |e: HashEntry| !seen.contains(&tag.location(e));
-            // The per-slot loop, not `Tag::match_bits`: see `table::insert`.
-            let in_slots = slots
-                .iter()
-                .enumerate()
-                .any(|(off, &raw)| tag.matches(off, HashEntry(raw)) && unseen(HashEntry(raw)));
-            let in_overflow = || {
-                chunk
-                    .overflow
-                    .iter()
-                    .any(|o| o.home as usize == home && tag.matches(0, o.entry) && unseen(o.entry))
-            };
-            if in_slots || (!chunk.overflow.is_empty() && in_overflow()) {
-                return Some(Err(InsertError::Conflict));
-            }
+        if seen.is_some_and(|seen| table::unseen_entry(&*slots, &chunk.overflow, home, tag, seen)) {
+            return Some(Err(InsertError::Conflict));
         }
-        let off = slots.iter().position(|&raw| HashEntry(raw).is_free())?;
+        let off = table::first_free(&*slots)?;
         slots[off] = tag.entry(off, new).0;
         region.add_count(1);
         self.entries.add(1);
