@@ -24,7 +24,7 @@ pub(super) fn hashbrown_bytes(capacity: usize) -> usize {
 }
 
 /// dashmap's default shard count (its `default_shard_amount`).
-pub(super) fn dashmap_shards() -> usize {
+fn dashmap_shards() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cores * 4).next_power_of_two()
 }
@@ -101,7 +101,7 @@ impl NvdepotTable {
     }
 }
 
-pub(super) fn location(value: u64) -> Location {
+fn location(value: u64) -> Location {
     Location {
         pba: value,
         grains: 1,
