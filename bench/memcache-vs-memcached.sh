@@ -14,8 +14,9 @@
 #   big  data set >= 4x the DRAM budget (1 GiB, 4 M x 1 KiB items; QUICK:
 #        256 MiB, 1 M items); every server inside shared/harness/in_memcg.sh
 #        with that limit: memcached -m 90 % of it; memcached + extstore
-#        (-m 50 %) twice, as the harness starts it (one extstore IO thread)
-#        and with ext_threads=8; nvdepot memcache (-m 50 %). Each is loaded
+#        twice, as the harness starts it (-m 50 %, one extstore IO thread)
+#        and as bench/ab/extstore-tune.sh found best here (-m 75 %,
+#        ext_threads=16); nvdepot memcache (-m 50 %). Each is loaded
 #        with `nvdepot bench memcache --preload` (extstore's paced: 2
 #        connections, no pipelining, or it evicts items before flushing
 #        them), then uniform 9:1 get/set over all keys at concurrency 64 and
@@ -352,13 +353,16 @@ if ! skipped big; then
     record big memcached 0 1 failed "memcached did not start"
   fi
   # memcached + extstore twice: the harness's settings (ext_item_age=0: every
-  # value to flash at once; one extstore IO thread), and with 8 IO threads.
+  # value to flash at once; one extstore IO thread, -m half the budget), and
+  # the best configuration of bench/ab/extstore-tune.sh on this machine
+  # (2026-11-27: 16 IO threads, -m 3/4 of the budget; bench/results/README.md).
   # Its preload is paced (2 connections, 1 request each): a faster writer
   # outruns the flusher and items are evicted before they reach flash.
-  for variant in "extstore ext_item_age=0" "extstore-io8 ext_item_age=0,ext_threads=8"; do
+  for variant in "extstore $(( BUDGET_MB / 2 )) ext_item_age=0" \
+      "extstore-best $(( BUDGET_MB * 3 / 4 )) ext_item_age=0,ext_threads=16"; do
     set -- $variant
-    if start_extstore "$1-big" $(( PORT_BASE + 3 )) $(( BUDGET_MB / 2 )) "${STORE_MB}M" \
-        "$BUDGET_MB" "$2"; then
+    if start_extstore "$1-big" $(( PORT_BASE + 3 )) "$2" "${STORE_MB}M" \
+        "$BUDGET_MB" "$3"; then
       big_server "$1" $(( PORT_BASE + 3 )) "$1-big" 2 1
     else
       record big "$1" 0 1 failed "memcached+extstore did not start"

@@ -236,8 +236,9 @@ def main():
     big_c = 64 if 64 in big_concs or not big_concs else big_concs[0]
     nv_big = row("big", "nvdepot", big_c)
     # The extstore variant with the most GET hits/s at big_c is the reference.
-    exts = [r for r in (row("big", "extstore", big_c), row("big", "extstore-io8", big_c))
-            if r and r["hits_per_sec_median"] is not None]
+    exts = [r for r in rows
+            if r["scenario"] == "big" and r["server"].startswith("extstore")
+            and r["concurrency"] == big_c and r["hits_per_sec_median"] is not None]
     ext_big = max(exts, key=lambda r: r["hits_per_sec_median"]) if exts else None
     ratios = {
         "vs_memcached": vs_mc,
