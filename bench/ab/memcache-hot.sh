@@ -24,7 +24,7 @@ start() { # variant port: starts it in the background
     memcached-t1 | memcached-t2) cmd=(memcached -m 1024 -p "$2" -l 127.0.0.1 -U 0 -u root -t "${1#memcached-t}") ;;
     written) cmd=("${nv[@]}") ;;
     buffered) cmd=("${nv[@]}" --ack buffered) ;;
-    t1) cmd=("${nv[@]}" -t 1) ;;
+    t[0-9]*) cmd=("${nv[@]}" -t "${1#t}") ;; # t1, t4: worker threads
     pack*) cmd=("${nv[@]}" --pack-connections "${1#pack}") ;; # e.g. pack8
     a | b) # two builds A/B: NVDEPOT_A, NVDEPOT_B, default options
       local bin=$NVDEPOT_A; [ "$1" = b ] && bin=$NVDEPOT_B
