@@ -61,6 +61,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# cpu_ticks, memcache_stats
+source bench/ab/lib.sh
 HARNESS=${HARNESS:-$ROOT/../shared/harness}
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then
@@ -213,17 +215,6 @@ start_extstore() {
 
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$WORK/runs.tsv"; }
 CLK_TCK=$(getconf CLK_TCK)
-# cpu_ticks PID: utime + stime (fields 14 and 15 of /proc/PID/stat, every
-# thread of the process) in clock ticks; empty if the process is gone. The
-# fields are counted after the ")" that ends field 2 (comm may hold spaces).
-cpu_ticks() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat   # $1 is field 3 (state): utime is $12, stime $13
-  echo $(( ${12} + ${13} ))
-}
 # record_cpu SCENARIO SERVER CONCURRENCY REP TICKS_BEFORE TICKS_AFTER -> cpu.tsv
 record_cpu() {
   [ -n "$5" ] && [ -n "$6" ] || return 0
@@ -292,21 +283,7 @@ fi
 
 # ---- big ------------------------------------------------------------------
 # server_stats PORT: curr_items and evictions from `stats` (tab-separated).
-server_stats() {
-  python3 - "$1" <<'PY' 2>/dev/null || printf '?\t?\n'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"stats\r\n")
-buf = b""
-while not buf.endswith(b"END\r\n"):
-    chunk = s.recv(65536)
-    if not chunk:
-        break
-    buf += chunk
-st = dict(l.split()[1:3] for l in buf.decode().splitlines() if l.startswith("STAT "))
-print(st.get("curr_items", "?"), st.get("evictions", "?"), sep="\t")
-PY
-}
+server_stats() { memcache_stats "$1" curr_items evictions; }
 
 # big_server SERVER PORT CGROUP PRELOAD_CONNECTIONS PRELOAD_PIPELINE:
 # preload every key, then the measured points.

@@ -10,13 +10,12 @@
 # (default 64), REPS times SECS seconds. One line per run:
 #   config  rep  ops/s  GET hits/s  hit_ratio  curr_items
 # and a last line naming the configuration with the most GET hits/s
-# (median of its runs).
+# (its median run; the lower one of an even number).
 #
 #   CONFIGS="name:MEM_MB:WORKER_THREADS:EXT_OPTS ..." (EXT_OPTS: commas)
 #   NVDEPOT=target/release/nvdepot bash bench/ab/extstore-tune.sh
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-H=${HARNESS:-$ROOT/../shared/harness}
+source "$(dirname "$0")/lib.sh"
 BIN=${NVDEPOT:-$ROOT/target/release/nvdepot}
 W=${BENCH_DIR:-$ROOT/bench/work/extstore-tune}
 BUDGET_MB=${BUDGET_MB:-1024} ITEMS=${ITEMS:-4000000} C=${C:-64}
@@ -37,19 +36,6 @@ io16-age-stock:512:4:ext_threads=16
 mkdir -p "$W"
 out=$W/results.tsv; : >"$out"
 cgdir() { for d in /sys/fs/cgroup/memory/nvbench-$1 /sys/fs/cgroup/nvbench-$1; do [ -d "$d" ] && echo "$d"; done; }
-stats() { # curr_items of the server on $PORT
-  python3 - "$PORT" <<'PY'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"stats\r\n"); buf = b""
-while not buf.endswith(b"END\r\n"):
-    chunk = s.recv(65536)
-    if not chunk: break
-    buf += chunk
-st = dict(l.split()[1:3] for l in buf.decode().splitlines() if l.startswith("STAT "))
-print(st.get("curr_items", "?"))
-PY
-}
 for cfg in $CONFIGS; do
   IFS=: read -r name mem threads opts <<<"$cfg"
   rm -rf "$W/data"; rmdir "$(cgdir "et-$name")" 2>/dev/null
@@ -59,7 +45,7 @@ for cfg in $CONFIGS; do
   timeout $(( ITEMS / 5000 + 60 )) "$BIN" bench memcache --server "127.0.0.1:$PORT" --keys "$ITEMS" \
     --value-size 1024 --preload --requests 0 --connections 2 --preload-pipeline 1 >"$W/$name-preload.out" 2>&1
   sleep 2
-  items=$(stats)
+  items=$(memcache_stats "$PORT" curr_items)
   for rep in $(seq 1 "$REPS"); do
     kill -0 "$pid" 2>/dev/null || { echo "$name: server died"; break; }
     timeout $(( SECS + 120 )) "$BIN" bench memcache --server "127.0.0.1:$PORT" --keys "$ITEMS" \

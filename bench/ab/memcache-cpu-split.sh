@@ -9,12 +9,11 @@
 #   server  ratio  rep  ops  ops/s  cpu_us/req
 #   NVDEPOT=target/release/nvdepot bash bench/ab/memcache-cpu-split.sh
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/lib.sh"
 BIN=${NVDEPOT:-$ROOT/target/release/nvdepot}
 W=${BENCH_DIR:-$ROOT/bench/work/cpu-split}
 REPS=${REPS:-3} SECS=${SECS:-8} KEYS=${KEYS:-100000} PORT=${PORT:-23111}
 hz=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for rep in $(seq 1 "$REPS"); do
   for server in memcached nvdepot; do
     for ratio in 1:0 9:1; do
@@ -25,12 +24,12 @@ for rep in $(seq 1 "$REPS"); do
         "$BIN" memcache -p "$PORT" -l 127.0.0.1 -m 1024 --data "$W" --size 4G >/dev/null 2>&1 &
       fi
       pid=$!
-      for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+      wait_serving "$PORT"
       "$BIN" bench memcache --server "127.0.0.1:$PORT" --keys "$KEYS" --preload --requests 0 >/dev/null 2>&1
-      c0=$(cpu "$pid")
+      c0=$(cpu_ticks "$pid")
       "$BIN" bench memcache --server "127.0.0.1:$PORT" --keys "$KEYS" --connections 1 --threads 1 \
         --ratio "$ratio" --duration "$SECS" --json "$W/run.json" >/dev/null 2>&1
-      c1=$(cpu "$pid")
+      c1=$(cpu_ticks "$pid")
       python3 - "$server" "$ratio" "$rep" "$c0" "$c1" "$hz" "$W/run.json" <<'PY'
 import json, sys
 server, ratio, rep, c0, c1, hz, f = sys.argv[1:]

@@ -11,11 +11,9 @@
 # data under BENCH_DIR (default bench/work/ab-hot).
 set -u
 REPS=$1 SECS=$2; shift 2; CONCS=("$@")
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-H=${HARNESS:-$ROOT/../shared/harness}
+source "$(dirname "$0")/lib.sh"
 BIN=${NVDEPOT:-$ROOT/target/release/nvdepot}
 W=${BENCH_DIR:-$ROOT/bench/work/ab-hot}; rm -rf "$W"; mkdir -p "$W"
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 start() { # variant port: starts it in the background
   local nv=("$BIN" memcache -p "$2" -l 127.0.0.1 -m 1024 --data "$W/$1" --size 4G)
   local cmd
@@ -40,19 +38,13 @@ p=22500
 for v in $VARIANTS; do PORT[$v]=$p; start "$v" $p; p=$((p + 1)); done
 # Stop the servers and remove their stores (4 GiB files each) on exit.
 trap 'kill ${PID[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
-for v in $VARIANTS; do
-  for _ in $(seq 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/${PORT[$v]}" && printf 'version\r\n' >&3 &&
-      timeout 1 head -c 7 <&3 | grep -q VERSION) 2>/dev/null && break
-    sleep 0.2
-  done
-done
+for v in $VARIANTS; do wait_serving "${PORT[$v]}"; done
 for c in "${CONCS[@]}"; do
   for r in $(seq "$REPS"); do
     for v in $VARIANTS; do
-      a=$(cpu "${PID[$v]}")
+      a=$(cpu_ticks "${PID[$v]}")
       out=$(bash "$H/memaslap.sh" 127.0.0.1 "${PORT[$v]}" "$SECS" "$c" 2>&1 | tail -1)
-      b=$(cpu "${PID[$v]}")
+      b=$(cpu_ticks "${PID[$v]}")
       ops=$(grep -o '[0-9]* ops/s' <<<"$out" | grep -o '[0-9]*')
       avg=$(grep -o 'avg_latency_us=[0-9]*' <<<"$out" | cut -d= -f2)
       cpr=$(awk -v a="$a" -v b="$b" -v o="${ops:-0}" -v s="$SECS" \
