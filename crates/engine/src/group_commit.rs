@@ -36,7 +36,9 @@
 //! show as deadlocks).
 
 use std::collections::VecDeque;
-use std::task::{Poll, Waker};
+use std::task::Poll;
+
+use nvdepot_io::wait_list::{Ticket, WaitList};
 
 use super::sync::{Condvar, Mutex};
 use crate::aio::Mode;
@@ -69,8 +71,8 @@ pub(crate) struct CommitState<B> {
     pub failed: Option<String>,
     failed_after: u64,
     /// Tasks waiting for a batch to finish (blocking callers wait on the
-    /// condition variable instead).
-    wakers: Vec<Waker>,
+    /// condition variable instead), one entry per task's wait.
+    wakers: WaitList,
 }
 
 impl<B> Default for CommitState<B> {
@@ -83,7 +85,7 @@ impl<B> Default for CommitState<B> {
             first_batch: 0,
             failed: None,
             failed_after: 0,
-            wakers: Vec::new(),
+            wakers: WaitList::new(),
         }
     }
 }
@@ -271,7 +273,7 @@ fn finish<L: Log>(
             }
         }
         let moved = retire(log, &mut st);
-        (moved, std::mem::take(&mut L::commit(&mut st).wakers))
+        (moved, L::commit(&mut st).wakers.take_all())
     };
     if let Some(durable) = moved {
         log.published(durable);
@@ -339,18 +341,23 @@ fn retire<L: Log>(log: &L, st: &mut L::State) -> Option<u64> {
 /// Resolves once a batch in flight (if any) has finished (or on a
 /// spurious wake: the caller looks again).
 fn batch_finished<L: Log>(lock: &Mutex<L::State>) -> impl std::future::Future<Output = ()> + '_ {
-    let mut registered = false;
+    let mut registered: Option<Ticket> = None;
     std::future::poll_fn(move |cx| {
-        if registered {
-            return Poll::Ready(());
-        }
         let mut st = lock.lock();
         let c = L::commit(&mut st);
+        if let Some(t) = registered {
+            if c.wakers.woken(t) {
+                return Poll::Ready(());
+            }
+            // Polled again before the batch finished (a joined sibling
+            // was woken): keep the one entry, with this poll's waker.
+            c.wakers.register(registered, cx.waker());
+            return Poll::Pending;
+        }
         if c.batches.is_empty() {
             return Poll::Ready(());
         }
-        c.wakers.push(cx.waker().clone());
-        registered = true;
+        registered = Some(c.wakers.register(None, cx.waker()).0);
         Poll::Pending
     })
 }

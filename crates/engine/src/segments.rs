@@ -99,7 +99,7 @@ pub(crate) struct Segments {
     /// when GC gives up (so they stop waiting).
     pub freed: Condvar,
     /// Tasks of the async API waiting for space (woken with `freed`).
-    space_wakers: Mutex<Vec<std::task::Waker>>,
+    space_wakers: Mutex<nvdepot_io::wait_list::WaitList>,
     /// Bumped each time GC finds nothing worth collecting, so writers
     /// waiting for space give up instead of waiting out their timeout.
     pub gc_gave_up: AtomicU64,
@@ -118,7 +118,7 @@ impl Segments {
             infos: (0..count).map(|_| SegmentInfo::new()).collect(),
             free: Mutex::new(VecDeque::new()),
             freed: Condvar::new(),
-            space_wakers: Mutex::new(Vec::new()),
+            space_wakers: Mutex::new(nvdepot_io::wait_list::WaitList::new()),
             gc_gave_up: AtomicU64::new(0),
             gc_failed: Mutex::new(None),
             collector: std::sync::OnceLock::new(),
@@ -164,7 +164,7 @@ impl Segments {
     /// Wakes every writer waiting for space, blocked or parked.
     pub fn notify_freed(&self) {
         self.freed.notify_all();
-        let wakers = std::mem::take(&mut *self.space_wakers.lock());
+        let wakers = self.space_wakers.lock().take_all();
         for w in wakers {
             w.wake();
         }
@@ -177,13 +177,16 @@ impl Segments {
     pub async fn freed_in(&self, timeout: std::time::Duration) {
         use std::future::Future;
         let mut timer = Box::pin(nvdepot_io::uring::sleep(timeout));
-        let mut waited = false;
+        let mut ticket = None;
         std::future::poll_fn(|cx| {
-            if waited {
-                return std::task::Poll::Ready(());
+            {
+                let mut wakers = self.space_wakers.lock();
+                match ticket {
+                    Some(t) if wakers.woken(t) => return std::task::Poll::Ready(()),
+                    // One entry per waiter, refreshed by every poll.
+                    _ => ticket = Some(wakers.register(ticket, cx.waker()).0),
+                }
             }
-            waited = true;
-            self.space_wakers.lock().push(cx.waker().clone());
             timer.as_mut().poll(cx)
         })
         .await

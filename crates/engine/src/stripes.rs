@@ -10,7 +10,9 @@
 //! unlocker releases *before* reading the count.
 
 use std::future::poll_fn;
-use std::task::{Poll, Waker};
+use std::task::Poll;
+
+use nvdepot_io::wait_list::{Ticket, WaitList};
 
 use super::sync::{may_park, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::aio::Mode;
@@ -18,7 +20,9 @@ use crate::aio::Mode;
 struct Stripe {
     lock: Mutex<()>,
     waiting: AtomicUsize,
-    wakers: Mutex<Vec<Waker>>,
+    /// One entry per parked task, however often it is polled (a task
+    /// joining many futures polls them all on each wake).
+    wakers: Mutex<WaitList>,
 }
 
 pub(crate) struct Stripes {
@@ -35,7 +39,7 @@ impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
         drop(self.guard.take());
         if self.stripe.waiting.load(Ordering::SeqCst) > 0 {
-            let wakers = std::mem::take(&mut *self.stripe.wakers.lock());
+            let wakers = self.stripe.wakers.lock().take_all();
             self.stripe
                 .waiting
                 .fetch_sub(wakers.len(), Ordering::SeqCst);
@@ -53,7 +57,7 @@ impl Stripes {
                 .map(|_| Stripe {
                     lock: Mutex::new(()),
                     waiting: AtomicUsize::new(0),
-                    wakers: Mutex::new(Vec::new()),
+                    wakers: Mutex::new(WaitList::new()),
                 })
                 .collect(),
         }
@@ -82,15 +86,22 @@ impl Stripes {
                     stripe,
                 };
             }
-            let mut parked = false;
+            let mut parked: Option<Ticket> = None;
             poll_fn(|cx| {
-                if parked {
-                    // Woken by an unlock (or spuriously): try again.
-                    return Poll::Ready(());
+                if let Some(ticket) = parked {
+                    let mut wakers = stripe.wakers.lock();
+                    if wakers.woken(ticket) {
+                        // Woken by an unlock: try again.
+                        return Poll::Ready(());
+                    }
+                    // Polled again before any unlock took the list (a
+                    // joined sibling was woken): the entry stays, with
+                    // this poll's waker; the unlock that is due wakes it.
+                    parked = Some(wakers.register(parked, cx.waker()).0);
+                    return Poll::Pending;
                 }
                 stripe.waiting.fetch_add(1, Ordering::SeqCst);
-                stripe.wakers.lock().push(cx.waker().clone());
-                parked = true;
+                parked = Some(stripe.wakers.lock().register(None, cx.waker()).0);
                 if stripe.lock.is_locked() {
                     Poll::Pending
                 } else {

@@ -24,6 +24,7 @@ mod error;
 mod file;
 mod mem;
 pub mod uring;
+pub mod wait_list;
 
 pub use aligned::AlignedBuf;
 pub use error::{IoError, IoResult};

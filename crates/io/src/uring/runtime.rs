@@ -182,6 +182,12 @@ type Task = Pin<Box<dyn Future<Output = ()>>>;
 struct TaskSlot {
     future: Option<Task>,
     waker: Waker,
+    /// In the ready queue and not yet polled: a second wake adds nothing
+    /// (one poll answers every wake before it). Without this, a task whose
+    /// futures share its waker (a join of hundreds of per-key writes) is
+    /// queued once per wake and polled that many times, and each poll may
+    /// register again: the queue grows without bound.
+    scheduled: bool,
 }
 
 pub(crate) struct Core {
@@ -376,7 +382,27 @@ impl Core {
         if id == MAIN_TASK {
             self.main_woken.set(true);
         } else {
+            self.schedule(id);
+        }
+    }
+
+    /// Queues task `id` unless it is queued already.
+    fn schedule(&self, id: usize) {
+        let Ok(mut tasks) = self.tasks.try_borrow_mut() else {
+            // Woken while the task table is borrowed (a future dropped
+            // inside it): queue it anyway; a duplicate only costs a poll.
             self.ready.borrow_mut().push_back(id);
+            return;
+        };
+        match tasks.get_mut(id) {
+            Some(slot) if slot.scheduled => {}
+            Some(slot) => {
+                slot.scheduled = true;
+                drop(tasks);
+                self.ready.borrow_mut().push_back(id);
+            }
+            // A wake of a task slot not made yet cannot happen; ignore it.
+            None => {}
         }
     }
 
@@ -386,6 +412,12 @@ impl Core {
         let id = match id {
             Some(id) => {
                 tasks[id].future = Some(future);
+                if tasks[id].scheduled {
+                    // A stale wake of the slot's last task is still queued:
+                    // it polls this one.
+                    return;
+                }
+                tasks[id].scheduled = true;
                 id
             }
             None => {
@@ -398,6 +430,7 @@ impl Core {
                 tasks.push(TaskSlot {
                     future: Some(future),
                     waker,
+                    scheduled: true,
                 });
                 id
             }
@@ -414,6 +447,8 @@ impl Core {
             let Some(slot) = tasks.get_mut(id) else {
                 return;
             };
+            // Wakes from now on (during the poll, too) queue it again.
+            slot.scheduled = false;
             // A stale wake of a finished task: nothing to run.
             let Some(f) = slot.future.take() else { return };
             (f, slot.waker.clone())
@@ -517,12 +552,11 @@ impl Core {
         if q.is_empty() {
             return;
         }
-        let mut ready = self.ready.borrow_mut();
         for id in q.drain(..) {
             if id == MAIN_TASK {
                 self.main_woken.set(true);
             } else {
-                ready.push_back(id);
+                self.schedule(id);
             }
         }
     }

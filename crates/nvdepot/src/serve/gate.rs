@@ -6,7 +6,9 @@
 //! commands wait behind it, so transactions are not starved.
 
 use std::future::poll_fn;
-use std::task::{Poll, Waker};
+use std::task::Poll;
+
+use nvdepot_io::wait_list::WaitList;
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -31,12 +33,13 @@ struct State {
     writer: bool,
     /// `EXEC`s waiting for their turn.
     writers_waiting: usize,
-    waiters: Vec<Waker>,
+    /// One entry per waiting task, however often it is polled.
+    waiters: WaitList,
 }
 
 impl State {
     fn wake_all(&mut self) {
-        for w in self.waiters.drain(..) {
+        for w in self.waiters.take_all() {
             w.wake();
         }
     }
@@ -66,13 +69,14 @@ impl Drop for Waiting<'_> {
 
 impl Gate {
     pub async fn shared(&self) -> Shared<'_> {
+        let mut ticket = None;
         poll_fn(|cx| {
             let mut st = self.lock();
             if !st.writer && st.writers_waiting == 0 {
                 st.readers += 1;
                 return Poll::Ready(());
             }
-            st.waiters.push(cx.waker().clone());
+            ticket = Some(st.waiters.register(ticket, cx.waker()).0);
             Poll::Pending
         })
         .await;
@@ -85,6 +89,7 @@ impl Gate {
             gate: self,
             done: false,
         };
+        let mut ticket = None;
         poll_fn(|cx| {
             let mut st = self.lock();
             if !st.writer && st.readers == 0 {
@@ -93,7 +98,7 @@ impl Gate {
                 waiting.done = true;
                 return Poll::Ready(());
             }
-            st.waiters.push(cx.waker().clone());
+            ticket = Some(st.waiters.register(ticket, cx.waker()).0);
             Poll::Pending
         })
         .await;

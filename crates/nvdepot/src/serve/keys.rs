@@ -127,7 +127,7 @@ pub async fn execute(
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let reads = args[1..].iter().map(|k| store.get(db, k, now)).collect();
+            let reads = args[1..].iter().map(|k| store.get(db, k, now));
             let values: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
             values.map(|values| {
                 r.array(values.len());
@@ -144,8 +144,7 @@ pub async fn execute(
             let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
             let writes = last_of_each(&keys)
                 .into_iter()
-                .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0))
-                .collect();
+                .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0));
             let done: Result<Vec<()>, _> = join_all(writes).await.into_iter().collect();
             done.map(|_| r.ok())
         }
@@ -248,15 +247,12 @@ pub async fn execute(
                 return true;
             }
             let keys = &args[1..];
-            let deletes = last_of_each(keys)
-                .into_iter()
-                .map(|i| {
-                    store.update(db, keys[i], now, |cur| match cur {
-                        Some(_) => (Change::Delete, true),
-                        None => (Change::Keep, false),
-                    })
+            let deletes = last_of_each(keys).into_iter().map(|i| {
+                store.update(db, keys[i], now, |cur| match cur {
+                    Some(_) => (Change::Delete, true),
+                    None => (Change::Keep, false),
                 })
-                .collect();
+            });
             let done: Result<Vec<_>, _> = join_all(deletes).await.into_iter().collect();
             // An expired key is removed too, but does not count.
             done.map(|d| r.integer(d.iter().filter(|(live, _)| *live).count() as i64))
@@ -266,7 +262,7 @@ pub async fn execute(
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let reads = args[1..].iter().map(|k| store.get(db, k, now)).collect();
+            let reads = args[1..].iter().map(|k| store.get(db, k, now));
             let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
             // A key named twice counts twice, as in Redis.
             found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
