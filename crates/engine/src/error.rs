@@ -15,9 +15,6 @@ pub enum Error {
     /// The key is longer than the limit.
     #[error("key too large: {len} bytes (limit {max} bytes)")]
     KeyTooLarge { len: usize, max: usize },
-    /// The key is empty.
-    #[error("empty key")]
-    KeyEmpty,
     /// The value is longer than the limit.
     #[error("value too large: {len} bytes (limit {max} bytes)")]
     ValueTooLarge { len: usize, max: usize },

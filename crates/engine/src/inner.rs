@@ -182,9 +182,6 @@ impl Inner {
     }
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        if key.is_empty() {
-            return Err(Error::KeyEmpty);
-        }
         if key.len() > self.opts.key_bytes_max {
             return Err(Error::KeyTooLarge {
                 len: key.len(),

@@ -57,7 +57,12 @@ fn limits_give_clear_errors() {
         s.put(ns, &big_key, b"v"),
         Err(Error::KeyTooLarge { len: 70_000, .. })
     ));
-    assert!(matches!(s.put(ns, b"", b"v"), Err(Error::KeyEmpty)));
+    // The empty key is a key (Redis and RocksDB take it).
+    s.put(ns, b"", b"empty").unwrap();
+    assert_eq!(s.get(ns, b"").unwrap().as_deref(), Some(&b"empty"[..]));
+    assert!(s.iter(ns).any(|kv| kv.unwrap().0.is_empty()));
+    assert!(s.delete(ns, b"").unwrap());
+    assert_eq!(s.get(ns, b"").unwrap(), None);
     let dev = Arc::new(MemDevice::new(32 * MIB, 512));
     let limited = Options {
         value_bytes_max: 300_000,

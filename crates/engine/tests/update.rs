@@ -74,7 +74,8 @@ fn update_keeps_puts_and_deletes() {
     assert_eq!(s.get(ns, b"k").unwrap(), None);
     assert_eq!(s.count(ns), 0);
     // Limits are errors, never panics.
-    assert!(s.update(ns, b"", |_| (Change::Keep, ())).is_err());
+    let too_long = vec![b'k'; 70_000];
+    assert!(s.update(ns, &too_long, |_| (Change::Keep, ())).is_err());
     let big = vec![0u8; s.value_bytes_max() + 1];
     assert!(s
         .update(ns, b"k", |_| (Change::Put(big.clone()), ()))
