@@ -94,7 +94,10 @@ pub async fn execute(
                 return Some(Ok(()));
             }
             let value = args[3];
-            if offset + value.len() as i64 > STRING_BYTES_MAX {
+            // Saturating: an offset near i64::MAX must not overflow (it
+            // panicked here); an empty value writes nothing and is never
+            // too long, as in Redis (which answers the length).
+            if !value.is_empty() && offset.saturating_add(value.len() as i64) > STRING_BYTES_MAX {
                 r.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
                 return Some(Ok(()));
             }

@@ -1,0 +1,166 @@
+//! `nvdepot serve` under the calls that broke it (issue 35), each as a
+//! client makes it: an MSET of thousands of pairs (it hung and grew until
+//! the kernel killed it), the empty key (refused), a KEYS pattern of
+//! nested stars (a worker pinned for good), SETRANGE at offset 2^63-1 (a
+//! panic). Each asserts Redis 7.0's reply, the server's memory, and that
+//! the server never logged a panic.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{temp_dir, Resp, Server};
+use nvdepot_resp::Value;
+
+const ARGS: &[&str] = &["--size", "256M", "--segment-size", "8M"];
+
+/// The server's resident set, in bytes (VmRSS).
+fn rss(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+fn no_panic(server: &Server) {
+    let log = server.stderr.lock().unwrap();
+    assert!(
+        !log.contains("panicked"),
+        "the server logged a panic:\n{log}"
+    );
+}
+
+fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+
+fn bulk(s: &[u8]) -> Value {
+    Value::Bulk(Some(s.to_vec()))
+}
+
+/// An MSET of `pairs` pairs as one request, keys `{prefix}{i}`.
+fn mset(c: &mut Resp, prefix: &str, pairs: usize) -> Value {
+    let mut req = format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * pairs).into_bytes();
+    for i in 0..pairs {
+        let k = format!("{prefix}{i}");
+        let v = format!("value-{i}");
+        req.extend(format!("${}\r\n{k}\r\n${}\r\n{v}\r\n", k.len(), v.len()).bytes());
+    }
+    std::io::Write::write_all(&mut c.stream, &req).unwrap();
+    c.read()
+}
+
+#[test]
+fn mset_of_thousands_of_pairs_completes_in_bounded_memory() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    let before = rss(&server);
+    // 400 pairs hung the server; 1 000 and 100 000 are what loaders send.
+    for (round, pairs) in [400, 1_000, 10_000, 100_000].into_iter().enumerate() {
+        let t = Instant::now();
+        assert_eq!(mset(&mut c, &format!("r{round}:"), pairs), ok(), "{pairs}");
+        println!(
+            "MSET of {pairs} pairs: {:?}, RSS {} MB",
+            t.elapsed(),
+            rss(&server) >> 20
+        );
+    }
+    let grown = rss(&server).saturating_sub(before);
+    // The request itself (2.3 MB of RESP, its argument table) and the
+    // index's growth for 111 400 keys; measured ~40 MB. Before the fix an
+    // MSET of 300 pairs alone grew it by 220 MB, and 400 never finished.
+    assert!(grown < 160 << 20, "RSS grew {} MB", grown >> 20);
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(111_400));
+    assert_eq!(c.call(&["GET", "r3:99999"]), bulk(b"value-99999"));
+    assert_eq!(c.call(&["GET", "r0:399"]), bulk(b"value-399"));
+    // The same keys again: overwrites, each key's last value wins.
+    assert_eq!(mset(&mut c, "r3:", 100_000), ok());
+    let keys: Vec<String> = (0..5_000).map(|i| format!("r3:{i}")).collect();
+    let mut args = vec!["DEL"];
+    args.extend(keys.iter().map(String::as_str));
+    assert_eq!(c.call(&args), Value::Integer(5_000));
+    args[0] = "EXISTS";
+    assert_eq!(c.call(&args), Value::Integer(0));
+    no_panic(&server);
+}
+
+#[test]
+fn the_empty_key_is_a_key() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["SET", "", "x"]), ok());
+    assert_eq!(c.call(&["GET", ""]), bulk(b"x"));
+    assert_eq!(c.call(&["STRLEN", ""]), Value::Integer(1));
+    assert_eq!(c.call(&["APPEND", "", "yz"]), Value::Integer(3));
+    assert_eq!(c.call(&["SETRANGE", "", "1", "Y"]), Value::Integer(3));
+    assert_eq!(c.call(&["GET", ""]), bulk(b"xYz"));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(1));
+    assert_eq!(c.call(&["EXISTS", ""]), Value::Integer(1));
+    assert_eq!(c.call(&["KEYS", "*"]), Value::Array(Some(vec![bulk(b"")])));
+    assert_eq!(c.call(&["DEL", ""]), Value::Integer(1));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(0));
+    assert_eq!(c.call(&["GET", ""]), Value::Bulk(None));
+    no_panic(&server);
+}
+
+#[test]
+fn nested_star_patterns_answer_at_once() {
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &[ARGS, &["--threads", "1"]].concat(),
+    );
+    let mut c = Resp::connect(&server);
+    let key = "a".repeat(40);
+    assert_eq!(c.call(&["SET", &key, "1"]), ok());
+    let t = Instant::now();
+    // Redis's unit/keyspace "Regression for pattern matching long nested
+    // loops" (CVE-2022-36021).
+    let pattern = "a*".repeat(20) + "b";
+    assert_eq!(c.call(&["KEYS", &pattern]), Value::Array(Some(vec![])));
+    let scan = c.call(&["SCAN", "0", "MATCH", &pattern, "COUNT", "100"]);
+    assert!(
+        matches!(&scan, Value::Array(Some(v)) if v[1] == Value::Array(Some(vec![]))),
+        "{scan:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // The one worker is free for others.
+    let mut other = Resp::connect(&server);
+    assert_eq!(other.call(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    no_panic(&server);
+}
+
+#[test]
+fn setrange_at_huge_offsets_answers_as_redis() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    let too_big =
+        Value::Error(b"ERR string exceeds maximum allowed size (proto-max-bulk-len)".to_vec());
+    // Redis's unit/type/string "SETRANGE with huge offset".
+    for offset in ["9223372036854775807", "2147483647", "536870912"] {
+        assert_eq!(c.call(&["SETRANGE", "K", offset, "A"]), too_big, "{offset}");
+    }
+    // An empty value writes nothing: the length, never an error.
+    assert_eq!(
+        c.call(&["SETRANGE", "K", "9223372036854775807", ""]),
+        Value::Integer(0)
+    );
+    assert_eq!(c.call(&["SET", "K", "abc"]), ok());
+    assert_eq!(
+        c.call(&["SETRANGE", "K", "9223372036854775807", ""]),
+        Value::Integer(3)
+    );
+    assert_eq!(
+        c.call(&["SETRANGE", "K", "-1", "A"]),
+        Value::Error(b"ERR offset is out of range".to_vec())
+    );
+    assert_eq!(
+        c.call(&["SETRANGE", "K", "9223372036854775808", "A"]),
+        Value::Error(b"ERR value is not an integer or out of range".to_vec())
+    );
+    assert_eq!(c.call(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    no_panic(&server);
+}
