@@ -100,8 +100,21 @@ impl Store {
     /// files (created, with one file of `opts.create_bytes`, when there are
     /// none), a single data file, or a block device.
     pub fn open(path: &Path, opts: &Options) -> Result<Store> {
-        let (devices, fresh) = crate::recovery::open_paths(path, opts)?;
-        Self::open_devices_inner(devices, opts, fresh)
+        let (devices, creating) = crate::recovery::open_paths(path, opts)?;
+        let store = match Self::open_devices_inner(devices, opts, creating.is_some()) {
+            Ok(store) => store,
+            Err(e) => {
+                if let Some(c) = creating {
+                    c.abandon();
+                }
+                return Err(e);
+            }
+        };
+        if let Some(c) = creating {
+            // Formatted and flushed: only now does the store exist.
+            c.publish()?;
+        }
+        Ok(store)
     }
 
     /// Opens (or, if every device is blank and `opts.create_bytes` is set,

@@ -121,11 +121,35 @@ pub struct Server {
     config: ServerConfig,
     listeners: Vec<TcpListener>,
     addrs: Vec<SocketAddr>,
+    listening: bool,
+}
+
+/// Connections the kernel queues before they are accepted (memcached's
+/// default backlog).
+const BACKLOG: i32 = 1024;
+
+/// Binds `addr` without listening: the port is ours (a port in use fails
+/// here), yet a client that connects is refused, not left waiting on a
+/// server that cannot serve yet.
+fn bind_only(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    // As std's TcpListener::bind: a restart may rebind at once while the
+    // last run's connections sit in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
 }
 
 impl Server {
-    /// Binds every address of `config.listen`. Errors name the address
-    /// (`cannot listen on 127.0.0.1:11211: Address already in use`).
+    /// Binds every address of `config.listen`, without listening yet (see
+    /// [`Server::listen`]): call it before the slow part of start-up (a
+    /// store's recovery), so that a port in use fails at once. Errors name
+    /// the address (`cannot listen on 127.0.0.1:11211: Address already in
+    /// use`).
     pub fn bind(config: ServerConfig) -> io::Result<Server> {
         if config.listen.is_empty() {
             return Err(invalid("no address to listen on"));
@@ -140,7 +164,7 @@ impl Server {
         let mut addrs = Vec::new();
         for entry in &config.listen {
             for addr in resolve(entry, config.port)? {
-                let listener = TcpListener::bind(addr).map_err(|e| {
+                let listener = bind_only(addr).map_err(|e| {
                     io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
                 })?;
                 addrs.push(listener.local_addr()?);
@@ -151,7 +175,24 @@ impl Server {
             config,
             listeners,
             addrs,
+            listening: false,
         })
+    }
+
+    /// Starts listening on the bound addresses: from now on connections
+    /// are queued for [`Server::serve`]. Call it once what serves them is
+    /// ready (the store open), so that a client never sees the server up
+    /// before it can answer.
+    pub fn listen(&mut self) -> io::Result<()> {
+        if !self.listening {
+            for (l, addr) in self.listeners.iter().zip(&self.addrs) {
+                socket2::SockRef::from(l).listen(BACKLOG).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
+                })?;
+            }
+            self.listening = true;
+        }
+        Ok(())
     }
 
     /// The bound addresses, with the ports the system chose for port 0.
@@ -162,7 +203,8 @@ impl Server {
     /// Accepts and serves connections until `shutdown` is triggered, then
     /// closes every connection, joins every thread and returns. An error is
     /// an accept loop that could not go on (connections are closed first).
-    pub fn serve<F: Face>(self, face: Arc<F>, shutdown: &Shutdown) -> io::Result<()> {
+    pub fn serve<F: Face>(mut self, face: Arc<F>, shutdown: &Shutdown) -> io::Result<()> {
+        self.listen()?;
         for listener in &self.listeners {
             listener.set_nonblocking(true)?;
         }

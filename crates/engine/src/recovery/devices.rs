@@ -1,7 +1,7 @@
 //! Opening a store's devices: the data files of a directory (created
 //! when missing), and their superblocks, from which the layout is built.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nvdepot_io::{Device, FileDevice};
@@ -16,8 +16,51 @@ pub(crate) fn data_file_name(n: usize) -> String {
     format!("nvdepot.{n}")
 }
 
-/// Opens the devices behind a path; true if they were just created.
-pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Device>>, bool)> {
+/// A store being created in a directory: its data file exists only under
+/// a temporary name until the store on it is formatted and flushed, then
+/// [`Creating::publish`] renames it. A crash during creation (while the
+/// file is zero-filled, or before its superblock is on the device) leaves
+/// only the temporary file, which the next start removes and creates
+/// again: a store is visible whole or not at all.
+pub(crate) struct Creating {
+    temporary: PathBuf,
+    final_name: PathBuf,
+}
+
+/// Suffix of a data file being created.
+const CREATING_SUFFIX: &str = ".creating";
+
+impl Creating {
+    /// Makes the formatted store visible under its real name, durably
+    /// (the directory is synced after the rename).
+    pub(crate) fn publish(self) -> Result<()> {
+        let fail = |what: &str, e: std::io::Error| Error::NotAStore {
+            device: self.final_name.display().to_string(),
+            reason: format!("{what}: {e}"),
+        };
+        std::fs::rename(&self.temporary, &self.final_name)
+            .map_err(|e| fail("cannot rename the new data file into place", e))?;
+        if let Some(dir) = self.final_name.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| fail("cannot sync the store directory", e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary file of a creation that failed (a store too
+    /// small for its segments, say), so no store is left half made.
+    pub(crate) fn abandon(self) {
+        let _ = std::fs::remove_file(&self.temporary);
+    }
+}
+
+/// A path's devices, and the store being created there if there was none.
+pub(crate) type Opened = (Vec<Arc<dyn Device>>, Option<Creating>);
+
+/// Opens the devices behind a path; `Some` if a store is being created
+/// there (to be published once formatted).
+pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<Opened> {
     use std::os::unix::fs::FileTypeExt;
     let open = |p: &Path, size: Option<u64>| -> Result<Arc<dyn Device>> {
         let dev = if opts.buffered_io {
@@ -29,7 +72,7 @@ pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Dev
     };
     match std::fs::metadata(path) {
         Ok(m) if m.file_type().is_block_device() || m.is_file() => {
-            Ok((vec![open(path, None)?], false))
+            Ok((vec![open(path, None)?], None))
         }
         Ok(m) if !m.is_dir() => Err(Error::NotAStore {
             device: path.display().to_string(),
@@ -45,7 +88,7 @@ pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Dev
                 devices.push(open(&path.join(data_file_name(devices.len())), None)?);
             }
             if !devices.is_empty() {
-                return Ok((devices, false));
+                return Ok((devices, None));
             }
             let Some(size) = opts.create_bytes else {
                 return Err(Error::NotAStore {
@@ -53,7 +96,30 @@ pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<(Vec<Arc<dyn Dev
                     reason: "no nvdepot store here (no data files); a store is created only when a size is given".into(),
                 });
             };
-            Ok((vec![open(&path.join(data_file_name(0)), Some(size))?], true))
+            let final_name = path.join(data_file_name(0));
+            let temporary = path.join(format!("{}{CREATING_SUFFIX}", data_file_name(0)));
+            // Left by a creation that did not finish: it never held data.
+            match std::fs::remove_file(&temporary) {
+                Ok(()) => tracing::info!(
+                    "removed {}: an unfinished store creation",
+                    temporary.display()
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(Error::NotAStore {
+                        device: temporary.display().to_string(),
+                        reason: format!("cannot remove an unfinished creation: {e}"),
+                    })
+                }
+            }
+            let device = open(&temporary, Some(size))?;
+            Ok((
+                vec![device],
+                Some(Creating {
+                    temporary,
+                    final_name,
+                }),
+            ))
         }
     }
 }

@@ -195,8 +195,11 @@ fn serve(args: MemcacheArgs) -> Result<(), BoxError> {
     let shutdown = Shutdown::new()?;
     crate::signals::spawn_signal_thread(signals, shutdown.clone(), "memcache")?;
     // Bind first: a port in use fails at once, not after a long recovery.
-    let server = Server::bind(config)?;
+    // Listen only once the store is open: until then a client is refused,
+    // never answered by a server that cannot serve yet.
+    let mut server = Server::bind(config)?;
     let storage = Arc::new(open_storage(&args)?);
+    server.listen()?;
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     eprintln!(
         "nvdepot memcache listening on {} (data {}, size {}, memory {} MB, \

@@ -129,7 +129,10 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
     let signals = crate::signals::block_termination_signals()?;
     let shutdown = Shutdown::new()?;
     crate::signals::spawn_signal_thread(signals, shutdown.clone(), "serve")?;
-    let server = Server::bind(config)?;
+    // Bind first: a port in use fails at once, not after a long recovery.
+    // Listen only once the store is open: until then a client is refused,
+    // never answered by a server that cannot serve yet.
+    let mut server = Server::bind(config)?;
     let store = Arc::new(open_store(&args)?);
     let cluster = if args.cluster_enabled {
         let conf = match &args.cluster_config_file {
@@ -154,6 +157,7 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
     } else {
         None
     };
+    server.listen()?;
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     eprintln!(
         "nvdepot serve listening on {} (data {}, databases {}, appendfsync {})",
