@@ -151,6 +151,7 @@ impl Server {
     /// the address (`cannot listen on 127.0.0.1:11211: Address already in
     /// use`).
     pub fn bind(config: ServerConfig) -> io::Result<Server> {
+        crate::memory::fix_mmap_threshold();
         if config.listen.is_empty() {
             return Err(invalid("no address to listen on"));
         }

@@ -153,7 +153,9 @@ impl Running {
     }
 
     fn start_limited(config: ServerConfig, request_bytes_max: usize) -> Running {
-        let server = Server::bind(config).expect("bind");
+        let mut server = Server::bind(config).expect("bind");
+        // Bound is not listening: connections are refused until then.
+        server.listen().expect("listen");
         let addr = server.local_addrs()[0];
         let face = Arc::new(Echo {
             request_bytes_max,
@@ -428,6 +430,16 @@ fn shutdown_closes_connections_and_joins() {
 fn shutdown_of_an_idle_server_is_prompt() {
     let server = Running::start(local_config());
     server.stop(Duration::from_secs(2));
+}
+
+#[test]
+fn a_bound_server_refuses_connections_until_it_listens() {
+    let mut server = Server::bind(local_config()).expect("bind");
+    let addr = server.local_addrs()[0];
+    let err = TcpStream::connect(addr).expect_err("connected before listen");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    server.listen().expect("listen");
+    TcpStream::connect(addr).expect("connect once listening");
 }
 
 #[test]
