@@ -24,25 +24,45 @@ pub fn wrong_arity(name: &[u8]) -> String {
     )
 }
 
-/// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `: the
-/// name as sent and the arguments after it, each cut to 128 bytes, the
-/// whole cut as Redis's `sdscatfmt`/`sdsrange` would.
-pub fn unknown_command(args: &[&[u8]]) -> String {
+/// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `, byte
+/// for byte as Redis 7.0 builds it: the name up to 128 bytes, then the
+/// arguments while their list is under 128 bytes, each cut to what is
+/// left of the 128; every one printed raw up to its first NUL (Redis
+/// formats them with `%.*s`).
+pub fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
     let name = args.first().copied().unwrap_or_default();
-    let mut s = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        clip(name)
-    );
+    let mut s = b"ERR unknown command '".to_vec();
+    s.extend_from_slice(c_string(name, 128));
+    s.extend_from_slice(b"', with args beginning with: ");
+    let mut listed = 0;
     for a in args.iter().skip(1) {
-        if s.len() >= 128 {
+        if listed >= 128 {
             break;
         }
-        s.push_str(&format!("'{}' ", clip(a)));
+        let a = c_string(a, 128 - listed);
+        s.push(b'\'');
+        s.extend_from_slice(a);
+        s.extend_from_slice(b"' ");
+        listed += a.len() + 3;
     }
     s
 }
 
-/// At most 128 bytes, as text (bytes Redis would print raw, shown lossy).
-fn clip(a: &[u8]) -> String {
-    String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()
+/// `prefix`, then `arg` as Redis's `%.Ns` prints it (see [`c_string`]),
+/// then `suffix`: an error that quotes a client's argument, byte for byte.
+pub fn quoting(prefix: &str, arg: &[u8], max: usize, suffix: &str) -> Vec<u8> {
+    let mut s = prefix.as_bytes().to_vec();
+    s.extend_from_slice(c_string(arg, max));
+    s.extend_from_slice(suffix.as_bytes());
+    s
+}
+
+/// What Redis's `%.Ns` prints of an argument: its raw bytes up to the
+/// first NUL (it formats them as a C string), at most `max`.
+pub fn c_string(a: &[u8], max: usize) -> &[u8] {
+    let a = &a[..a.len().min(max)];
+    match a.iter().position(|&b| b == 0) {
+        Some(nul) => &a[..nul],
+        None => a,
+    }
 }

@@ -55,11 +55,14 @@ impl<'a> Reply<'a> {
 
     /// An error; `msg` starts with its code (`ERR …`, `WRONGTYPE …`).
     /// CR and LF in it become spaces, as Redis's `addReplyError` does.
-    pub fn error(&mut self, msg: &str) {
+    /// An error reply; `msg` may hold any bytes (Redis echoes arguments
+    /// raw), its CR and LF become spaces as in Redis.
+    pub fn error(&mut self, msg: impl AsRef<[u8]>) {
         self.out.push(b'-');
         self.out.extend(
-            msg.bytes()
-                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+            msg.as_ref()
+                .iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
         );
         self.out.extend_from_slice(CRLF);
     }

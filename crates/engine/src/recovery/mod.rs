@@ -61,6 +61,13 @@ pub(crate) fn open(
     if devices.is_empty() {
         return Err(Error::Config("no devices".into()));
     }
+    if opts.key_bytes_max > u16::MAX as usize {
+        // A record's key length is a u16 (docs/FORMAT.md).
+        return Err(Error::Config(format!(
+            "key_bytes_max {} exceeds the format's 65535",
+            opts.key_bytes_max
+        )));
+    }
     let sbs = read_superblocks(&devices)?;
     if sbs.iter().all(|s| *s == Err(DecodeError::Absent)) {
         if !may_create {

@@ -186,7 +186,7 @@ fn client_type(t: &[u8]) -> Result<bool, String> {
 impl RespSession {
     pub(super) fn client(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
         let Some(sub) = args.get(1).map(|a| a.to_ascii_uppercase()) else {
-            r.error(&errors::wrong_arity(args[0]));
+            r.error(errors::wrong_arity(args[0]));
             return;
         };
         let lower = String::from_utf8_lossy(&sub).to_lowercase();
@@ -219,11 +219,11 @@ impl RespSession {
             (b"LIST", _) => self.client_list(args, r),
             (b"KILL", n) if n >= 3 => self.client_kill(args, r),
             (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {
-                r.error(&format!(
+                r.error(format!(
                     "ERR wrong number of arguments for 'client|{lower}' command"
                 ));
             }
-            _ => r.error(&format!(
+            _ => r.error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(args[1])
             )),
@@ -296,7 +296,7 @@ impl RespSession {
                     },
                     b"USER" => {
                         if value != b"default" {
-                            return r.error(&format!(
+                            return r.error(format!(
                                 "ERR No such user '{}'",
                                 String::from_utf8_lossy(value)
                             ));

@@ -602,7 +602,7 @@ impl Cluster {
                             }
                         },
                         None => {
-                            r.error(&nvdepot_resp::errors::wrong_arity(b"cluster|getkeysinslot"));
+                            r.error(nvdepot_resp::errors::wrong_arity(b"cluster|getkeysinslot"));
                             return;
                         }
                     }
@@ -611,7 +611,7 @@ impl Cluster {
                 };
                 drop(st);
                 match keys_in_slot(slot) {
-                    Err(e) => r.error(&format!("ERR {e}")),
+                    Err(e) => r.error(format!("ERR {e}")),
                     Ok(keys) => match count {
                         None => r.integer(keys.len() as i64),
                         Some(c) => {
@@ -625,10 +625,10 @@ impl Cluster {
                 }
             }
             "RESET" | "MEET" | "ADDSLOTS" | "DELSLOTS" | "FAILOVER" | "REPLICATE" | "FORGET"
-            | "SETSLOT" => r.error(&format!(
+            | "SETSLOT" => r.error(format!(
                 "ERR CLUSTER {sub} is not supported: nvdepot's topology is set with CLUSTERX SETNODES"
             )),
-            _ => r.error(&format!(
+            _ => r.error(format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
                 String::from_utf8_lossy(args.get(1).copied().unwrap_or_default())
             )),

@@ -4,7 +4,7 @@
 //! keys), checks queued commands' arity inside `MULTI`, and gives cluster
 //! routing each command's keys.
 
-use nvdepot_resp::Reply;
+use nvdepot_resp::{errors, Reply};
 
 /// One command, as Redis's `COMMAND` describes it.
 pub struct Spec {
@@ -186,9 +186,11 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
             }
         }
         Some(b"DOCS") => r.map(0),
-        Some(_) => r.error(&format!(
-            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(args[1])
+        Some(_) => r.error(errors::quoting(
+            "ERR unknown subcommand '",
+            args[1],
+            128,
+            "'. Try COMMAND HELP.",
         )),
     }
 }

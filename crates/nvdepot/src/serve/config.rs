@@ -120,15 +120,17 @@ impl RespSession {
             }
             Some(b"SET") if args.len() >= 4 => r.error(errors::SYNTAX),
             Some(b"RESETSTAT") if args.len() == 2 => r.ok(),
-            Some(b"GET" | b"SET" | b"RESETSTAT") => r.error(&format!(
+            Some(b"GET" | b"SET" | b"RESETSTAT") => r.error(format!(
                 "ERR wrong number of arguments for 'config|{}' command",
                 String::from_utf8_lossy(args[1]).to_lowercase()
             )),
-            Some(_) => r.error(&format!(
-                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(args[1])
+            Some(_) => r.error(errors::quoting(
+                "ERR unknown subcommand '",
+                args[1],
+                128,
+                "'. Try CONFIG HELP.",
             )),
-            None => r.error(&errors::wrong_arity(args[0])),
+            None => r.error(errors::wrong_arity(args[0])),
         }
     }
 
@@ -138,12 +140,12 @@ impl RespSession {
         for pair in args[2..].chunks(2) {
             let name = String::from_utf8_lossy(pair[0]).to_lowercase();
             let Some(p) = params.iter().find(|p| p.name == name) else {
-                return r.error(&format!(
+                return r.error(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
                 ));
             };
             if !same_value(p, pair[1]) {
-                return r.error(&format!(
+                return r.error(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{name}') - \
                      nvdepot cannot change it while running ({}); it stays '{}'",
                     p.fixed_by, p.value

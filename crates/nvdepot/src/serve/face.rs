@@ -192,7 +192,7 @@ impl Session for RespSession {
                 Ok(Parsed::Incomplete) => break,
                 Err(e) => {
                     // Redis answers a protocol error and closes.
-                    Reply::new(out, self.version).error(&e.message());
+                    Reply::new(out, self.version).error(e.message());
                     return Fed {
                         consumed: input.len(),
                         close: true,
@@ -214,7 +214,7 @@ impl Session for RespSession {
 pub fn arity(args: &[&[u8]], min: usize, max: Option<usize>, r: &mut Reply<'_>) -> bool {
     let n = args.len();
     if n < min || max.is_some_and(|m| n > m) {
-        r.error(&errors::wrong_arity(args[0]));
+        r.error(errors::wrong_arity(args[0]));
         return false;
     }
     true
@@ -381,8 +381,8 @@ impl RespSession {
             }
             b"SELECT" => {
                 if arity(args, 2, Some(2), &mut r) {
-                    match keys::int_arg(args[1]) {
-                        None => r.error(errors::NOT_INTEGER),
+                    match keys::int32_arg(args[1], &mut r) {
+                        None => {}
                         Some(n) if n < 0 || n as usize >= shared.store.databases() => {
                             r.error(errors::INVALID_DB)
                         }
@@ -422,7 +422,7 @@ impl RespSession {
                         }
                     }
                     match failed {
-                        Some(e) => r.error(&format!("ERR {e}")),
+                        Some(e) => r.error(format!("ERR {e}")),
                         None => r.ok(),
                     }
                 }
@@ -445,7 +445,7 @@ impl RespSession {
             b"SAVE" | b"BGSAVE" => match shared.store.cache().engine().flush() {
                 Ok(()) if name.as_slice() == b"SAVE" => r.ok(),
                 Ok(()) => r.simple("Background saving started"),
-                Err(e) => r.error(&format!("ERR {e}")),
+                Err(e) => r.error(format!("ERR {e}")),
             },
             b"LASTSAVE" => r.integer((unix_now_ms() / 1000) as i64),
             b"SHUTDOWN" => {
@@ -470,7 +470,7 @@ impl RespSession {
             },
             _ => {
                 if !keys::execute(&shared, self.db, &name, args, &mut r).await {
-                    r.error(&errors::unknown_command(args));
+                    r.error(errors::unknown_command(args));
                 }
             }
         }
@@ -518,7 +518,7 @@ impl RespSession {
                     i += 2;
                 }
                 _ => {
-                    r.error(&format!(
+                    r.error(format!(
                         "ERR Syntax error in HELLO option '{}'",
                         String::from_utf8_lossy(args[i])
                     ));

@@ -19,8 +19,27 @@ pub fn int_arg(a: &[u8]) -> Option<i64> {
     string2ll(a)
 }
 
+/// A 32-bit integer argument as Redis's `getIntFromObjectOrReply` reads
+/// it, or `None` once its error is replied: not an integer, or one past
+/// the 32 bits.
+pub fn int32_arg(a: &[u8], r: &mut Reply<'_>) -> Option<i32> {
+    match int_arg(a) {
+        None => {
+            r.error(errors::NOT_INTEGER);
+            None
+        }
+        Some(n) => match i32::try_from(n) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                r.error("ERR value is out of range, value must between -2147483648 and 2147483647");
+                None
+            }
+        },
+    }
+}
+
 fn storage_error(r: &mut Reply<'_>, e: &Error) {
-    r.error(&format!("ERR {e}"));
+    r.error(format!("ERR {e}"));
 }
 
 /// Runs `name` if it is a string or key command; false if it is not one.
@@ -98,7 +117,7 @@ pub async fn execute(
                 .and_then(|ms| (now as i64).checked_add(ms))
             {
                 None => {
-                    r.error(&format!(
+                    r.error(format!(
                         "ERR invalid expire time in '{}' command",
                         String::from_utf8_lossy(args[0]).to_lowercase()
                     ));
@@ -138,7 +157,7 @@ pub async fn execute(
         }
         b"MSET" => {
             if args.len() < 3 || args.len().is_multiple_of(2) {
-                r.error(&errors::wrong_arity(args[0]));
+                r.error(errors::wrong_arity(args[0]));
                 return true;
             }
             let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
@@ -557,13 +576,13 @@ async fn getex(
     let (old, _) = store
         .update(db, args[1], now, |cur| match cur {
             None => (Change::Keep, None),
-            Some(v) => {
-                let at = match expiry {
-                    Expiry::At(at) => at,
-                    _ => 0,
-                };
-                (put(v.data(), at), Some(v.data().to_vec()))
-            }
+            Some(v) => match expiry {
+                // A time already past deletes the key at once, as Redis's
+                // checkAlreadyExpired (else DBSIZE counts it until read).
+                Expiry::At(at) if at <= now => (Change::Delete, Some(v.data().to_vec())),
+                Expiry::At(at) => (put(v.data(), at), Some(v.data().to_vec())),
+                _ => (put(v.data(), 0), Some(v.data().to_vec())),
+            },
         })
         .await?;
     bulk_or_null(r, old.as_deref());
@@ -590,9 +609,11 @@ async fn expire(
             b"GT" => gt = true,
             b"LT" => lt = true,
             _ => {
-                r.error(&format!(
-                    "ERR Unsupported option {}",
-                    String::from_utf8_lossy(opt)
+                r.error(errors::quoting(
+                    "ERR Unsupported option ",
+                    opt,
+                    usize::MAX,
+                    "",
                 ));
                 return Ok(());
             }
@@ -623,7 +644,7 @@ async fn expire(
         }
     });
     let Some(at) = at else {
-        r.error(&format!(
+        r.error(format!(
             "ERR invalid expire time in '{}' command",
             String::from_utf8_lossy(args[0]).to_lowercase()
         ));

@@ -47,7 +47,7 @@ pub fn clusterx(shared: &Arc<Shared>, cluster: &Arc<Cluster>, args: &[&[u8]], r:
     let sub = text(1).unwrap_or_default().to_ascii_uppercase();
     let done = |r: &mut Reply<'_>, res: Result<(), String>| match res {
         Ok(()) => r.ok(),
-        Err(e) => r.error(&format!("ERR {e}")),
+        Err(e) => r.error(format!("ERR {e}")),
     };
     match (sub.as_str(), args.len()) {
         ("MYID", 2) => r.bulk(cluster.myid().as_bytes()),
@@ -83,7 +83,7 @@ pub fn clusterx(shared: &Arc<Shared>, cluster: &Arc<Cluster>, args: &[&[u8]], r:
                 &text(3).unwrap_or_default(),
             ),
         ),
-        _ => r.error(&format!(
+        _ => r.error(format!(
             "ERR unknown subcommand or wrong number of arguments for 'clusterx|{}'",
             sub.to_ascii_lowercase()
         )),

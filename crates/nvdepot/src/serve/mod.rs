@@ -211,7 +211,9 @@ fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
     // Store mode: nothing is evicted; a full store refuses writes.
     let mut opts = crate::store_dir::cache_options(&args.data, args.size, args.segment_size)?;
     opts.cache_mode = false;
-    opts.key_bytes_max = 64 << 10;
+    // The longest key a record holds (its length is a u16). 64 << 10 here
+    // was one past it: a 65 536-byte key panicked the record encoder.
+    opts.key_bytes_max = u16::MAX as usize;
     opts.sync = args.appendfsync == "always";
     // Writers of one key share group commits (Redis's own behaviour: a
     // reader may see a write before its writer is answered; nothing is

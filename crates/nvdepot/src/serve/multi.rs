@@ -45,7 +45,7 @@ impl RespSession {
                 if self.multi.is_some() {
                     r.error(errors::MULTI_NESTED);
                 } else if args.len() != 1 {
-                    r.error(&errors::wrong_arity(args[0]));
+                    r.error(errors::wrong_arity(args[0]));
                 } else {
                     self.multi = Some(Multi::default());
                     r.ok();
@@ -62,7 +62,7 @@ impl RespSession {
                 if self.multi.is_some() {
                     r.error("ERR WATCH inside MULTI is not allowed");
                 } else if args.len() < 2 {
-                    r.error(&errors::wrong_arity(args[0]));
+                    r.error(errors::wrong_arity(args[0]));
                 } else {
                     let shared = self.shared();
                     let _pass = shared.gate.shared().await;
@@ -79,7 +79,7 @@ impl RespSession {
                                 stamp: shared.store.write_stamp(self.db, key),
                             }),
                             Err(e) => {
-                                r.error(&format!("ERR {e}"));
+                                r.error(format!("ERR {e}"));
                                 return true;
                             }
                         }
@@ -109,7 +109,7 @@ impl RespSession {
                     let current = match shared.store.get(w.db, &w.key, now).await {
                         Ok(v) => v.map(|v| v.version()),
                         Err(e) => {
-                            r.error(&format!("ERR {e}"));
+                            r.error(format!("ERR {e}"));
                             return true;
                         }
                     };
@@ -139,11 +139,11 @@ impl RespSession {
                 match arity_of(name) {
                     None => {
                         multi.refused = true;
-                        r.error(&errors::unknown_command(args));
+                        r.error(errors::unknown_command(args));
                     }
                     Some(a) if !arity_ok(a, args.len()) => {
                         multi.refused = true;
-                        r.error(&errors::wrong_arity(args[0]));
+                        r.error(errors::wrong_arity(args[0]));
                     }
                     Some(_) => match super::face::queue_redirect(&shared, name, args) {
                         Some(e) => {

@@ -176,7 +176,7 @@ pub async fn execute(
         }
         b"MSETNX" => {
             if args.len() < 3 || args.len().is_multiple_of(2) {
-                r.error(&errors::wrong_arity(args[0]));
+                r.error(errors::wrong_arity(args[0]));
                 return Some(Ok(()));
             }
             msetnx(store, db, &args[1..], now, r).await
@@ -185,14 +185,34 @@ pub async fn execute(
     })
 }
 
-/// A float as Redis's `string2ld` reads one: no spaces, not NaN.
+/// A float as Redis 7.0's `string2ld` reads one: C's `strtold` grammar
+/// (decimal or hex digits, exponents, `inf`, `infinity`), under 5 KiB
+/// (`MAX_LONG_DOUBLE_CHARS`), no leading space, every byte part of the
+/// number (a NUL byte included: Redis compares the parsed length), not
+/// NaN, not an underflow to zero.
+/// Parsed with `strtod` (nvdepot computes in f64): a number past f64's
+/// range reads as infinite, which INCRBYFLOAT then refuses (Redis's long
+/// double holds up to ~1e4932: the documented deviation).
 fn parse_float(a: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(a).ok()?;
-    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+    if a.is_empty() || a.len() >= 5 * 1024 || matches!(a[0], b' ' | b'\t'..=b'\r') {
         return None;
     }
-    let f: f64 = s.parse().ok()?;
-    (!f.is_nan()).then_some(f)
+    let text = a;
+    let c = std::ffi::CString::new(text).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is a NUL-terminated string that outlives the call;
+    // strtod writes only `end` (a pointer into `c`) and errno, which is
+    // this thread's and read right after.
+    let (value, range_error) = unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::strtod(c.as_ptr(), &mut end);
+        (v, *libc::__errno_location() == libc::ERANGE)
+    };
+    let consumed = end as usize - c.as_ptr() as usize;
+    if consumed != text.len() || value.is_nan() || (range_error && value == 0.0) {
+        return None;
+    }
+    Some(value)
 }
 
 /// A float as INCRBYFLOAT answers it: fixed-point, no exponent, no
@@ -244,17 +264,12 @@ async fn rename(
 /// A database number argument (COPY … DB n, MOVE key n), or `None` once
 /// Redis's error is replied: not a 32-bit integer, or out of range.
 fn db_arg(store: &RespStore, a: &[u8], r: &mut Reply<'_>) -> Option<usize> {
-    match int_arg(a).filter(|n| i32::try_from(*n).is_ok()) {
-        None => {
-            r.error(errors::NOT_INTEGER);
-            None
-        }
-        Some(n) if n < 0 || n as usize >= store.databases() => {
-            r.error(errors::INVALID_DB);
-            None
-        }
-        Some(n) => Some(n as usize),
+    let n = super::keys::int32_arg(a, r)?;
+    if n < 0 || n as usize >= store.databases() {
+        r.error(errors::INVALID_DB);
+        return None;
     }
+    Some(n as usize)
 }
 
 /// COPY (or, with `remove`, MOVE) `from` to `to`, each a database and a
@@ -331,9 +346,11 @@ async fn object(
         b"HELP" => 2,
         b"ENCODING" | b"REFCOUNT" | b"IDLETIME" | b"FREQ" => 3,
         _ => {
-            r.error(&format!(
-                "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-                String::from_utf8_lossy(&args[1][..args[1].len().min(128)])
+            r.error(errors::quoting(
+                "ERR unknown subcommand '",
+                args[1],
+                128,
+                "'. Try OBJECT HELP.",
             ));
             return Ok(());
         }
@@ -341,7 +358,7 @@ async fn object(
     if args.len() != expected {
         // A container command's subcommand is its own command to Redis.
         let name = [&b"object|"[..], args[1]].concat();
-        r.error(&errors::wrong_arity(&name));
+        r.error(errors::wrong_arity(&name));
         return Ok(());
     }
     if sub == b"HELP" {
