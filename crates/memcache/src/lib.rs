@@ -17,9 +17,9 @@
 //!
 //! Where memcached 1.6.18 behaves oddly on odd input (32-bit truncation of
 //! numbers, space padding after `decr`, swallowing the payload of an
-//! oversized `set`, closing on a 2 KiB line without a newline), this crate
-//! does the same, so replies compare byte for byte; the known differences
-//! are listed in the crate's README.md.
+//! oversized `set`, closing on a line with no newline in 16 KiB, its read
+//! buffer), this crate does the same, so replies compare byte for byte;
+//! the known differences are listed in the crate's README.md.
 #![forbid(unsafe_code)]
 
 use std::future::Future;

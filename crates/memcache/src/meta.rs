@@ -166,10 +166,7 @@ impl<S: Storage> Connection<S> {
         // memcached finds an over-long opaque token while composing the
         // reply, after the fetch: it answers the error, but what came
         // before the token (the fetch, a creation, `T`) has been done.
-        let bad_opaque = tok.t[2..tok.n]
-            .iter()
-            .position(|t| t[0] == b'O' && t.len() > meta_flags::OPAQUE_BYTES_MAX)
-            .map(|i| i + 2);
+        let bad_opaque = meta_flags::long_opaque_at(tok, 2);
         if let Some(bad) = bad_opaque {
             let before = |flag: u8| tok.t[2..bad].iter().any(|t| t[0] == flag);
             if !before(b'T') {
@@ -219,7 +216,15 @@ impl<S: Storage> Connection<S> {
         } else {
             self.counters.get_hits += 1;
         }
-        let marks = match self.mg_marks(&f, key, &item).await {
+        // memcached weighs `R` against the item's expiry as of its place
+        // in the request: a `T` before it has already changed it.
+        let flag_at = |flag: u8| tok.t[2..tok.n].iter().position(|t| t[0] == flag);
+        let touched_first = matches!((flag_at(b'T'), flag_at(b'R')), (Some(t), Some(r)) if t < r);
+        let exptime_at_r = match old_exptime {
+            Some(old) if !touched_first => old,
+            _ => item.exptime,
+        };
+        let marks = match self.mg_marks(&f, key, &item, exptime_at_r).await {
             Ok(m) => m,
             Err(e) => return server_error(out, false, &e),
         };
@@ -229,8 +234,9 @@ impl<S: Storage> Connection<S> {
     /// An `mg` whose opaque token (at `bad`) is over its limit, after its
     /// fetch: memcached answers the error, having already counted a fetch
     /// of a hit (unless `u`, or a flag that delays its bump: `h`, `l`,
-    /// `R`, `N`) or, on a miss with `N`, created the empty item (without
-    /// its win token, which is handed out after the flags).
+    /// `R`, `N`, `T`, wherever it stands) or, on a miss with `N`, created
+    /// the empty item (without its win token, which is handed out after
+    /// the flags).
     async fn mg_bad_opaque(
         &mut self,
         tok: &Tokens<'_>,
@@ -240,9 +246,14 @@ impl<S: Storage> Connection<S> {
         bad: usize,
         out: &mut Vec<u8>,
     ) {
-        let delayed_bump = f.hit_before || f.last_access || f.recache.is_some();
+        // memcached's `locked` fetch: its bump waits for the reply, which
+        // the error abandons. (`f.ttl` may have been dropped for a `T`
+        // after the bad token; the flag still locks.)
+        let delayed_bump = tok.t[2..tok.n]
+            .iter()
+            .any(|t| matches!(t[0], b'h' | b'l' | b'R' | b'N' | b'T'));
         if hit {
-            if !(f.no_update || delayed_bump || f.vivify.is_some()) {
+            if !(f.no_update || delayed_bump) {
                 self.storage.fetched(key);
             }
         } else if let Some(ttl) = f.vivify {
@@ -269,18 +280,31 @@ impl<S: Storage> Connection<S> {
 
     /// The `Z`, `X` and `W` marks of a hit: a stale item, or with `R` one
     /// about to expire, hands its win token to the first request.
+    ///
+    /// `R<secs>` wins when the item's expiry (`exptime_at_r`: as of the
+    /// flag's place in the request, so after a `T` before it) is set and
+    /// earlier than `secs` as memcached converts an exptime: 0 never wins,
+    /// a negative value never, up to 30 days is relative to now, more is
+    /// an absolute time (never, if before the server started). An item a
+    /// `T` has just expired still wins: memcached marks it and answers
+    /// `W`, though no later request can see it.
     async fn mg_marks(
         &mut self,
         f: &MetaFlags,
         key: &[u8],
         item: &Item,
+        exptime_at_r: u32,
     ) -> Result<Marks, ExecError> {
-        let now = i64::from(self.now());
         let recache = f.recache.is_some_and(|secs| {
-            item.exptime != 0 && i64::from(item.exptime) - now < i64::from(secs)
+            let deadline = self.exptime_abs(i64::from(secs));
+            exptime_at_r != 0 && self.rel_time(exptime_at_r) < self.rel_time(deadline)
         });
         let mut marks = Marks::of(item);
         if !marks.taken && (marks.stale || recache) {
+            if !item.is_live(self.now()) {
+                marks.won = true;
+                return Ok(marks);
+            }
             match self.claim_win(key, item).await? {
                 Claim::Won => marks.won = true,
                 Claim::Taken => marks.taken = true,
@@ -288,6 +312,21 @@ impl<S: Storage> Connection<S> {
             }
         }
         Ok(marks)
+    }
+
+    /// An absolute exptime as memcached orders them (its `realtime`
+    /// keeps times relative to its start): every time at or before the
+    /// server started is the same, 1; 0 stays 0 (none).
+    fn rel_time(&self, exptime: u32) -> u32 {
+        let started = self
+            .stats
+            .started
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if exptime != 0 && u64::from(exptime) <= started {
+            1
+        } else {
+            exptime
+        }
     }
 
     /// `mg <key> N<ttl>` after a miss: create an empty item and win it, or
@@ -300,7 +339,7 @@ impl<S: Storage> Connection<S> {
         ttl: i32,
         out: &mut Vec<u8>,
     ) {
-        let exptime = self.created_exptime(f, tok, ttl);
+        let exptime = self.created_exptime(f, &tok.t[2..tok.n], ttl);
         let (item, marks) = match self.vivify(key, exptime).await {
             Ok(Some(item)) => (
                 item,
@@ -451,9 +490,10 @@ impl<S: Storage> Connection<S> {
             Ok(f) => f,
             Err(e) => return refuse(self, out, e.as_bytes()),
         };
-        if meta_flags::opaque_too_long(tok, 3) {
-            return refuse(self, out, OPAQUE_TOO_LONG);
-        }
+        // memcached notes an over-long opaque token while it copies the
+        // return flags, but reports it only after checking the mode: a bad
+        // `M` mode is the error answered when both are wrong.
+        let bad_opaque = meta_flags::opaque_too_long(tok, 3);
         let mode = match (f.mode, f.cas) {
             (0 | b'S', Some(c)) | (b'R', Some(c)) => StoreMode::Cas(c),
             (0 | b'S', None) => StoreMode::Set,
@@ -463,6 +503,9 @@ impl<S: Storage> Connection<S> {
             (b'A' | b'P', _) => StoreMode::Set,
             _ => return refuse(self, out, b"CLIENT_ERROR invalid mode for ms M token"),
         };
+        if bad_opaque {
+            return refuse(self, out, OPAQUE_TOO_LONG);
+        }
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
         if !self.limits.item_fits(key.len(), f.client_flags, vlen) {
             let after = refuse(self, out, b"SERVER_ERROR object too large for cache");
@@ -565,7 +608,7 @@ impl<S: Storage> Connection<S> {
     async fn ma(&mut self, tok: &Tokens<'_>, key_buf: &mut Vec<u8>, out: &mut Vec<u8>) {
         let too_long = b"CLIENT_ERROR options flags too long";
         let flag_error = Some("CLIENT_ERROR invalid or duplicate flag");
-        let Ok(f) = self.meta_prelude(tok, true, too_long, flag_error, key_buf, out) else {
+        let Ok(f) = self.meta_prelude(tok, false, too_long, flag_error, key_buf, out) else {
             return;
         };
         let incr = match f.mode {
@@ -573,15 +616,35 @@ impl<S: Storage> Connection<S> {
             b'D' | b'-' => false,
             _ => return reply(out, false, b"CLIENT_ERROR invalid mode for ma M token"),
         };
+        // memcached finds an over-long opaque token while composing the
+        // reply, after the arithmetic: the increment (or the creation, `N`)
+        // is done, and `T` and `N` before the token have set the expiry,
+        // but those after it have not. A non-numeric value is reported
+        // instead, as it comes first.
+        let bad_opaque = meta_flags::long_opaque_at(tok, 2);
+        let flags = &tok.t[2..bad_opaque.unwrap_or(tok.n)];
         let key: &[u8] = if f.key_binary { key_buf } else { tok.t[1] };
-        let ttl = f.ttl.map(|t| self.exptime_abs(i64::from(t)));
+        let ttl = f
+            .ttl
+            .filter(|_| flags.iter().any(|t| t[0] == b'T'))
+            .map(|t| self.exptime_abs(i64::from(t)));
         let delta = f.delta.unwrap_or(1);
         let create = f
             .vivify
-            .map(|n| (f.initial, self.created_exptime(&f, tok, n)));
+            .map(|n| (f.initial, self.created_exptime(&f, flags, n)));
         let arith = self
             .arith(key, incr, delta, f.cas.unwrap_or(0), ttl, create)
             .await;
+        if let Ok(Arith::NotFound) = arith {
+            if incr {
+                self.counters.incr_misses += 1;
+            } else {
+                self.counters.decr_misses += 1;
+            }
+        }
+        if bad_opaque.is_some() && !matches!(arith, Ok(Arith::NonNumeric) | Err(_)) {
+            return reply(out, false, OPAQUE_TOO_LONG);
+        }
         let done = match arith {
             Ok(Arith::Done(d)) if d.created => (d.value, d.cas, 0, true),
             Ok(Arith::Done(d)) => {
@@ -590,14 +653,7 @@ impl<S: Storage> Connection<S> {
                 }
                 (d.value, d.cas, d.old_exptime, false)
             }
-            Ok(Arith::NotFound) => {
-                if incr {
-                    self.counters.incr_misses += 1;
-                } else {
-                    self.counters.decr_misses += 1;
-                }
-                return self.ma_fail(b"NF", tok, key, &f, out);
-            }
+            Ok(Arith::NotFound) => return self.ma_fail(b"NF", tok, key, &f, out),
             Ok(Arith::Exists) => return self.ma_fail(b"EX", tok, key, &f, out),
             Ok(Arith::NonNumeric) => {
                 let msg = b"CLIENT_ERROR cannot increment or decrement non-numeric value";
@@ -640,12 +696,12 @@ impl<S: Storage> Connection<S> {
     }
 
     /// The exptime of an item created on a miss (ma's and mg's `N`): what
-    /// the `N` and `T` flags give, the later one winning as in memcached,
-    /// which applies them in request order to the new item (created with
-    /// no expiry).
-    fn created_exptime(&self, f: &MetaFlags, tok: &Tokens<'_>, vivify: i32) -> u32 {
+    /// the `N` and `T` flags among `flags` give, the later one winning as
+    /// in memcached, which applies them in request order to the new item
+    /// (created with no expiry).
+    fn created_exptime(&self, f: &MetaFlags, flags: &[&[u8]], vivify: i32) -> u32 {
         let mut exptime = 0;
-        for &t in &tok.t[2..tok.n] {
+        for &t in flags {
             match t[0] {
                 b'N' => exptime = self.exptime_abs(i64::from(vivify)),
                 b'T' => exptime = self.exptime_abs(i64::from(f.ttl.unwrap_or(0))),

@@ -126,10 +126,19 @@ pub(crate) fn parse(
     }
 }
 
-/// memcached checks opaque lengths while composing the reply; checking
-/// them up front gives the same error without side effects.
+/// Whether an opaque token among the flags `tok.t[start..]` is over its
+/// limit. memcached checks opaque lengths while composing the reply, so
+/// where a command reports it depends on the command (md before it runs,
+/// ms after its mode, mg and ma after they ran).
 pub(crate) fn opaque_too_long(tok: &Tokens, start: usize) -> bool {
+    long_opaque_at(tok, start).is_some()
+}
+
+/// The index in `tok.t` of the first over-long opaque token among the
+/// flags `tok.t[start..]`, if any.
+pub(crate) fn long_opaque_at(tok: &Tokens, start: usize) -> Option<usize> {
     tok.t[start..tok.n]
         .iter()
-        .any(|t| t[0] == b'O' && t.len() > OPAQUE_BYTES_MAX)
+        .position(|t| t[0] == b'O' && t.len() > OPAQUE_BYTES_MAX)
+        .map(|i| i + start)
 }

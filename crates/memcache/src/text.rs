@@ -8,9 +8,18 @@ use crate::num::{put_u64, safe_strtol, safe_strtoul, safe_strtoull};
 use crate::stats::Group;
 use crate::{Connection, Step, Storage, StoreMode, StoreOutcome, REPLY_PAUSE_BYTES, VERSION};
 
-/// Without a newline in this many bytes memcached decides the client is
-/// sending junk and closes (unless it looks like a long multiget).
-pub(crate) const LINE_BYTES_MAX: usize = 2048;
+/// A line without its newline in this many bytes closes the connection
+/// (unless it looks like a long multiget): memcached's read buffer
+/// (`READ_BUFFER_SIZE`). memcached reads up to this much at once and
+/// closes when what it read holds more than 2048 bytes of a line and no
+/// newline. It decides on what one read brought; this crate cannot see
+/// reads (a server may hand it any prefix of what it received), so it
+/// decides on a full buffer's worth: a line that arrives whole is served
+/// however long it is up to that size, as memcached serves it, where
+/// deciding at 2048 bytes of a prefix would close (only a client that
+/// stops mid-line after 2 KiB sees a difference: memcached closes at
+/// once, this waits for more).
+pub(crate) const LINE_BYTES_MAX: usize = 16 << 10;
 
 /// memcached lets a multiget line grow without bound; this crate stops at
 /// 4 MiB (about 16 000 keys of 250 bytes) and closes.
@@ -107,17 +116,23 @@ enum Update {
 impl<S: Storage> Connection<S> {
     /// Frames one text request at the start of `input` and runs it.
     pub(crate) async fn text_step(&mut self, input: &[u8], out: &mut Vec<u8>) -> Step {
-        let Some(nl) = memchr::memchr(b'\n', input) else {
-            if input.len() <= LINE_BYTES_MAX {
-                return Step::Incomplete;
-            }
+        let nl = memchr::memchr(b'\n', input);
+        // No newline in a read buffer's worth: junk, unless a multiget
+        // (decided on the first `LINE_BYTES_MAX` bytes alone, so the same
+        // whatever prefix of the input a server hands over).
+        if nl.unwrap_or(input.len()) >= LINE_BYTES_MAX {
             let lead = input.iter().take_while(|&&b| b == b' ').count();
             let rest = &input[lead..];
             let multiget = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
-            if lead <= 100 && multiget && input.len() <= GET_LINE_BYTES_MAX {
-                return Step::Incomplete;
+            if !(lead <= 100 && multiget) {
+                return Step::Close(0);
             }
-            return Step::Close(0);
+            if nl.is_none() && input.len() > GET_LINE_BYTES_MAX {
+                return Step::Close(0);
+            }
+        }
+        let Some(nl) = nl else {
+            return Step::Incomplete;
         };
         let mut line = &input[..nl];
         if line.len() > 1 && line[line.len() - 1] == b'\r' {

@@ -170,6 +170,216 @@ fn mg_over_long_opaque_after_the_fetch() {
     }
 }
 
+/// Where each meta command reports an opaque token over 32 bytes, against
+/// its other errors (found by the differential test). Every reply was
+/// checked against memcached 1.6.18, request by request on one
+/// connection; the comments give memcached's replies.
+///
+/// - ms: flag errors first, then the mode, then the opaque token (its
+///   data swallowed every time);
+/// - ma: flag errors (all "invalid or duplicate flag"), the mode, a
+///   non-numeric value, and only then the token: the increment or the
+///   creation is done, and `T`/`N` before the token apply, those after it
+///   do not; a miss still counts;
+/// - md: flag errors, then the token, before the delete is tried;
+/// - mg: after the fetch, whose bump a `T` anywhere holds back (`h0`).
+#[test]
+fn over_long_opaque_reported_after_what_memcached_checks_first() {
+    let mut h = Harness::new();
+    let o = format!("O{}", "o".repeat(40));
+    let too_long = "CLIENT_ERROR opaque token too long\r\n";
+    let steps: Vec<(String, &str)> = vec![
+        // memcached: CLIENT_ERROR invalid mode for ms M token (twice)
+        (
+            format!("ms k 2 {o} MZ\r\nhi\r\nms k 2 MZ {o}\r\nhi\r\n"),
+            "CLIENT_ERROR invalid mode for ms M token\r\n\
+             CLIENT_ERROR invalid mode for ms M token\r\n",
+        ),
+        // memcached: CLIENT_ERROR incorrect length for M token
+        (
+            format!("ms k 2 {o} MAB\r\nhi\r\n"),
+            "CLIENT_ERROR incorrect length for M token\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long
+        (format!("ms k 2 {o} ME\r\nhi\r\n"), too_long),
+        // memcached: CLIENT_ERROR bad command line format
+        (
+            format!("ms k 2 {o} Fx\r\nhi\r\n"),
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+        // memcached: EN
+        ("mg k\r\n".into(), "EN\r\n"),
+        // memcached: CLIENT_ERROR invalid mode for ma M token (twice)
+        (
+            format!("ma n {o} MZ\r\nma n MZ {o}\r\n"),
+            "CLIENT_ERROR invalid mode for ma M token\r\n\
+             CLIENT_ERROR invalid mode for ma M token\r\n",
+        ),
+        // memcached: CLIENT_ERROR invalid or duplicate flag (3 times)
+        (
+            format!("ma n {o} Dx\r\nma n {o} Jx\r\nma n {o} Nx\r\n"),
+            "CLIENT_ERROR invalid or duplicate flag\r\n\
+             CLIENT_ERROR invalid or duplicate flag\r\n\
+             CLIENT_ERROR invalid or duplicate flag\r\n",
+        ),
+        // memcached: STORED, then twice CLIENT_ERROR cannot increment or
+        // decrement non-numeric value (q hides no error)
+        (
+            format!("set n 0 0 3\r\nabc\r\nma n {o}\r\nma n {o} q\r\n"),
+            "STORED\r\n\
+             CLIENT_ERROR cannot increment or decrement non-numeric value\r\n\
+             CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        // memcached: STORED, CLIENT_ERROR opaque token too long (twice),
+        // VA 1 / 7: both increments were made.
+        (
+            format!("set n 0 0 1\r\n5\r\nma n {o}\r\nma n {o} q\r\nmg n v\r\n"),
+            "STORED\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             VA 1\r\n7\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t100 / 8
+        (
+            format!("ma n T100 {o}\r\nmg n t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t100\r\n8\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t100 / 9
+        (
+            format!("ma n {o} T200\r\nmg n t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t100\r\n9\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t-1 / 7
+        (
+            format!("ma m1 N0 J7 {o}\r\nmg m1 t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t-1\r\n7\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t-1 / 0
+        (
+            format!("ma m2 {o} N100\r\nmg m2 t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t-1\r\n0\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t50 / 0
+        (
+            format!("ma m3 T50 {o} N100\r\nmg m3 t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t50\r\n0\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long, VA 1 t100 / 0
+        (
+            format!("ma m4 N100 {o}\r\nmg m4 t v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nVA 1 t100\r\n0\r\n",
+        ),
+        // memcached: CLIENT_ERROR opaque token too long (3 times: NF, NF
+        // with q, EX), then VA 1 / 9
+        (
+            format!("ma none {o}\r\nma none {o} q\r\nma n C1 {o}\r\nmg n v\r\n"),
+            "CLIENT_ERROR opaque token too long\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             VA 1\r\n9\r\n",
+        ),
+        // memcached: CLIENT_ERROR invalid or duplicate flag, then
+        // CLIENT_ERROR opaque token too long (md has no mode to check)
+        (
+            format!("md k {o} Cx\r\nmd k {o} MZ\r\n"),
+            "CLIENT_ERROR invalid or duplicate flag\r\n\
+             CLIENT_ERROR opaque token too long\r\n",
+        ),
+        // memcached: STORED, CLIENT_ERROR opaque token too long (twice),
+        // VA 2 / hi: neither delete nor invalidation was made.
+        (
+            format!("set k 0 100 2\r\nhi\r\nmd k {o} q\r\nmd k q {o} I\r\nmg k v\r\n"),
+            "STORED\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             CLIENT_ERROR opaque token too long\r\n\
+             VA 2\r\nhi\r\n",
+        ),
+        // memcached: STORED, CLIENT_ERROR opaque token too long, HD h0 t100
+        (
+            format!("set a 0 100 2\r\nhi\r\nmg a {o} T30\r\nmg a h t\r\n"),
+            "STORED\r\nCLIENT_ERROR opaque token too long\r\nHD h0 t100\r\n",
+        ),
+        // memcached: STORED, CLIENT_ERROR opaque token too long, HD h0 t30
+        (
+            format!("set b 0 100 2\r\nhi\r\nmg b T30 {o}\r\nmg b h t\r\n"),
+            "STORED\r\nCLIENT_ERROR opaque token too long\r\nHD h0 t30\r\n",
+        ),
+    ];
+    for (req, want) in &steps {
+        check(&mut h, req, want);
+    }
+    // memcached: STAT incr_hits 4, STAT incr_misses 2
+    assert_eq!(h.stat(|s| &s.incr_hits), 4);
+    assert_eq!(h.stat(|s| &s.incr_misses), 2);
+}
+
+/// `mg … R<secs>`, quiet or not (found by the differential test): memcached
+/// weighs `R` against the item's expiry as of the flag's place in the
+/// request (after a `T` before it, before a `T` after it), converts `secs`
+/// as an exptime (0 and negative never win, more than 30 days is an
+/// absolute time, never winning if before the server started), hands the
+/// token to an item a `T` has just expired, and `q` hides only `EN`.
+/// Every reply was checked against memcached 1.6.18 request by request;
+/// the comments give memcached's replies.
+#[test]
+fn mg_recache_win_weighs_r_in_request_order() {
+    let mut h = Harness::new();
+    let steps: &[(&str, &str)] = &[
+        // memcached: STORED, HD t10, HD W, HD Z
+        (
+            "set r 0 100 2\r\nhi\r\nmg r R30 T10 q t\r\nmg r R30 q\r\nmg r R30 q\r\n",
+            "STORED\r\nHD t10\r\nHD W\r\nHD Z\r\n",
+        ),
+        // memcached: STORED, HD t-1 W, HD t-1 Z
+        (
+            "set s 0 10 2\r\nhi\r\nmg s R30 T0 q t\r\nmg s R30 q t\r\n",
+            "STORED\r\nHD t-1 W\r\nHD t-1 Z\r\n",
+        ),
+        // memcached: STORED, HD t-1
+        (
+            "set u 0 10 2\r\nhi\r\nmg u T0 R30 q t\r\n",
+            "STORED\r\nHD t-1\r\n",
+        ),
+        // memcached: STORED, HD kv W, (nothing), EN
+        (
+            "set v 0 100 2\r\nhi\r\nmg v T-1 R30 q k\r\nmg v R30 q\r\nmg v R30\r\n",
+            "STORED\r\nHD kv W\r\nEN\r\n",
+        ),
+        // memcached: STORED, HD
+        (
+            "set w 0 100 2\r\nhi\r\nmg w T-1 R3000000 q\r\n",
+            "STORED\r\nHD\r\n",
+        ),
+        // memcached: STORED, HD, HD, HD, HD W
+        (
+            "set x 0 10 2\r\nhi\r\nmg x R3000000 q\r\nmg x R0 q\r\nmg x R-1 q\r\n\
+             mg x R2000000000 q\r\n",
+            "STORED\r\nHD\r\nHD\r\nHD\r\nHD W\r\n",
+        ),
+        // memcached: (nothing), (nothing), EN ky, VA 0 ky t30 W, VA 0 ky t30 Z
+        (
+            "mg y R30 q\r\nmg y R30 q k v t\r\nmg y R30 k v t\r\n\
+             mg y N30 R30 q k v t\r\nmg y R30 q k v t\r\n",
+            "EN ky\r\nVA 0 ky t30 W\r\n\r\nVA 0 ky t30 Z\r\n\r\n",
+        ),
+        // memcached: STORED, VA 2 kz t10 W / hi, VA 2 kz t10 Z / hi
+        (
+            "set z 0 10 2\r\nhi\r\nmg z R30 q k v t\r\nmg z R30 q k v t\r\n",
+            "STORED\r\nVA 2 kz t10 W\r\nhi\r\nVA 2 kz t10 Z\r\nhi\r\n",
+        ),
+        // memcached: STORED, HD, HD X W, HD Z X
+        (
+            "set st 0 100 2\r\nhi\r\nmd st I\r\nmg st R30 q\r\nmg st R30 q\r\n",
+            "STORED\r\nHD\r\nHD X W\r\nHD Z X\r\n",
+        ),
+        // memcached: STORED, HD (no expiry: never wins)
+        ("set nx 0 0 2\r\nhi\r\nmg nx R30 q\r\n", "STORED\r\nHD\r\n"),
+    ];
+    for &(req, want) in steps {
+        check(&mut h, req, want);
+    }
+}
+
 /// `ms … I C0`: CAS 0 is "no CAS", which memcached's compare never
 /// matches, invalidating or not (EX, not a stale store). Found by the
 /// differential test; replies as memcached 1.6.18's.

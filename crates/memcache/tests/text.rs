@@ -461,27 +461,107 @@ fn quit_closes() {
     assert!(out.is_empty() && fed.close);
 }
 
+/// memcached reads up to 16 KiB at once and closes when what it read holds
+/// more than 2 KiB of a line and no newline. Sent at once, a line whose
+/// newline is among the first 16384 bytes is served and a longer one
+/// closes (memcached 1.6.18: 16383 `x` and `\n` answer `ERROR`, 16384 `x`
+/// and `\n` close without a word); so does this crate, deciding on the
+/// first 16 KiB alone, whatever part of them it is fed.
 #[test]
 fn long_line_without_newline_closes() {
     let mut h = Harness::new();
-    let (out, fed) = h.feed(&[b'x'; 2048]);
+    let (out, fed) = h.feed(&[b'x'; 16383]);
     assert!(out.is_empty() && !fed.close && fed.consumed == 0);
-    let (_, fed) = h.feed(&[b'x'; 2049]);
-    assert!(fed.close);
+    let (out, fed) = h.feed(&[b'x'; 16384]);
+    assert!(out.is_empty() && fed.close);
+    let mut line = vec![b'x'; 16383];
+    line.push(b'\n');
+    check(
+        &mut Harness::new(),
+        std::str::from_utf8(&line).unwrap(),
+        "ERROR\r\n",
+    );
+    assert_eq!(
+        Harness::new().run_windows(&line),
+        (b"ERROR\r\n".to_vec(), false)
+    );
+    let mut line = vec![b'x'; 16384];
+    line.extend_from_slice(b"\r\n");
+    assert_eq!(Harness::new().feed(&line).0, b"");
+    assert!(Harness::new().feed(&line).1.close);
+    assert_eq!(Harness::new().run_windows(&line), (Vec::new(), true));
     // ... unless it looks like a multiget.
     let mut h = Harness::new();
     let mut line = b"get ".to_vec();
-    line.extend(std::iter::repeat_n(b'k', 3000));
+    line.extend(std::iter::repeat_n(b'k', 20000));
     let (_, fed) = h.feed(&line);
     assert!(!fed.close && fed.consumed == 0);
     let mut h = Harness::new();
     let mut line = b"gat 0 ".to_vec();
-    line.extend(std::iter::repeat_n(b'k', 3000));
+    line.extend(std::iter::repeat_n(b'k', 20000));
     assert!(h.feed(&line).1.close);
     // A long line that is complete is served.
     let mut h = Harness::new();
     let line = format!("get {}\r\n", "a ".repeat(3000));
     check(&mut h, &line, "END\r\n");
+    let line = format!("get {}\r\n", "a ".repeat(10000));
+    check(&mut h, &line, "END\r\n");
+}
+
+/// A storage command with a key over 250 bytes (found by the differential
+/// test): memcached answers `CLIENT_ERROR bad command line format` and,
+/// swallowing nothing (it swallows the data only of a value too large),
+/// reads the data line as the next command, whatever its size, and keeps
+/// the connection. memcached 1.6.18, each sequence sent at once with `mn`
+/// after it, answered `CLIENT_ERROR bad command line format` `ERROR` `MN`
+/// (connection open) for set, add, replace, append, prepend and cas with
+/// values of 5, 11 (`hello world`), 2100, 5120 (also `v v v …`) and
+/// 16000 bytes; with `noreply`, `ERROR` `MN`; for a data line that is a
+/// command (`version`), `CLIENT_ERROR …` then its reply. The replies are
+/// the same fed whole or as nvdepot's server kit feeds a read: windows of
+/// 1 KiB doubled while no request fits (it once closed here, deciding on a
+/// 4 KiB window of the 5 KiB data line).
+#[test]
+fn over_long_key_leaves_the_data_line_to_be_read_as_a_command() {
+    let key = "k".repeat(251);
+    let bad = "CLIENT_ERROR bad command line format\r\n";
+    let mut values: Vec<String> = [5, 2100, 5120, 16000]
+        .iter()
+        .map(|&n| "v".repeat(n))
+        .collect();
+    values.push("hello world".into());
+    values.push("v ".repeat(2560));
+    for value in &values {
+        let n = value.len();
+        for cmd in ["set", "add", "replace", "append", "prepend"] {
+            let input = format!("{cmd} {key} 0 0 {n}\r\n{value}\r\nmn\r\n");
+            let want = format!("{bad}ERROR\r\nMN\r\n");
+            assert_eq!(Harness::new().run(input.as_bytes()), want, "{cmd} {n}");
+            let (out, closed) = Harness::new().run_windows(input.as_bytes());
+            assert_eq!((String::from_utf8(out).unwrap(), closed), (want, false));
+        }
+        let input = format!("cas {key} 0 0 {n} 1\r\n{value}\r\nmn\r\n");
+        let want = format!("{bad}ERROR\r\nMN\r\n");
+        let (out, closed) = Harness::new().run_windows(input.as_bytes());
+        assert_eq!((String::from_utf8(out).unwrap(), closed), (want, false));
+    }
+    let value = "v".repeat(5120);
+    let input = format!("set {key} 0 0 5120 noreply\r\n{value}\r\nmn\r\n");
+    let (out, closed) = Harness::new().run_windows(input.as_bytes());
+    assert_eq!((out, closed), (b"ERROR\r\nMN\r\n".to_vec(), false));
+    let mut h = Harness::new();
+    let input = format!("set {key} 0 0 7\r\nversion\r\nmn\r\n");
+    check(
+        &mut h,
+        &input,
+        &format!("{bad}VERSION 1.6.18-nvdepot\r\nMN\r\n"),
+    );
+    // The connection goes on.
+    check(
+        &mut h,
+        "set k 0 0 1\r\nx\r\nget k\r\n",
+        "STORED\r\nVALUE k 0 1\r\nx\r\nEND\r\n",
+    );
 }
 
 #[test]

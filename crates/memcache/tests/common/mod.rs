@@ -104,6 +104,33 @@ impl<S: Storage> Harness<S> {
         (out, false)
     }
 
+    /// Feeds `input`, all received at once, as nvdepot's server kit does:
+    /// a window of its first 1 KiB, doubled while no request fits in it,
+    /// back to 1 KiB after each step that consumed something. Returns the
+    /// output and whether the connection closed.
+    pub fn run_windows(&mut self, input: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        let mut window = 1 << 10;
+        while pos < input.len() {
+            let end = input.len().min(pos + window);
+            let fed = self.conn.feed_ready(&input[pos..end], &mut out);
+            assert!(fed.consumed <= end - pos);
+            pos += fed.consumed;
+            if fed.close {
+                return (out, true);
+            }
+            if fed.consumed > 0 || fed.more {
+                window = 1 << 10;
+            } else if end == input.len() {
+                break;
+            } else {
+                window *= 2;
+            }
+        }
+        (out, false)
+    }
+
     pub fn stat(&self, f: impl Fn(&ServerStats) -> &std::sync::atomic::AtomicU64) -> u64 {
         f(&self.stats).load(Ordering::Relaxed)
     }
