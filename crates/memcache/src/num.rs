@@ -57,10 +57,16 @@ fn strtol(s: &[u8]) -> Option<(i64, usize)> {
 }
 
 /// memcached's acceptance rule after a conversion: the number must end at
-/// the end of the token or at white space.
+/// the end of the token, at white space, or at a NUL byte (C sees the
+/// string end there: `incr` of a stored "1\0abc" reads 1, as memcached).
 #[inline]
 fn ends_well(s: &[u8], end: usize) -> bool {
-    end == s.len() || is_c_space(s[end])
+    end == s.len() || is_c_space(s[end]) || s[end] == 0
+}
+
+/// `s` as C's string functions see it: up to its first NUL.
+fn c_str(s: &[u8]) -> &[u8] {
+    s.split(|&b| b == 0).next().unwrap_or_default()
 }
 
 /// memcached `safe_strtoull`.
@@ -69,7 +75,7 @@ pub(crate) fn safe_strtoull(s: &[u8]) -> Option<u64> {
     if !ends_well(s, end) {
         return None;
     }
-    if (v as i64) < 0 && s.contains(&b'-') {
+    if (v as i64) < 0 && c_str(s).contains(&b'-') {
         return None;
     }
     Some(v)
@@ -132,6 +138,12 @@ mod tests {
         assert_eq!(safe_strtoull(b"18446744073709551615"), Some(u64::MAX));
         assert_eq!(safe_strtoull(b"18446744073709551616"), None);
         assert_eq!(safe_strtoull(b"9223372036854775808"), Some(1 << 63));
+        // C stops at a NUL: memcached's incr of a stored "1\0\0clnxy" reads
+        // 1 (found by tests/memcache_shapes.rs), and a '-' after the NUL
+        // is not seen.
+        assert_eq!(safe_strtoull(b"1\0\0clnxy"), Some(1));
+        assert_eq!(safe_strtoull(b"9223372036854775808\0-"), Some(1 << 63));
+        assert_eq!(safe_strtoull(b"\01"), None);
     }
 
     #[test]
