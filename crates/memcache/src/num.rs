@@ -143,7 +143,7 @@ mod tests {
         // is not seen.
         assert_eq!(safe_strtoull(b"1\0\0clnxy"), Some(1));
         assert_eq!(safe_strtoull(b"9223372036854775808\0-"), Some(1 << 63));
-        assert_eq!(safe_strtoull(b"\01"), None);
+        assert_eq!(safe_strtoull(b"\x001"), None);
     }
 
     #[test]
