@@ -158,7 +158,7 @@ impl Gen {
                     && safe_strtol(&exptime)
                     && declared
                         .parse::<i32>()
-                        .is_ok_and(|d| d >= 0 && d <= i32::MAX - 2)
+                        .is_ok_and(|d| (0..=i32::MAX - 2).contains(&d))
                     && (cmd != "cas" || safe_strtoul(unique));
                 if !header_valid {
                     // The data line is then read as a command: one short
