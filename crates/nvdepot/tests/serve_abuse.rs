@@ -164,3 +164,92 @@ fn setrange_at_huge_offsets_answers_as_redis() {
     assert_eq!(c.call(&["PING"]), Value::Simple(b"PONG".to_vec()));
     no_panic(&server);
 }
+
+/// A bulk header past `proto-max-bulk-len` gets Redis's protocol error and
+/// the connection is closed; one at the limit, trickled, holds memory in
+/// proportion to what arrived, not to what the header announced.
+#[test]
+fn huge_bulk_headers_are_refused_or_held_as_they_arrive() {
+    use std::io::{Read, Write};
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    c.stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1073741824\r\n")
+        .unwrap();
+    assert_eq!(
+        c.read(),
+        Value::Error(b"ERR Protocol error: invalid bulk length".to_vec())
+    );
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{rest:?}");
+
+    // 512 MiB announced (the largest allowed), 4 MiB sent over ~1 s.
+    let before = rss(&server);
+    let mut t = Resp::connect(&server);
+    t.stream
+        .write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 512 << 20).as_bytes())
+        .unwrap();
+    let chunk = vec![b'x'; 256 << 10];
+    for _ in 0..16 {
+        t.stream.write_all(&chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    let held = rss(&server).saturating_sub(before);
+    println!("512 MiB announced, 4 MiB sent: RSS +{} MB", held >> 20);
+    // What arrived, twice over for buffer growth, and some slack.
+    assert!(held < 32 << 20, "RSS grew {} MB", held >> 20);
+    // Another client is served meanwhile.
+    let mut other = Resp::connect(&server);
+    assert_eq!(other.call(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    drop(t);
+    no_panic(&server);
+}
+
+/// A client that pipelines a million GETs without reading a reply: the
+/// server stops reading it once about 1 MiB of replies wait (back-
+/// pressure), so its memory stays bounded; then every reply arrives, in
+/// order, once the client reads.
+#[test]
+fn a_million_pipelined_gets_unread_hold_bounded_memory() {
+    use std::io::{Read, Write};
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["SET", "k", &"v".repeat(100)]), ok());
+    let before = rss(&server);
+    const N: usize = 1_000_000;
+    let one = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+    let mut writer = c.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let batch = one.repeat(10_000);
+        for _ in 0..N / 10_000 {
+            writer.write_all(&batch).unwrap();
+        }
+    });
+    // Let the client's writes stall on a full socket while nothing reads.
+    std::thread::sleep(Duration::from_secs(3));
+    let held = rss(&server).saturating_sub(before);
+    println!("1 M GETs pipelined, none read: RSS +{} MB", held >> 20);
+    assert!(held < 64 << 20, "RSS grew {} MB", held >> 20);
+    // Now read every reply: `$100\r\nvvv…\r\n`, 107 bytes each.
+    let reply_len = 4 + 2 + 100 + 2;
+    let mut left = N * reply_len;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut first = Vec::new();
+    while left > 0 {
+        let n = c.stream.read(&mut buf).expect("replies");
+        assert!(n > 0, "closed with {left} bytes of replies missing");
+        if first.len() < reply_len {
+            first.extend_from_slice(&buf[..n.min(reply_len)]);
+        }
+        left = left.checked_sub(n).expect("more bytes than replies");
+    }
+    sender.join().unwrap();
+    assert_eq!(
+        first,
+        format!("$100\r\n{}\r\n", "v".repeat(100)).into_bytes()
+    );
+    no_panic(&server);
+}
