@@ -385,11 +385,26 @@ impl Conn {
         Conn { name, stream }
     }
 
-    /// Sends `requests` and `mn`, and reads everything up to `MN\r\n` (or
-    /// to the connection's close: then `None` ends the bytes).
+    /// Sends `requests` and a closing `set`/`get` of a marker value no
+    /// request can produce, and reads everything up to the marker's reply
+    /// (or to the connection's close: then `true`). A closing `mn` was
+    /// not enough: a data line read as a command may be an `mn` too.
     fn pipeline(&mut self, requests: &[u8]) -> (Vec<u8>, bool) {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let marker = format!(
+            "end-{}-{:x}",
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            std::process::id()
+        );
         let mut bytes = requests.to_vec();
-        bytes.extend_from_slice(b"mn\r\n");
+        bytes.extend(
+            format!(
+                "set zz-end 0 0 {} noreply\r\n{marker}\r\nget zz-end\r\n",
+                marker.len()
+            )
+            .bytes(),
+        );
+        let done = format!("{marker}\r\nEND\r\n").into_bytes();
         let mut writer = self.stream.try_clone().unwrap();
         let sender = std::thread::spawn(move || {
             let _ = writer.write_all(&bytes);
@@ -397,7 +412,7 @@ impl Conn {
         let mut got = Vec::new();
         let mut chunk = vec![0u8; 1 << 16];
         let closed = loop {
-            if got.ends_with(b"MN\r\n") {
+            if got.ends_with(&done) {
                 break false;
             }
             match self.stream.read(&mut chunk) {
@@ -408,6 +423,11 @@ impl Conn {
             }
         };
         sender.join().unwrap();
+        if !closed {
+            // The marker's reply is the same in both; the key varies.
+            let cut = got.len() - done.len();
+            got.truncate(cut);
+        }
         (got, closed)
     }
 }

@@ -382,13 +382,15 @@ impl<R: Rng> Gen<R> {
         c
     }
 
-    /// A TTL-like number: the boundaries, or a long valid one (never one
-    /// short enough to fire during the run: both servers must agree).
+    /// A TTL-like number: the boundaries, or a long valid one: as
+    /// milliseconds (PX, PSETEX, PEXPIRE) at least 2.7 hours, never short
+    /// enough to fire during a long run (Redis and nvdepot remove expired
+    /// keys on different accesses, so DBSIZE would depend on timing).
     fn ttl(&mut self) -> Vec<u8> {
         match self.rng.gen_range(0..3) {
             0 => self
                 .rng
-                .gen_range(100_000..900_000)
+                .gen_range(10_000_000..90_000_000)
                 .to_string()
                 .into_bytes(),
             _ => self
