@@ -244,11 +244,11 @@ impl Inner {
                 seq: version,
                 large: None,
             };
-            self.loc_cache.set(stripe, at.h, at.h2, &now);
+            self.loc_cache.set(stripe, at.physical, at.h, at.h2, &now);
         } else {
             // Large heads are never cached: a writer must read one to
             // learn its chunks (`Existing::large`).
-            self.loc_cache.clear(stripe, at.h, at.h2);
+            self.loc_cache.clear(stripe, at.physical, at.h, at.h2);
         }
         if existing.is_none() {
             count.fetch_add(1, Ordering::Relaxed);
@@ -406,7 +406,8 @@ impl Inner {
     /// counters.
     fn unlinked(&self, at: &KeyAt, existing: Existing, app: &Appended, count: &AtomicI64) {
         self.unlink(at.fp, existing, app.pba, app.grains);
-        self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
+        self.loc_cache
+            .clear(self.stripe_of(at.h), at.physical, at.h, at.h2);
         count.fetch_sub(1, Ordering::Relaxed);
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
     }

@@ -591,9 +591,13 @@ fn relocate(inner: &Inner, victim: u32, batch: &mut Vec<Live>) -> Result<()> {
                     large: None,
                 };
                 let h2 = crate::loc_cache::key_hash2(live.header.namespace, &live.key);
-                inner
-                    .loc_cache
-                    .set(inner.stripe_of(live.hash), live.hash, h2, &now);
+                inner.loc_cache.set(
+                    inner.stripe_of(live.hash),
+                    live.header.namespace,
+                    live.hash,
+                    h2,
+                    &now,
+                );
             }
             inner
                 .counters

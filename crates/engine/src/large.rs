@@ -295,7 +295,8 @@ impl Inner {
                     .sub_valid(self.layout.segment_of(e.loc.pba), e.grains);
                 system.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
-            self.loc_cache.clear(self.stripe_of(at.h), at.h, at.h2);
+            self.loc_cache
+                .clear(self.stripe_of(at.h), at.physical, at.h, at.h2);
         }
         Ok(())
     }

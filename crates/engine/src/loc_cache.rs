@@ -3,10 +3,19 @@
 //!
 //! Without it, a put of an existing key reads the old record's header to
 //! compare keys (the index holds fingerprints, not keys): one device read
-//! per overwrite. The cache maps a key's 128-bit identity (two independent
-//! 64-bit hashes of namespace and key) to its record's location, size and
-//! version. It is a hint checked against the index: a hit is used only if
-//! the index still holds that location under the key's fingerprint.
+//! per overwrite. The cache maps a key's identity (its physical namespace
+//! and two 64-bit hashes of namespace and key) to its record's location,
+//! size and version. It is a hint checked against the index: a hit is
+//! used only if the index still holds that location under the key's
+//! fingerprint.
+//!
+//! The namespace is compared, not only the hashes: both hashes are xxh3
+//! seeded with the namespace id, and for short keys xxh3 folds the seed
+//! in linearly, so neighbouring ids collide on both at once (namespace 1's
+//! `m10` and namespace 2's `m11` have the same two hashes; 792 such pairs
+//! among 1 000 keys in 16 namespaces). Without the namespace, a write of
+//! `m11` in Redis database 1 took `m10`'s entry of database 0 for its own
+//! and replaced it: `m10` was lost (issue 35's shape generator found it).
 //!
 //! Entries are only read and written under the key's stripe lock: the slot
 //! of a key is chosen within its stripe's block, so every key that can use
@@ -14,17 +23,17 @@
 //! a key's index entry while holding that lock (put, delete, batch, GC
 //! relocation, eviction) updates or clears the entry, so a hit never names
 //! a location that was freed and reused for another key. Namespace purges
-//! need no update: a retired namespace's keys hash differently from any key
-//! that can be looked up again.
+//! need no update: a retired namespace's id is never looked up again.
 //!
-//! Memory is fixed at open: 32 bytes an entry, not per key.
+//! Memory is fixed at open: 40 bytes an entry, not per key.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::inner::Existing;
 
-/// `[hash, second hash, pba << 24 | grains, version]`; hash 0 = empty.
-type Slot = [AtomicU64; 4];
+/// `[hash, second hash, pba << 24 | grains, version, physical namespace]`;
+/// hash 0 = empty.
+type Slot = [AtomicU64; 5];
 
 pub(crate) struct LocationCache {
     slots: Box<[Slot]>,
@@ -52,13 +61,14 @@ impl LocationCache {
         Some(&self.slots[stripe * self.ways + way])
     }
 
-    /// The cached location of the key with identity (`hash`, `hash2`).
-    /// Caller holds the key's stripe lock.
-    pub fn get(&self, stripe: usize, hash: u64, hash2: u64) -> Option<Existing> {
+    /// The cached location of the key with identity (`physical`, `hash`,
+    /// `hash2`). Caller holds the key's stripe lock.
+    pub fn get(&self, stripe: usize, physical: u32, hash: u64, hash2: u64) -> Option<Existing> {
         let s = self.slot(stripe, hash)?;
         if hash == 0
             || s[0].load(Ordering::Relaxed) != hash
             || s[1].load(Ordering::Relaxed) != hash2
+            || s[4].load(Ordering::Relaxed) != u64::from(physical)
         {
             return None;
         }
@@ -73,14 +83,15 @@ impl LocationCache {
     }
 
     /// Records where the key's record now is. Caller holds the stripe lock.
-    pub fn set(&self, stripe: usize, hash: u64, hash2: u64, e: &Existing) {
+    pub fn set(&self, stripe: usize, physical: u32, hash: u64, hash2: u64, e: &Existing) {
         let Some(s) = self.slot(stripe, hash) else {
             return;
         };
         if hash == 0 || e.grains >= 1 << GRAIN_BITS {
-            self.clear(stripe, hash, hash2);
+            self.clear(stripe, physical, hash, hash2);
             return;
         }
+        s[4].store(u64::from(physical), Ordering::Relaxed);
         s[0].store(hash, Ordering::Relaxed);
         s[1].store(hash2, Ordering::Relaxed);
         s[2].store(e.loc.pba << GRAIN_BITS | e.grains, Ordering::Relaxed);
@@ -88,11 +99,14 @@ impl LocationCache {
     }
 
     /// Forgets the key (if it holds the slot). Caller holds the stripe lock.
-    pub fn clear(&self, stripe: usize, hash: u64, hash2: u64) {
+    pub fn clear(&self, stripe: usize, physical: u32, hash: u64, hash2: u64) {
         let Some(s) = self.slot(stripe, hash) else {
             return;
         };
-        if s[0].load(Ordering::Relaxed) == hash && s[1].load(Ordering::Relaxed) == hash2 {
+        if s[0].load(Ordering::Relaxed) == hash
+            && s[1].load(Ordering::Relaxed) == hash2
+            && s[4].load(Ordering::Relaxed) == u64::from(physical)
+        {
             s[0].store(0, Ordering::Relaxed);
         }
     }

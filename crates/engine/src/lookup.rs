@@ -94,7 +94,10 @@ impl Inner {
         cands: &mut Vec<Location>,
     ) -> Result<Option<Existing>> {
         let fp = Index::fingerprint(hash);
-        if let Some(e) = self.loc_cache.get(self.stripe_of(hash), hash, hash2) {
+        if let Some(e) = self
+            .loc_cache
+            .get(self.stripe_of(hash), physical, hash, hash2)
+        {
             if self.still_indexed(fp, e.loc) {
                 cands.clear();
                 return Ok(Some(e));

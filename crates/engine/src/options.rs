@@ -29,9 +29,9 @@ pub struct Options {
     pub sync: bool,
     /// With `sync` off: milliseconds between device flushes. Default: 100.
     pub flush_interval_ms: u64,
-    /// Entries of the location cache (32 bytes each), which lets an
+    /// Entries of the location cache (40 bytes each), which lets an
     /// overwrite or delete of a recently written key skip reading its old
-    /// record. 0 disables it. Default: 262144 (8 MiB).
+    /// record. 0 disables it. Default: 262144 (10 MiB).
     pub location_cache_entries: usize,
     /// Cache mode (the memcache face): when space runs low a segment is
     /// reclaimed whole (chosen by [`Options::eviction`]) and its keys are

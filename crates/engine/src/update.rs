@@ -206,7 +206,10 @@ impl Inner {
         cands: &mut Vec<Location>,
     ) -> Result<Option<(Existing, Record)>> {
         cands.clear();
-        if let Some(e) = self.loc_cache.get(self.stripe_of(at.h), at.h, at.h2) {
+        if let Some(e) = self
+            .loc_cache
+            .get(self.stripe_of(at.h), at.physical, at.h, at.h2)
+        {
             if self.still_indexed(at.fp, e.loc) {
                 match self.read_at(mode, e.loc, Span::Whole).await? {
                     Fetched::Record(r) if self.holds(&r, at.physical, key) => {
