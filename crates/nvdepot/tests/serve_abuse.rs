@@ -253,3 +253,31 @@ fn a_million_pipelined_gets_unread_hold_bounded_memory() {
     );
     no_panic(&server);
 }
+
+/// Keys of two databases whose hashes collide (database 0's `m10`,
+/// database 1's `m11`) stay apart: a write of one replaced the other, and
+/// `GET m10` answered nil (found by tests/resp_shapes.rs).
+#[test]
+fn keys_of_two_databases_never_replace_each_other() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    for i in 0..100 {
+        assert_eq!(c.call(&["SET", &format!("m{i}"), &format!("a{i}")]), ok());
+    }
+    assert_eq!(c.call(&["SELECT", "1"]), ok());
+    for i in 0..100 {
+        assert_eq!(c.call(&["SET", &format!("m{i}"), &format!("b{i}")]), ok());
+    }
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(100));
+    assert_eq!(c.call(&["SELECT", "0"]), ok());
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(100));
+    for i in 0..100 {
+        assert_eq!(
+            c.call(&["GET", &format!("m{i}")]),
+            bulk(format!("a{i}").as_bytes()),
+            "m{i}"
+        );
+    }
+    no_panic(&server);
+}

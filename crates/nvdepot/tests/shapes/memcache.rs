@@ -416,7 +416,12 @@ impl Conn {
     }
 }
 
-/// Replaces the CAS unique of `VALUE key flags bytes cas` lines with `#`.
+/// Replaces the CAS unique of `VALUE key flags bytes cas` lines with `#`,
+/// and unpads a number padded with trailing spaces (its length shrinks to
+/// match): memcached pads an incremented number to its old length only
+/// when it can change the item in place, which depends on whether another
+/// thread holds a reference to it then; nvdepot always pads (as
+/// `differential.rs` masks it too).
 pub fn mask_cas(stream: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stream.len());
     let mut at = 0;
@@ -426,26 +431,37 @@ pub fn mask_cas(stream: &[u8]) -> Vec<u8> {
             None => stream.len(),
         };
         let line = &stream[at..end];
-        if let Some(rest) = line.strip_prefix(b"VALUE ") {
-            let text =
-                String::from_utf8_lossy(rest.strip_suffix(b"\r\n").unwrap_or(rest)).into_owned();
-            // The key may hold odd bytes but no space.
-            let fields: Vec<&str> = text.split(' ').collect();
-            let bytes: usize = fields.get(2).and_then(|b| b.parse().ok()).unwrap_or(0);
-            out.extend_from_slice(b"VALUE ");
-            let shown: Vec<&str> = fields.iter().take(3).copied().collect();
-            out.extend(rest[..rest.len().min(shown.join(" ").len())].iter());
-            if fields.len() > 3 {
-                out.extend_from_slice(b" #");
-            }
-            out.extend_from_slice(b"\r\n");
-            let data_end = (end + bytes + 2).min(stream.len());
-            out.extend_from_slice(&stream[end..data_end]);
-            at = data_end;
-        } else {
+        let Some(rest) = line.strip_prefix(b"VALUE ") else {
             out.extend_from_slice(line);
             at = end;
+            continue;
+        };
+        // key flags bytes [cas]: the key may hold odd bytes but no space.
+        let rest = rest.strip_suffix(b"\r\n").unwrap_or(rest);
+        let fields: Vec<&[u8]> = rest.split(|&b| b == b' ').collect();
+        let bytes: usize = fields
+            .get(2)
+            .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
+            .unwrap_or(0);
+        let data_end = (end + bytes).min(stream.len());
+        let mut data = &stream[end..data_end];
+        let digits = data.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 0 && digits < data.len() && data[digits..].iter().all(|&b| b == b' ') {
+            data = &data[..digits];
         }
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(fields[0]);
+        if let Some(flags) = fields.get(1) {
+            out.push(b' ');
+            out.extend_from_slice(flags);
+        }
+        out.extend(format!(" {}", data.len()).bytes());
+        if fields.len() > 3 {
+            out.extend_from_slice(b" #");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(data);
+        at = data_end;
     }
     out
 }
