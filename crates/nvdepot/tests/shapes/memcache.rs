@@ -364,7 +364,7 @@ impl Conn {
     pub fn connect(name: &'static str, addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect(addr).unwrap();
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         Conn { name, stream }
     }
