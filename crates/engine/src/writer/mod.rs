@@ -494,7 +494,12 @@ impl Writer {
     /// caller blocks.
     pub async fn wait_for_space_in(&self, mode: Mode, who: Appender) -> Result<()> {
         let gave_up = self.segments.gc_gave_up.load(Ordering::Relaxed);
-        let mut waited = Duration::ZERO;
+        // Real time, not wait steps: every freed segment ends a step early
+        // (and another writer may take it first), so counting steps as
+        // 50 ms each gave up after a fraction of the 10 s while GC was
+        // freeing segments on a loaded host (`SERVER_ERROR store full`
+        // with 4 % of the grains live, cache mode).
+        let started = std::time::Instant::now();
         loop {
             if self.segments.free_count() > who.reserve() {
                 return Ok(());
@@ -505,7 +510,7 @@ impl Writer {
                 )));
             }
             let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
-            if hopeless || waited >= Duration::from_secs(10) || who == Appender::Gc {
+            if hopeless || started.elapsed() >= Duration::from_secs(10) || who == Appender::Gc {
                 return Err(self.full_error());
             }
             let step = Duration::from_millis(50);
@@ -513,7 +518,6 @@ impl Writer {
                 Mode::Ring if nvdepot_io::uring::in_runtime() => self.segments.freed_in(step).await,
                 _ => self.segments.wait_freed(step),
             }
-            waited += step;
         }
     }
 

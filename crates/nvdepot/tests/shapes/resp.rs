@@ -497,7 +497,10 @@ pub fn same(cmd: &[Vec<u8>], want: &Value, got: &Value) -> bool {
     let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
     match name.as_str() {
         "TTL" | "EXPIRETIME" | "PTTL" | "PEXPIRETIME" => {
-            let tolerance = if name.starts_with('P') { 2000 } else { 2 };
+            // The seconds between the two servers' handling of the same
+            // command: a pipeline of KEYS and SCANs (each reads every key
+            // from flash) can take a while on a loaded host.
+            let tolerance = if name.starts_with('P') { 30_000 } else { 30 };
             matches!((want, got), (Value::Integer(a), Value::Integer(b)) if *a >= 0 && *b >= 0 && (a - b).abs() <= tolerance)
         }
         "KEYS" => sorted(want).is_some() && sorted(want) == sorted(got),
