@@ -17,14 +17,6 @@ use common::{temp_dir, Client, Server};
 const KEYS: usize = 10_000;
 const VALUE: usize = 1024;
 
-/// The server's resident set, in bytes (VmRSS).
-fn rss(server: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib << 10
-}
-
 /// The tests of this file run one at a time: each compares another
 /// client's latency with its idle latency, which a concurrent test's load
 /// would disturb.
@@ -88,7 +80,7 @@ fn a_client_that_pipelines_and_never_reads_is_held_back() {
     let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
-    let before = rss(&server);
+    let before = server.rss();
 
     // 100 000 gets of 1 KiB values (100 MB of replies), never read.
     let mut hog = TcpStream::connect(server.addr).unwrap();
@@ -109,7 +101,7 @@ fn a_client_that_pipelines_and_never_reads_is_held_back() {
     println!("requests sent: {sent}");
     std::thread::sleep(Duration::from_millis(300));
     let busy = median_get(&mut other, 400);
-    let grown = rss(&server).saturating_sub(before);
+    let grown = server.rss().saturating_sub(before);
     println!("RSS growth with the hog stalled: {} KiB", grown >> 10);
     assert!(grown < 16 << 20, "RSS grew {grown} bytes");
     assert_latency_kept(idle, busy, "hog stalled");
@@ -150,7 +142,7 @@ fn a_very_slow_reader_holds_bounded_memory() {
     let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
-    let before = rss(&server);
+    let before = server.rss();
     let mut slow = TcpStream::connect(server.addr).unwrap();
     let request: Vec<u8> = (0..20_000)
         .flat_map(|i| format!("get k{}\r\n", i % KEYS).into_bytes())
@@ -167,7 +159,7 @@ fn a_very_slow_reader_holds_bounded_memory() {
         busy = busy.max(median_get(&mut other, 20));
         std::thread::sleep(Duration::from_millis(10));
     }
-    let grown = rss(&server).saturating_sub(before);
+    let grown = server.rss().saturating_sub(before);
     println!("RSS growth with a slow reader: {} KiB", grown >> 10);
     assert!(grown < 16 << 20, "RSS grew {grown} bytes");
     let busy_median = median_get(&mut other, 400);
@@ -179,7 +171,7 @@ fn a_multiget_of_ten_thousand_keys() {
     let (_turn, _dir, server) = start();
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
-    let before = rss(&server);
+    let before = server.rss();
     let mut c = server.connect();
     let mut request = b"get".to_vec();
     for i in 0..KEYS {
@@ -189,7 +181,7 @@ fn a_multiget_of_ten_thousand_keys() {
     let reply = c.call(&request, b"END\r\n");
     let values = reply.windows(6).filter(|w| w == b"VALUE ").count();
     assert_eq!(values, KEYS);
-    let peak = rss(&server).saturating_sub(before);
+    let peak = server.rss().saturating_sub(before);
     println!(
         "RSS growth after a 10 000-key multi-get ({} MB reply): {} KiB",
         reply.len() >> 20,
@@ -202,7 +194,7 @@ fn a_multiget_of_ten_thousand_keys() {
         let r = c.call(&request, b"END\r\n");
         assert_eq!(r.len(), reply.len());
     }
-    let after = rss(&server).saturating_sub(before);
+    let after = server.rss().saturating_sub(before);
     println!("RSS growth after 3 more: {} KiB", after >> 10);
     assert!(after < 8 << 20, "RSS grew {after} bytes");
     let busy = median_get(&mut other, 400);
@@ -214,7 +206,7 @@ fn ten_thousand_idle_connections() {
     let (_turn, _dir, server) = start_with(&["-c", "11000"]);
     let mut other = server.connect();
     let idle = median_get(&mut other, 400);
-    let before = rss(&server);
+    let before = server.rss();
     let mut kept = Vec::new();
     for cycle in 0..2 {
         let mut conns = Vec::new();
@@ -230,7 +222,7 @@ fn ten_thousand_idle_connections() {
             conns.push(s);
         }
         std::thread::sleep(Duration::from_millis(200));
-        let open = rss(&server).saturating_sub(before);
+        let open = server.rss().saturating_sub(before);
         println!(
             "cycle {cycle}: RSS growth with 10 000 idle connections: {} KiB ({} B each)",
             open >> 10,
@@ -244,7 +236,7 @@ fn ten_thousand_idle_connections() {
         assert_latency_kept(idle, busy, "10 000 idle connections");
         drop(conns);
         std::thread::sleep(Duration::from_millis(500));
-        let closed = rss(&server).saturating_sub(before);
+        let closed = server.rss().saturating_sub(before);
         println!(
             "cycle {cycle}: RSS growth after they closed: {} KiB",
             closed >> 10

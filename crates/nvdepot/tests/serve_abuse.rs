@@ -14,14 +14,6 @@ use nvdepot_resp::Value;
 
 const ARGS: &[&str] = &["--size", "256M", "--segment-size", "8M"];
 
-/// The server's resident set, in bytes (VmRSS).
-fn rss(server: &Server) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib << 10
-}
-
 fn no_panic(server: &Server) {
     let log = server.stderr.lock().unwrap();
     assert!(
@@ -55,7 +47,7 @@ fn mset_of_thousands_of_pairs_completes_in_bounded_memory() {
     let dir = temp_dir();
     let server = Server::start_serve(&dir.path().join("store"), ARGS);
     let mut c = Resp::connect(&server);
-    let before = rss(&server);
+    let before = server.rss();
     // 400 pairs hung the server; 1 000 and 100 000 are what loaders send.
     for (round, pairs) in [400, 1_000, 10_000, 100_000].into_iter().enumerate() {
         let t = Instant::now();
@@ -63,10 +55,10 @@ fn mset_of_thousands_of_pairs_completes_in_bounded_memory() {
         println!(
             "MSET of {pairs} pairs: {:?}, RSS {} MB",
             t.elapsed(),
-            rss(&server) >> 20
+            server.rss() >> 20
         );
     }
-    let grown = rss(&server).saturating_sub(before);
+    let grown = server.rss().saturating_sub(before);
     // The request itself (2.3 MB of RESP, its argument table) and the
     // index's growth for 111 400 keys; measured ~40 MB. Before the fix an
     // MSET of 300 pairs alone grew it by 220 MB, and 400 never finished.
@@ -186,7 +178,7 @@ fn huge_bulk_headers_are_refused_or_held_as_they_arrive() {
     assert!(rest.is_empty(), "{rest:?}");
 
     // 512 MiB announced (the largest allowed), 4 MiB sent over ~1 s.
-    let before = rss(&server);
+    let before = server.rss();
     let mut t = Resp::connect(&server);
     t.stream
         .write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 512 << 20).as_bytes())
@@ -196,7 +188,7 @@ fn huge_bulk_headers_are_refused_or_held_as_they_arrive() {
         t.stream.write_all(&chunk).unwrap();
         std::thread::sleep(Duration::from_millis(60));
     }
-    let held = rss(&server).saturating_sub(before);
+    let held = server.rss().saturating_sub(before);
     println!("512 MiB announced, 4 MiB sent: RSS +{} MB", held >> 20);
     // What arrived, twice over for buffer growth, and some slack.
     assert!(held < 32 << 20, "RSS grew {} MB", held >> 20);
@@ -218,7 +210,7 @@ fn a_million_pipelined_gets_unread_hold_bounded_memory() {
     let server = Server::start_serve(&dir.path().join("store"), ARGS);
     let mut c = Resp::connect(&server);
     assert_eq!(c.call(&["SET", "k", &"v".repeat(100)]), ok());
-    let before = rss(&server);
+    let before = server.rss();
     const N: usize = 1_000_000;
     let one = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
     let mut writer = c.stream.try_clone().unwrap();
@@ -230,7 +222,7 @@ fn a_million_pipelined_gets_unread_hold_bounded_memory() {
     });
     // Let the client's writes stall on a full socket while nothing reads.
     std::thread::sleep(Duration::from_secs(3));
-    let held = rss(&server).saturating_sub(before);
+    let held = server.rss().saturating_sub(before);
     println!("1 M GETs pipelined, none read: RSS +{} MB", held >> 20);
     assert!(held < 64 << 20, "RSS grew {} MB", held >> 20);
     // Now read every reply: `$100\r\nvvv…\r\n`, 107 bytes each.

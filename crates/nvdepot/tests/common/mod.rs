@@ -98,6 +98,14 @@ impl Server {
         }
     }
 
+    /// Its resident set, in bytes (VmRSS).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib << 10
+    }
+
     pub fn connect(&self) -> Client {
         let stream = TcpStream::connect(self.addr).expect("connect");
         stream
