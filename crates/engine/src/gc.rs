@@ -41,6 +41,62 @@ struct Live {
     value: Vec<u8>,
 }
 
+/// Segments a purge of cleared namespaces scans per turn of the GC
+/// thread, between which it collects if space runs short.
+const PURGE_SEGMENTS_PER_TURN: usize = 4;
+
+/// Index entries a purge through the index reads per turn.
+const PURGE_ENTRIES_PER_TURN: usize = 512;
+
+/// A purge of cleared namespaces under way on the GC thread, done a few
+/// segments (or index entries) per turn.
+struct Purge {
+    retired: Vec<u32>,
+    /// Through the index: every entry when the purge started (else empty:
+    /// a scan of the segments).
+    entries: Vec<(u64, Location)>,
+    by_index: bool,
+    /// The next segment or entry.
+    next: usize,
+}
+
+impl Purge {
+    fn start(inner: &Inner) -> Option<Purge> {
+        let retired = std::mem::take(&mut *inner.pending_purge.lock());
+        if retired.is_empty() {
+            return None;
+        }
+        let by_index = crate::iter::index_cheaper(inner);
+        let entries = if by_index {
+            crate::iter::index_entries(inner)
+        } else {
+            Vec::new()
+        };
+        Some(Purge {
+            retired,
+            entries,
+            by_index,
+            next: 0,
+        })
+    }
+
+    /// One turn's share; `Ok(true)` when the purge is done.
+    fn step(&mut self, inner: &Inner) -> Result<bool> {
+        if self.by_index {
+            let end = (self.next + PURGE_ENTRIES_PER_TURN).min(self.entries.len());
+            inner.purge_entries(&self.retired, &self.entries[self.next..end])?;
+            self.next = end;
+            return Ok(end == self.entries.len());
+        }
+        let end = (self.next + PURGE_SEGMENTS_PER_TURN).min(inner.segments.len());
+        for s in self.next..end {
+            inner.purge_segment(&self.retired, s as u32)?;
+        }
+        self.next = end;
+        Ok(end == inner.segments.len())
+    }
+}
+
 /// Relocate in batches of about this many bytes (one flush each).
 const BATCH_BYTES: usize = 4 << 20;
 
@@ -80,6 +136,10 @@ impl GcThread {
                 let mut last_flush = std::time::Instant::now();
                 let mut appended = inner.writer.appended();
                 let mut appended_at = std::time::Instant::now();
+                let mut purge: Option<Purge> = None;
+                // The last collection found nothing to gain while a purge
+                // was pending.
+                let mut starved = false;
                 while !flag.load(Ordering::Relaxed) {
                     let now = inner.writer.appended();
                     if now != appended {
@@ -100,16 +160,42 @@ impl GcThread {
                         }
                         last_flush = std::time::Instant::now();
                     }
-                    let retired = std::mem::take(&mut *inner.pending_purge.lock());
-                    if !retired.is_empty() {
-                        if let Err(e) = inner.purge_now(&retired) {
-                            tracing::error!("purging cleared namespaces failed: {e}");
-                            inner.pending_purge.lock().extend(retired);
+                    let want = low_water(&inner);
+                    // Purging cleared namespaces scans the whole log: a
+                    // few segments per turn, and only while no writer may
+                    // be short of space (a pipeline of flush_all amid
+                    // large sets kept the thread scanning while writers
+                    // waited: memcache answered `store full` with 3 % of
+                    // the grains live). Collection forgets the records of
+                    // retired namespaces itself, so deferring is safe;
+                    // but when collection finds nothing to gain, the purge
+                    // is what makes dead grains countable (store mode's
+                    // victims are chosen by live grains), so it goes on.
+                    if inner.segments.free_count() >= want || starved {
+                        if purge.is_none() {
+                            purge = Purge::start(&inner);
+                        }
+                        if let Some(p) = &mut purge {
+                            match p.step(&inner) {
+                                Ok(false) => {}
+                                Ok(true) => purge = None,
+                                Err(e) => {
+                                    tracing::error!("purging cleared namespaces failed: {e}");
+                                    let p = purge.take().expect("purging");
+                                    inner.pending_purge.lock().extend(p.retired);
+                                }
+                            }
                         }
                     }
-                    let want = low_water(&inner);
+                    starved = false;
                     if inner.segments.free_count() < want {
                         match collect(&inner, want) {
+                            Ok(Pass {
+                                exhausted: true, ..
+                            }) if purge.is_some() || !inner.pending_purge.lock().is_empty() => {
+                                // A purge may free space: on with it.
+                                starved = true;
+                            }
                             Ok(Pass {
                                 exhausted: true, ..
                             }) => {
@@ -133,7 +219,7 @@ impl GcThread {
                                 std::thread::park_timeout(Duration::from_millis(200));
                             }
                         }
-                    } else {
+                    } else if purge.is_none() {
                         // Nothing to collect: sleep until the next seal or
                         // periodic flush is due, at most `IDLE_POLL`.
                         let mut sleep =

@@ -73,7 +73,7 @@ mod writer;
 pub use check::{check, check_devices, CheckReport};
 pub use damage::{Damage, DamageKind};
 pub use error::{Error, Result};
-pub use iter::NamespaceIter;
+pub use iter::{IterPlan, NamespaceIter};
 pub use large::LARGE_VALUE_BYTES_MAX;
 pub use namespace::Namespace;
 pub use options::{Eviction, Options, Progress};

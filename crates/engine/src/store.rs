@@ -418,7 +418,14 @@ impl Store {
     /// Unordered iteration over a namespace's keys and values (see
     /// [`crate::NamespaceIter`] for the consistency it gives).
     pub fn iter(&self, ns: Namespace) -> crate::NamespaceIter<'_> {
-        crate::NamespaceIter::new(&self.inner, self.inner.resolve(ns).ok().map(|(p, _)| p))
+        self.iter_by(ns, crate::IterPlan::Cheaper)
+    }
+
+    /// [`Store::iter`] with the way of reading forced (tests compare them).
+    #[doc(hidden)]
+    pub fn iter_by(&self, ns: Namespace, plan: crate::IterPlan) -> crate::NamespaceIter<'_> {
+        let physical = self.inner.resolve(ns).ok().map(|(p, _)| p);
+        crate::NamespaceIter::new(&self.inner, physical, plan)
     }
 
     /// Counters and gauges.

@@ -511,6 +511,17 @@ impl Writer {
             }
             let hopeless = self.segments.gc_gave_up.load(Ordering::Relaxed) != gave_up;
             if hopeless || started.elapsed() >= Duration::from_secs(10) || who == Appender::Gc {
+                let (mut by_state, mut in_flight) = ([0usize; 5], 0u64);
+                for s in self.segments.infos.iter() {
+                    by_state[s.state() as usize] += 1;
+                    in_flight += s.in_flight.load(Ordering::Relaxed);
+                }
+                tracing::warn!(
+                    "no free segment for {who:?}: gc gave up {hopeless}, waited {:?}, \
+                     segments free/open/sealed/checkpoint/collecting {by_state:?}, \
+                     appends in flight {in_flight}",
+                    started.elapsed()
+                );
                 return Err(self.full_error());
             }
             let step = Duration::from_millis(50);
