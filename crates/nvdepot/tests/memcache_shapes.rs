@@ -89,11 +89,16 @@ fn every_shape_answers_as_memcached() {
             let keep = recent.len().saturating_sub(30);
             recent.drain(..keep);
             match compare(&mut a, &mut b, &requests) {
-                Err(why) => panic!(
-                    "seed {seed}, requests {sent}..{}: {why}\nthe requests:\n{}",
-                    sent + n,
-                    recent.join("\n")
-                ),
+                Err(why) => {
+                    let log = server.stderr.lock().unwrap().clone();
+                    let tail =
+                        String::from_utf8_lossy(&log.as_bytes()[log.len().saturating_sub(4000)..]);
+                    panic!(
+                        "seed {seed}, requests {sent}..{}: {why}\nthe requests:\n{}\nnvdepot's log (end):\n{tail}",
+                        sent + n,
+                        recent.join("\n")
+                    )
+                }
                 Ok(true) => {
                     // Both closed the connection alike: go on with new ones.
                     a = Conn::connect("memcached", memcached.addr);

@@ -17,6 +17,8 @@
 //! under `RSS_BOUND` after every pipeline, and no panic in its log.
 //!
 //! `NVDEPOT_SHAPES_OPS` commands per seed (default 2 000),
+//! `NVDEPOT_SHAPES_APPENDFSYNC` the server's `--appendfsync` (default
+//! `always`),
 //! `NVDEPOT_SHAPES_SEEDS` seeds (default 2), `NVDEPOT_SHAPES_SEED0` the
 //! first seed. The long run (≥ 1 000 000 commands) is in
 //! docs/RELIABILITY.md.
@@ -48,9 +50,20 @@ fn every_shape_answers_as_redis() {
         return;
     };
     let dir = temp_dir();
+    // `NVDEPOT_SHAPES_APPENDFSYNC=everysec` for long runs: the replies are
+    // the same, without a device flush per write (`always`, the default
+    // and what CI runs, is latency-bound at a flush per pipelined write).
+    let fsync = std::env::var("NVDEPOT_SHAPES_APPENDFSYNC").unwrap_or_else(|_| "always".into());
     let server = Server::start_serve(
         &dir.path().join("store"),
-        &["--size", "512M", "--segment-size", "8M"],
+        &[
+            "--size",
+            "512M",
+            "--segment-size",
+            "8M",
+            "--appendfsync",
+            &fsync,
+        ],
     );
     let ops: usize = env_or("NVDEPOT_SHAPES_OPS", 2000);
     let seeds: u64 = env_or("NVDEPOT_SHAPES_SEEDS", 2);
@@ -60,6 +73,9 @@ fn every_shape_answers_as_redis() {
         .unwrap()
         .as_secs()
         + 100_000;
+    // `NVDEPOT_SHAPES_TIMING=1`: where the run's time goes, by command.
+    let timing = std::env::var_os("NVDEPOT_SHAPES_TIMING").is_some();
+    let mut spent: std::collections::HashMap<String, (u64, f64)> = Default::default();
     let mut peak = 0u64;
     let mut total = 0usize;
     for seed in seed0..seed0 + seeds {
@@ -87,9 +103,35 @@ fn every_shape_answers_as_redis() {
                     eprintln!("> {}", show(c));
                 }
             }
+            let started = std::time::Instant::now();
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 compare(&mut a, &mut b, &cmds)
             }));
+            if timing {
+                let name = if cmds.len() == 1 {
+                    String::from_utf8_lossy(cmds[0].first().map_or(&b""[..], |c| c)).to_uppercase()
+                } else {
+                    "(pipeline)".into()
+                };
+                let e = spent.entry(name).or_insert((0, 0.0));
+                e.0 += 1;
+                e.1 += started.elapsed().as_secs_f64();
+                if cmds.len() > 1 && started.elapsed().as_secs_f64() > 0.5 {
+                    let mut h: std::collections::BTreeMap<String, usize> = Default::default();
+                    let mut bytes = 0;
+                    for c in &cmds {
+                        *h.entry(String::from_utf8_lossy(&c[0]).to_uppercase())
+                            .or_default() += 1;
+                        bytes += c.iter().map(|a| a.len()).sum::<usize>();
+                    }
+                    eprintln!(
+                        "slow pipeline {:.2} s, {} commands, {} KiB: {h:?}",
+                        started.elapsed().as_secs_f64(),
+                        cmds.len(),
+                        bytes >> 10
+                    );
+                }
+            }
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
@@ -128,7 +170,20 @@ fn every_shape_answers_as_redis() {
         total += sent;
         eprintln!("resp_shapes: seed {seed}: {sent} commands, every reply the same");
     }
+    if timing {
+        let mut by: Vec<_> = spent.into_iter().collect();
+        by.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        for (name, (n, secs)) in by.iter().take(15) {
+            eprintln!(
+                "{name:>12}: {n:>6} × {:>8.3} ms = {secs:.2} s",
+                secs * 1e3 / *n as f64
+            );
+        }
+    }
     let log = server.stderr.lock().unwrap().clone();
+    if timing {
+        eprintln!("nvdepot's log:\n{log}");
+    }
     assert!(
         !log.contains("panicked"),
         "the server logged a panic:\n{log}"
