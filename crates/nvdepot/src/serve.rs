@@ -1,25 +1,13 @@
 //! `nvdepot serve`: a durable Redis-compatible store over the engine, on
-//! the server kit (Redis-style flags where they apply).
+//! the server kit (Redis-style flags where they apply). The commands are
+//! the `nvdepot-redis` crate's; this file parses the flags, opens the
+//! store and starts the server.
 //!
 //! Every write is on the device when its reply is sent (`--appendfsync
 //! always`, the default: written and the device cache flushed, with group
 //! commit across connections); `everysec` acknowledges after the O_DIRECT
 //! write and flushes the device cache every second. SIGTERM, SIGINT or
 //! `SHUTDOWN` stop it gracefully (index checkpoint written).
-
-mod clients;
-mod cluster;
-mod commands;
-mod config;
-mod expiry;
-mod face;
-mod gate;
-mod glob;
-mod join;
-mod keys;
-mod migrate;
-mod multi;
-mod strings;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,8 +22,7 @@ use nvdepot_server::{default_threads, Server, ServerConfig, Shutdown};
 use tracing::{info, warn};
 
 use crate::size::parse_size;
-use cluster::Cluster;
-use face::{Config, RespFace};
+use nvdepot_redis::{expiry, Cluster, Config, RespFace};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -222,26 +209,4 @@ fn open_store(args: &ServeArgs) -> Result<RespStore, BoxError> {
     opts.flush_interval_ms = 1000;
     let cache = CacheStore::open(&args.data, opts, args.cache_mb << 20)?;
     Ok(RespStore::new(cache, args.databases as usize)?)
-}
-
-/// Runs a future to completion on this (non-runtime) thread: the engine's
-/// calls complete by blocking outside a runtime, and the gate wakes its
-/// waiters from the threads that release it.
-pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
 }

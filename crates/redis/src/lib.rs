@@ -1,0 +1,56 @@
+//! The Redis face of nvdepot: Redis 7.0's commands, replies and errors
+//! over the engine (through the face-neutral `RespStore` of
+//! `nvdepot-cache`), served by the protocol-neutral server kit. The
+//! command line (`nvdepot serve`) only parses flags, opens the store and
+//! hands it to [`RespFace`].
+//!
+//! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
+//! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
+//! and expiry commands), `strings` (the string type), `multi`
+//! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG), `commands`
+//! (COMMAND and the key specifications), [`cluster`] and `migrate`
+//! (Redis Cluster), [`expiry`] (the background sweep), `gate` (the
+//! exclusive gate of multi-key writes), `glob` (Redis's matcher), `join`
+//! (bounded joins of per-key futures).
+
+mod clients;
+pub mod cluster;
+mod commands;
+mod config;
+pub mod expiry;
+pub mod face;
+mod gate;
+mod glob;
+mod join;
+mod keys;
+mod migrate;
+mod multi;
+mod strings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use cluster::Cluster;
+pub use face::{Config, RespFace};
+
+/// Runs a future to completion on this (non-runtime) thread: the engine's
+/// calls complete by blocking outside a runtime, and the gate wakes its
+/// waiters from the threads that release it.
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
