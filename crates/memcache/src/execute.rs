@@ -303,7 +303,7 @@ impl<S: Storage> Connection<S> {
         exptime: Option<u32>,
         create: Option<(u64, u32)>,
     ) -> Result<Arith, ExecError> {
-        let now = self.now();
+        let (now, limits) = (self.now(), self.limits);
         let (arith, done) = self
             .storage
             .update(key, |it| {
@@ -322,7 +322,9 @@ impl<S: Storage> Connection<S> {
                     let change = rewrite(digits, 0, exptime, ItemState::default(), false);
                     return (change, Arith::Done(done));
                 };
-                if old.value.is_empty() {
+                if old.value.is_empty()
+                    || limits.item_chunked(key.len(), old.flags, old.value.len())
+                {
                     return (Change::Keep, Arith::NonNumeric);
                 }
                 if cas != 0 && cas != old.cas {

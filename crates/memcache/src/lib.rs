@@ -377,13 +377,29 @@ impl Limits {
     /// fits `item_bytes_max` as memcached counts it (so an item of exactly
     /// 1 MiB is refused under `-I 1m`, as memcached refuses it).
     pub fn item_fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
-        let flags_len = if flags != 0 { 4 } else { 0 };
-        ITEM_OVERHEAD_BYTES
-            .saturating_add(key_len)
-            .saturating_add(flags_len)
-            .saturating_add(value_len)
-            <= self.item_bytes_max
+        item_total(key_len, flags, value_len) <= self.item_bytes_max
     }
+
+    /// Whether memcached would store this item in chunks (its total over
+    /// the slab chunk limit: half a 1 MiB slab page, or the item limit if
+    /// smaller). memcached refuses incr/decr on a chunked item as
+    /// non-numeric ("too large to be a number", `do_add_delta`), whatever
+    /// its bytes say.
+    pub fn item_chunked(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        item_total(key_len, flags, value_len) > self.item_bytes_max.min(SLAB_CHUNK_BYTES_MAX)
+    }
+}
+
+/// memcached's `slab_chunk_size_max` default: half its 1 MiB slab page.
+const SLAB_CHUNK_BYTES_MAX: usize = 512 * 1024;
+
+/// An item's size as memcached counts it against `-I`.
+fn item_total(key_len: usize, flags: u32, value_len: usize) -> usize {
+    let flags_len = if flags != 0 { 4 } else { 0 };
+    ITEM_OVERHEAD_BYTES
+        .saturating_add(key_len)
+        .saturating_add(flags_len)
+        .saturating_add(value_len)
 }
 
 impl Default for Limits {

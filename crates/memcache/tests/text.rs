@@ -217,6 +217,37 @@ fn item_size_limit() {
     check(&mut h, &rest, "END\r\n");
 }
 
+/// memcached stores an item over its 512 KiB slab chunk limit in chunks
+/// and refuses incr/decr on it as non-numeric, whatever its bytes: the
+/// boundary checked against memcached 1.6.18 (item total = 59 bytes of
+/// overhead + key + value, + 4 with client flags).
+#[test]
+fn incr_of_a_chunked_item_is_non_numeric() {
+    let mut h = Harness::new();
+    for (total, flags, want) in [
+        (524_288, 0, "6\r\n"),
+        (
+            524_289,
+            0,
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        (524_288, 1, "6\r\n"),
+        (
+            524_289,
+            1,
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+    ] {
+        let len = total - 59 - 2 - if flags != 0 { 4 } else { 0 };
+        let value = format!("5{}", " ".repeat(len - 1));
+        check(
+            &mut h,
+            &format!("set kk {flags} 0 {len}\r\n{value}\r\nincr kk 1\r\n"),
+            &format!("STORED\r\n{want}"),
+        );
+    }
+}
+
 #[test]
 fn incr_decr() {
     let mut h = Harness::new();

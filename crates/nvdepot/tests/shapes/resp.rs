@@ -518,10 +518,18 @@ pub fn same(cmd: &[Vec<u8>], want: &Value, got: &Value) -> bool {
             };
             // 64-bit floats against Redis's long double (docs/REDIS.md):
             // the sum of two values each rounded to 64 bits may land a few
-            // units in the last place away (922337203685477580 added to
-            // 100: Redis 922337203685477680, nvdepot 922337203685477800).
+            // units in the last place of the larger operand away
+            // (922337203685477580 + 100: Redis 922337203685477680, nvdepot
+            // 922337203685477800; 9223372036854775808 - 9223372036854775807:
+            // Redis 1, nvdepot 0).
+            let by = cmd
+                .get(2)
+                .and_then(|b| std::str::from_utf8(b).ok()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                .abs();
             matches!((float(want), float(got)),
-                (Some(a), Some(b)) if a == b || (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()))
+                (Some(a), Some(b)) if a == b
+                    || (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()).max(by))
         }
         _ => false,
     }
