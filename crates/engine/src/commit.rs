@@ -442,24 +442,30 @@ impl Inner {
         }
         let mut order: Vec<usize> = last.into_values().collect();
         order.sort_unstable();
+        // All or nothing after a crash needs the whole batch in one
+        // segment (docs/FORMAT.md, "Batches").
+        let lens = order.iter().map(|&i| match ops[i] {
+            WriteOp::Put { key, value } => (key.len(), value.len()),
+            WriteOp::Delete { key } => (key.len(), 0),
+        });
+        if !self.writer.batch_fits(lens) {
+            return Err(Error::Config(format!(
+                "a batch of {} operations is larger than a segment can hold \
+                 (a batch is applied whole or not at all after a crash, so it \
+                 must fit one segment of {} bytes); split it",
+                order.len(),
+                self.layout.segment_bytes
+            )));
+        }
         let hashes: Vec<u64> = order
             .iter()
             .map(|&i| key_hash(physical, ops[i].key()))
             .collect();
         // Best effort: make room first, since the stripes must not be held
-        // while waiting for GC. If space still runs out mid-batch, the rest
-        // of the batch dips into the GC reserve.
+        // while waiting for GC. If space still runs out, the batch dips
+        // into the GC reserve.
         self.writer.wait_for_space(Appender::Put)?;
         let stripes = self.lock_stripes(hashes.iter().copied());
-        let append = |parts: &RecordParts<'_>, who: Appender| -> Result<Appended> {
-            match self.writer.try_append(parts, who)? {
-                Some(app) => Ok(app),
-                None => self
-                    .writer
-                    .try_append(parts, Appender::Gc)?
-                    .ok_or_else(|| self.writer.full_error()),
-            }
-        };
         struct Planned {
             at: KeyAt,
             seq: u64,
@@ -468,6 +474,8 @@ impl Inner {
             app: Option<Appended>,
         }
         let mut plan = Vec::with_capacity(order.len());
+        let mut records: Vec<RecordParts<'_>> = Vec::new();
+        let mut writes: Vec<usize> = Vec::new();
         for &i in &order {
             let at = KeyAt::new(physical, ops[i].key());
             let mut cands = Vec::new();
@@ -480,32 +488,46 @@ impl Inner {
                 &mut cands,
             ))?;
             let mut seq = 0;
-            let app = match ops[i] {
+            let record = match ops[i] {
                 WriteOp::Put { key, value } => {
                     let header = self.header(RecordKind::Put, physical, key, value.len());
                     seq = header.seq;
-                    Some(append(&RecordParts { header, key, value }, Appender::Put)?)
+                    Some(RecordParts { header, key, value })
                 }
-                WriteOp::Delete { key } if existing.is_some() => {
-                    let header = self.header(RecordKind::Tombstone, physical, key, 0);
-                    Some(append(
-                        &RecordParts {
-                            header,
-                            key,
-                            value: &[],
-                        },
-                        Appender::Delete,
-                    )?)
-                }
+                WriteOp::Delete { key } if existing.is_some() => Some(RecordParts {
+                    header: self.header(RecordKind::Tombstone, physical, key, 0),
+                    key,
+                    value: &[],
+                }),
                 WriteOp::Delete { .. } => None,
             };
+            if let Some(r) = record {
+                writes.push(plan.len());
+                records.push(r);
+            }
             plan.push(Planned {
                 at,
                 seq,
                 existing,
                 cands,
-                app,
+                app: None,
             });
+        }
+        if !records.is_empty() {
+            let frame = self.header(RecordKind::Batch, physical, &[], 0);
+            let apps = match self
+                .writer
+                .try_append_batch(frame, &records, Appender::Put)?
+            {
+                Some(apps) => apps,
+                None => self
+                    .writer
+                    .try_append_batch(frame, &records, Appender::Gc)?
+                    .ok_or_else(|| self.writer.full_error())?,
+            };
+            for (app, &p) in apps.into_iter().zip(&writes) {
+                plan[p].app = Some(app);
+            }
         }
         if let Some(lsn) = plan
             .iter()

@@ -174,6 +174,7 @@ pub(crate) fn bury(layout: &Layout, lost: &[&Damage]) -> crate::Result<Vec<(u32,
         let (mut buf, at) = layout.read_range(d.segment, d.segment_offset, want)?;
         let header = RecordHeader {
             kind: crate::format::RecordKind::Tombstone,
+            member: false,
             key_len: key.len() as u16,
             value_len: 0,
             ..head

@@ -4,7 +4,7 @@
 //! Every integer is little-endian. Every structure carries a CRC32C.
 
 /// Bumped on any incompatible change of anything in this file.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Bytes reserved at the start of every device for the superblock.
 pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
@@ -275,6 +275,44 @@ pub enum RecordKind {
     /// is a [`LargeDescriptor`]; the value's bytes are in chunk records
     /// (see [`chunk_key`]).
     LargeHead = 5,
+    /// The frame of a crash-atomic batch (version 5): no key; the value is
+    /// a [`BatchFrame`]. The batch's records follow it in the same
+    /// segment, each marked a member ([`RecordHeader::member`]); recovery
+    /// keeps them only if every one is there and valid.
+    Batch = 6,
+}
+
+/// Bytes of an encoded [`BatchFrame`].
+pub const BATCH_FRAME_BYTES: usize = 12;
+
+/// The value of a [`RecordKind::Batch`] record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchFrame {
+    /// Member records that follow the frame (in order; pads may come
+    /// between them, nothing else).
+    pub members: u32,
+    /// The members' bytes, each padded to whole grains.
+    pub member_bytes: u64,
+}
+
+impl BatchFrame {
+    pub fn encode(&self) -> [u8; BATCH_FRAME_BYTES] {
+        let mut out = [0u8; BATCH_FRAME_BYTES];
+        put_u32(&mut out, 0, self.members);
+        put_u64(&mut out, 4, self.member_bytes);
+        out
+    }
+
+    pub fn decode(value: &[u8]) -> Option<BatchFrame> {
+        if value.len() != BATCH_FRAME_BYTES {
+            return None;
+        }
+        let f = BatchFrame {
+            members: get_u32(value, 0),
+            member_bytes: get_u64(value, 4),
+        };
+        (f.members > 0).then_some(f)
+    }
 }
 
 impl RecordKind {
@@ -397,13 +435,16 @@ pub fn decode_evictions(value: &[u8]) -> impl Iterator<Item = EvictedKey> + '_ {
     })
 }
 
+/// The kind byte's bit marking a batch member.
+const MEMBER_BIT: u8 = 0x80;
+
 /// The header in front of every record.
 ///
 /// ```text
 ///  0  u32  crc32c of bytes 4..end of value (for Pad: bytes 4..40 only)
 ///  4  u32  crc32c of bytes 8..40 followed by the key (checks a partial read)
-///  8  u8   kind (1 put, 2 tombstone, 3 pad, 4 evictions, 5 large head)
-///  9  u8   flags (0)
+///  8  u8   kind (1 put, 2 tombstone, 3 pad, 4 evictions, 5 large head,
+///          6 batch frame); top bit: a batch member
 /// 10  u16  key length
 /// 12  u32  value length
 /// 16  u32  namespace id
@@ -417,6 +458,10 @@ pub fn decode_evictions(value: &[u8]) -> impl Iterator<Item = EvictedKey> + '_ {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
     pub kind: RecordKind,
+    /// A member of a crash-atomic batch (version 5; the kind byte's top
+    /// bit): valid only with its [`RecordKind::Batch`] frame and every
+    /// other member. Copies GC makes are not members.
+    pub member: bool,
     pub key_len: u16,
     pub value_len: u32,
     pub namespace: u32,
@@ -493,7 +538,7 @@ impl RecordHeader {
     }
 
     fn encode_fields(&self, out: &mut [u8]) {
-        out[8] = self.kind as u8;
+        out[8] = self.kind as u8 | if self.member { MEMBER_BIT } else { 0 };
         out[9] = self.flushed.fraction;
         out[10..12].copy_from_slice(&self.key_len.to_le_bytes());
         put_u32(out, 12, self.value_len);
@@ -508,16 +553,28 @@ impl RecordHeader {
         if buf.len() < RECORD_HEADER_BYTES {
             return None;
         }
-        let kind = match buf[8] {
+        let member = buf[8] & MEMBER_BIT != 0;
+        let kind = match buf[8] & !MEMBER_BIT {
             1 => RecordKind::Put,
             2 => RecordKind::Tombstone,
             3 => RecordKind::Pad,
             4 => RecordKind::Evictions,
             5 => RecordKind::LargeHead,
+            6 => RecordKind::Batch,
             _ => return None,
         };
+        // Only puts, tombstones and large heads are ever batch members.
+        if member
+            && !matches!(
+                kind,
+                RecordKind::Put | RecordKind::Tombstone | RecordKind::LargeHead
+            )
+        {
+            return None;
+        }
         Some(RecordHeader {
             kind,
+            member,
             key_len: u16::from_le_bytes([buf[10], buf[11]]),
             value_len: get_u32(buf, 12),
             namespace: get_u32(buf, 16),
@@ -602,6 +659,7 @@ fn encode_pad_fields(out: &mut [u8], total: usize, segment_seq: u64, namespace: 
     assert!(total >= RECORD_HEADER_BYTES && out.len() >= RECORD_HEADER_BYTES);
     let header = RecordHeader {
         kind: RecordKind::Pad,
+        member: false,
         key_len: 0,
         value_len: (total - RECORD_HEADER_BYTES) as u32,
         namespace,
@@ -733,6 +791,7 @@ mod tests {
     fn record_round_trip_and_corruption() {
         let h = RecordHeader {
             kind: RecordKind::Put,
+            member: false,
             key_len: 3,
             value_len: 5,
             namespace: 7,

@@ -478,13 +478,19 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
                     append_hiding_record(
                         inner,
                         &RecordParts {
-                            header: *h,
+                            // The copy stands alone (its batch is whole).
+                            header: crate::format::RecordHeader {
+                                member: false,
+                                ..*h
+                            },
                             key: rec.key(),
                             value: rec.value(),
                         },
                     )?;
                 }
-                RecordKind::Pad => {}
+                // A batch's frame matters only until the batch is on the
+                // device whole; its live members move as plain records.
+                RecordKind::Pad | RecordKind::Batch => {}
             }
             if batch_bytes >= BATCH_BYTES {
                 relocate(inner, victim, &mut batch)?;
@@ -576,6 +582,7 @@ fn log_evictions(inner: &Inner, to_log: &[(Location, EvictedKey)]) -> Result<()>
         let value = encode_evictions(&keys);
         let header = crate::format::RecordHeader {
             kind: RecordKind::Evictions,
+            member: false,
             key_len: 0,
             value_len: value.len() as u32,
             namespace: crate::namespace::SYSTEM_NS,

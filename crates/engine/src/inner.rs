@@ -250,6 +250,7 @@ impl Inner {
     ) -> RecordHeader {
         RecordHeader {
             kind,
+            member: false,
             key_len: key.len() as u16,
             value_len: value_len as u32,
             namespace: physical,

@@ -189,6 +189,7 @@ mod tests {
     fn one_flipped_bit_in_a_head_is_corrected() {
         let h = RecordHeader {
             kind: RecordKind::Put,
+            member: false,
             key_len: 7,
             value_len: 20,
             namespace: 3,
@@ -244,6 +245,7 @@ mod tests {
         let value = encode_evictions(&keys);
         let h = RecordHeader {
             kind: RecordKind::Evictions,
+            member: false,
             key_len: 0,
             value_len: value.len() as u32,
             namespace: 0,
@@ -285,6 +287,7 @@ mod tests {
         let mut put = vec![0u8; 512];
         let hp = RecordHeader {
             kind: RecordKind::Put,
+            member: false,
             key_len: 1,
             value_len: 8,
             namespace: 1,
@@ -302,6 +305,7 @@ mod tests {
     fn one_flipped_bit_anywhere_in_a_namespace_registry_record_is_corrected() {
         let h = RecordHeader {
             kind: RecordKind::Put,
+            member: false,
             key_len: 7,
             value_len: 8,
             namespace: SYSTEM_NS,

@@ -369,9 +369,13 @@ impl Store {
         self.inner.update(Mode::Ring, ns, key, decide).await
     }
 
-    /// Applies puts and deletes with one shared flush. Each operation is
-    /// individually durable when this returns; after a crash *during* the
-    /// call, any subset of them may be present (no atomicity across keys).
+    /// Applies puts and deletes atomically with one shared flush: when this
+    /// returns all are durable, and after a crash *during* the call either
+    /// all of them or none is there (docs/FORMAT.md, "Batches"). The last
+    /// operation on a key counts. The batch's records must fit one segment
+    /// (else `Error::Config`, naming the segment size); values must fit one
+    /// record each. Readers may see some of the operations before the call
+    /// returns (there is no read isolation).
     pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
         self.inner.write_batch(ns, ops)
     }

@@ -30,6 +30,7 @@ fn record(h: &RecordHeader, key: &[u8], value: &[u8]) -> Vec<u8> {
 fn put(key: &[u8], value: &[u8], seq: u64, segment_seq: u64) -> Vec<u8> {
     let h = RecordHeader {
         kind: RecordKind::Put,
+        member: false,
         key_len: key.len() as u16,
         value_len: value.len() as u32,
         namespace: 1,
@@ -107,6 +108,7 @@ fn arb_header(kind: RecordKind) -> impl Strategy<Value = (RecordHeader, Vec<u8>,
         .prop_map(move |(key, value, namespace, seq, segment_seq, mark)| {
             let h = RecordHeader {
                 kind,
+                member: false,
                 key_len: key.len() as u16,
                 value_len: value.len() as u32,
                 namespace,
@@ -243,6 +245,7 @@ proptest! {
         let value = encode_evictions(&keys);
         let h = RecordHeader {
             kind: RecordKind::Evictions,
+            member: false,
             key_len: 0,
             value_len: value.len() as u32,
             namespace: 0,
@@ -401,6 +404,7 @@ fn fuzz_seeds() {
     seeds.push(("record", "put", rec.clone()));
     let tomb = RecordHeader {
         kind: RecordKind::Tombstone,
+        member: false,
         key_len: key.len() as u16,
         value_len: 0,
         namespace: 0,

@@ -326,6 +326,15 @@ fn rebuild(
             scan.large.orphan_chunks
         );
     }
+    if scan.batches_left_out.batches > 0 {
+        // Cut by the crash (never acknowledged), or a record of theirs is
+        // damaged (reported with the damage): all or nothing, so nothing.
+        tracing::info!(
+            "recovery: {} batch(es) cut short left out whole ({} of their records met)",
+            scan.batches_left_out.batches,
+            scan.batches_left_out.members
+        );
+    }
     if scan.large.incomplete_heads > 0 {
         tracing::warn!(
             "recovery: {} large value(s) lost a chunk to damage; their keys are now absent",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use nvdepot_index::Location;
 
-use super::keys::{Found, KeyTable, Seen, PARTITIONS};
+use super::keys::{Found, KeyId, KeyTable, Seen, PARTITIONS};
 use super::large::LargeSeen;
 use crate::damage::{self, Damage, DamageKind};
 use crate::error::{Error, Result};
@@ -35,6 +35,9 @@ pub(crate) struct LogScan {
     pub hidden_keys: Vec<HiddenKey>,
     /// Large heads and chunks left out of the index.
     pub large: super::large::LargeSettled,
+    /// Crash-atomic batches cut short (by the crash, or by damage to one
+    /// of their records), left out whole.
+    pub batches_left_out: BatchesLeftOut,
     /// Evictions and namespace registry records with one flipped bit,
     /// corrected in what the scan read (not on the device: the next scan
     /// corrects them again, and GC rewrites them whole), as "device
@@ -192,6 +195,10 @@ pub(crate) fn scan_log(
             .max(kv.last().map_or(0, |&(s, _)| s)),
         max_ns: a.max_ns.max(b.max_ns),
         records: a.records + b.records,
+        batches_left_out: BatchesLeftOut {
+            batches: a.batches_left_out.batches + b.batches_left_out.batches,
+            members: a.batches_left_out.members + b.batches_left_out.members,
+        },
         damage,
         repaired,
         corrected: corrected_pbas,
@@ -271,6 +278,87 @@ pub(crate) struct Part {
     sealed: Option<(u64, u64)>,
     /// Namespace registry records: (grain address, name, value).
     registry: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    /// Batches cut short, left out whole.
+    batches_left_out: BatchesLeftOut,
+}
+
+/// A batch member's effect on the key table: its key, what was found, and
+/// for a large head (header, key, value) to note.
+type MemberSeen = (
+    KeyId,
+    Found,
+    Option<(format::RecordHeader, Vec<u8>, Vec<u8>)>,
+);
+
+/// Batches a recovery thread left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BatchesLeftOut {
+    pub batches: u64,
+    /// Their members the scan met (valid records dropped with them).
+    pub members: u64,
+}
+
+/// The batch being read by a recovery thread: its frame says how many
+/// members follow and their bytes; they are kept only when all are met,
+/// in a row, and their bytes agree.
+struct Batches {
+    grain_bytes: u64,
+    open: Option<(format::BatchFrame, Vec<MemberSeen>)>,
+    left_out: BatchesLeftOut,
+}
+
+impl Batches {
+    fn new(grain_bytes: u64) -> Batches {
+        Batches {
+            grain_bytes,
+            open: None,
+            left_out: BatchesLeftOut::default(),
+        }
+    }
+
+    /// A frame: a batch begins (`None`: a frame whose value does not
+    /// decode; its members will be met as orphans and left out).
+    fn open(&mut self, frame: Option<format::BatchFrame>) {
+        match frame {
+            Some(f) => self.open = Some((f, Vec::new())),
+            None => self.left_out.batches += 1,
+        }
+    }
+
+    /// A member: `Some(members)` when it completes its batch.
+    fn member(
+        &mut self,
+        id: KeyId,
+        f: Found,
+        head: Option<(format::RecordHeader, Vec<u8>, Vec<u8>)>,
+    ) -> Option<Vec<MemberSeen>> {
+        let Some((frame, members)) = &mut self.open else {
+            // No frame before it: the frame was lost to damage.
+            self.left_out.members += 1;
+            return None;
+        };
+        members.push((id, f, head));
+        if members.len() < frame.members as usize {
+            return None;
+        }
+        let (frame, members) = self.open.take().expect("open batch");
+        let bytes: u64 = members.iter().map(|(_, f, _)| f.grains).sum::<u64>() * self.grain_bytes;
+        if bytes != frame.member_bytes {
+            self.left_out.batches += 1;
+            self.left_out.members += members.len() as u64;
+            return None;
+        }
+        Some(members)
+    }
+
+    /// Anything but the next member, or the segment's end: an open batch
+    /// was cut short.
+    fn cut_short(&mut self) {
+        if let Some((_, members)) = self.open.take() {
+            self.left_out.batches += 1;
+            self.left_out.members += members.len() as u64;
+        }
+    }
 }
 
 pub(crate) fn scan_part(
@@ -289,6 +377,7 @@ pub(crate) fn scan_part(
     let mut repaired = Vec::new();
     let mut sealed = None;
     let mut registry = Vec::new();
+    let mut batches = Batches::new(layout.grain_bytes);
     for &(seq, seg) in kv {
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
@@ -302,7 +391,7 @@ pub(crate) fn scan_part(
             max_ns = max_ns.max(namespace::owner_of(h.namespace));
             info.min_seq.fetch_min(h.seq, Ordering::Relaxed);
             let grains = (h.body_bytes() as u64).div_ceil(layout.grain_bytes);
-            let tombstone = !h.kind.is_value();
+            let tombstone = matches!(h.kind, RecordKind::Tombstone | RecordKind::Evictions);
             if tombstone {
                 info.tombstone_grains.fetch_add(grains, Ordering::Relaxed);
             }
@@ -312,6 +401,36 @@ pub(crate) fn scan_part(
                 grains,
                 tombstone,
             };
+            // Crash-atomic batches: a frame opens one; its members are
+            // held back until the last one is met, and a batch cut short
+            // (anything else met first, or the segment's end) is left out
+            // whole (docs/FORMAT.md, "Batches").
+            if h.kind == RecordKind::Batch {
+                batches.cut_short();
+                batches.open(format::BatchFrame::decode(rec.value()));
+                return Ok(());
+            }
+            if !h.member {
+                batches.cut_short();
+            }
+            let id = (
+                h.namespace,
+                key_hash(h.namespace, rec.key()),
+                crate::loc_cache::key_hash2(h.namespace, rec.key()),
+            );
+            if h.member {
+                let head = (h.kind == RecordKind::LargeHead)
+                    .then(|| (h, rec.key().to_vec(), rec.value().to_vec()));
+                if let Some(done) = batches.member(id, f, head) {
+                    for (id, f, head) in done {
+                        seen.push(id, f);
+                        if let Some((h, key, value)) = head {
+                            large.note(id, &h, &key, &value);
+                        }
+                    }
+                }
+                return Ok(());
+            }
             if h.kind == RecordKind::Evictions {
                 // Each evicted key: a tombstone at this record's seq.
                 for k in format::decode_evictions(rec.value()) {
@@ -319,11 +438,6 @@ pub(crate) fn scan_part(
                 }
                 return Ok(());
             }
-            let id = (
-                h.namespace,
-                key_hash(h.namespace, rec.key()),
-                crate::loc_cache::key_hash2(h.namespace, rec.key()),
-            );
             if h.namespace == SYSTEM_NS && h.kind == RecordKind::Put {
                 registry.push((rec.pba, rec.key().to_vec(), rec.value().to_vec()));
             }
@@ -331,6 +445,7 @@ pub(crate) fn scan_part(
             large.note(id, &h, rec.key(), rec.value());
             Ok(())
         })?;
+        batches.cut_short();
         let stretch = |invalid, followed| damage::Found {
             segment: seg,
             segment_seq: seq,
@@ -355,6 +470,7 @@ pub(crate) fn scan_part(
     Ok(Part {
         seen,
         large,
+        batches_left_out: batches.left_out,
         max_seq,
         max_ns,
         records,

@@ -26,7 +26,7 @@ use crate::sync::Condvar;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    self, FlushMark, RecordHeader, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
+    self, FlushMark, RecordHeader, RecordKind, SegmentHeader, SegmentKind, SEGMENT_HEADER_BYTES,
 };
 use crate::layout::Layout;
 use crate::segments::{SegState, Segments};
@@ -328,6 +328,82 @@ impl Writer {
             return Ok(None);
         }
         Ok(Some(self.copy_in(&mut st, rec, len)))
+    }
+
+    /// Appends `recs` as one crash-atomic batch: a [`RecordKind::Batch`]
+    /// frame, then each record marked a member, all in one segment with
+    /// nothing but pads between them (the state lock is held throughout),
+    /// so recovery can tell a whole batch from a cut one
+    /// (docs/FORMAT.md, "Batches"). `frame` is the frame's header (its
+    /// sequence number and namespace; kind and lengths are set here).
+    /// `Ok(None)`: no segment is free to `who`.
+    pub fn try_append_batch(
+        &self,
+        frame: RecordHeader,
+        recs: &[RecordParts<'_>],
+        who: Appender,
+    ) -> Result<Option<Vec<Appended>>> {
+        let lens: Vec<usize> = recs.iter().map(|r| self.record_len(r)).collect();
+        let member_bytes: usize = lens.iter().sum();
+        let frame_value = format::BatchFrame {
+            members: u32::try_from(recs.len()).expect("batch of at most u32::MAX records"),
+            member_bytes: member_bytes as u64,
+        }
+        .encode();
+        let frame = RecordParts {
+            header: RecordHeader {
+                kind: RecordKind::Batch,
+                member: false,
+                key_len: 0,
+                value_len: format::BATCH_FRAME_BYTES as u32,
+                ..frame
+            },
+            key: &[],
+            value: &frame_value,
+        };
+        let frame_len = self.record_len(&frame);
+        let worst = self.batch_bytes_worst(frame_len + member_bytes, recs.len());
+        assert!(
+            worst <= self.layout.segment_bytes - SEGMENT_HEADER_BYTES,
+            "batch of {worst} bytes exceeds a segment (callers check batch_fits)"
+        );
+        let mut st = self.state.lock();
+        if !self.make_room(&mut st, worst as usize, who)? {
+            return Ok(None);
+        }
+        let _frame = self.copy_in(&mut st, &frame, frame_len);
+        let mut out = Vec::with_capacity(recs.len());
+        for (r, &len) in recs.iter().zip(&lens) {
+            let member = RecordParts {
+                header: RecordHeader {
+                    member: true,
+                    ..r.header
+                },
+                key: r.key,
+                value: r.value,
+            };
+            out.push(self.copy_in(&mut st, &member, len));
+        }
+        Ok(Some(out))
+    }
+
+    /// The most log bytes a batch of `bytes` (frame and members, each
+    /// padded to grains) in `members` records can take: each record may
+    /// start a new write buffer, padding the last one to the alignment.
+    fn batch_bytes_worst(&self, bytes: usize, members: usize) -> u64 {
+        (bytes + (members + 1) * self.layout.align) as u64
+    }
+
+    /// Whether a batch of records with these (key, value) lengths fits one
+    /// segment ([`Writer::try_append_batch`]).
+    pub fn batch_fits(&self, lens: impl Iterator<Item = (usize, usize)>) -> bool {
+        let grain = self.layout.grain_bytes as usize;
+        let (mut bytes, mut n) = (format::record_bytes(0, format::BATCH_FRAME_BYTES, grain), 0);
+        for (k, v) in lens {
+            bytes += format::record_bytes(k, v, grain);
+            n += 1;
+        }
+        self.batch_bytes_worst(bytes, n) <= self.layout.segment_bytes - SEGMENT_HEADER_BYTES
     }
 
     /// Bytes `rec` takes in the log (grain-aligned); at most a segment's

@@ -1,0 +1,170 @@
+//! Crash-atomic batches (`Store::write_batch`, docs/FORMAT.md "Batches"):
+//! after a crash at any point of a batch, every one of its operations is
+//! there or none is.
+//!
+//! Each round writes batches that set the same shared keys `s0..sN` to one
+//! generation tag and create fresh keys `g{gen}-{i}` (each batch a
+//! different number of records of different sizes, so batches span several
+//! write buffers and device writes), makes the device fail after a random
+//! number of writes in the middle of one, crashes it (unflushed writes
+//! lost, torn, or destaged out of order), reopens and checks:
+//! - every shared key holds the same generation, at least the last
+//!   acknowledged one;
+//! - each generation's fresh keys are all there (generations up to the one
+//!   the shared keys hold) or all absent (later ones);
+//! - `check` passes.
+//!
+//! `NVDEPOT_BATCH_ROUNDS` sets the number of crashes (default 60).
+
+use std::sync::Arc;
+
+use nvdepot_engine::{check_devices, Options, Store, WriteOp};
+use nvdepot_io::{Device, MemDevice};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const MIB: u64 = 1 << 20;
+const SHARED: usize = 24;
+
+fn options() -> Options {
+    Options {
+        segment_bytes: 4 * MIB,
+        ..Options::default()
+    }
+}
+
+fn open(dev: &Arc<MemDevice>, create: bool) -> Store {
+    let opts = if create {
+        options().create_bytes(0)
+    } else {
+        options()
+    };
+    Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts).expect("open")
+}
+
+fn value(gen: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("gen{gen:08}:").into_bytes();
+    v.resize(len.max(v.len()), b'a' + (gen % 26) as u8);
+    v
+}
+
+fn gen_of(v: &[u8]) -> u64 {
+    std::str::from_utf8(&v[3..11]).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
+    let rounds: u64 = std::env::var("NVDEPOT_BATCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let mut dev = Arc::new(MemDevice::new(64 * MIB, 512));
+    let mut store = open(&dev, true);
+    let ns = store.default_namespace();
+    let mut acked = 0u64; // last acknowledged generation
+    let mut gen = 0u64;
+    // Fresh keys per generation, for the all-or-nothing check.
+    let mut fresh: Vec<(u64, usize)> = Vec::new();
+    for round in 0..rounds {
+        let mut rng = StdRng::seed_from_u64(round);
+        let batches = rng.gen_range(1..6);
+        let fail_in = rng.gen_range(0..batches);
+        for b in 0..batches {
+            if b == fail_in {
+                // Writes that land but are never flushed (the crash then
+                // drops, keeps or tears each), or writes that fail part way.
+                if rng.gen_bool(0.7) {
+                    dev.fail_flush_after(0);
+                } else {
+                    dev.fail_writes_after(rng.gen_range(0..3));
+                }
+            }
+            gen += 1;
+            let n_fresh = rng.gen_range(0..40);
+            let big = rng.gen_range(16..120_000);
+            let keys: Vec<Vec<u8>> = (0..SHARED)
+                .map(|i| format!("s{i}").into_bytes())
+                .chain((0..n_fresh).map(|i| format!("g{gen}-{i}").into_bytes()))
+                .collect();
+            let values: Vec<Vec<u8>> = (0..keys.len())
+                .map(|i| value(gen, if i % 7 == 0 { big } else { 20 + i }))
+                .collect();
+            let ops: Vec<WriteOp<'_>> = keys
+                .iter()
+                .zip(&values)
+                .map(|(key, value)| WriteOp::Put { key, value })
+                .collect();
+            fresh.push((gen, n_fresh));
+            match store.write_batch(ns, &ops) {
+                Ok(()) => acked = gen,
+                Err(_) => break,
+            }
+        }
+        // Crash: what the device had flushed survives; of the rest, some
+        // writes whole, one torn, in or out of order.
+        let crashed = if rng.gen_bool(0.5) {
+            dev.crash(round).0
+        } else {
+            dev.crash_reordered(round).0
+        };
+        drop(store);
+        dev = Arc::new(crashed);
+        let report = check_devices(vec![dev.clone() as Arc<dyn Device>], &options()).unwrap();
+        assert!(report.is_ok(), "round {round}: check failed:\n{report}");
+        store = open(&dev, false);
+        let ns2 = store.default_namespace();
+        let shared: Vec<Option<Vec<u8>>> = (0..SHARED)
+            .map(|i| store.get(ns2, format!("s{i}").as_bytes()).unwrap())
+            .collect();
+        let now = gen_of(shared[0].as_ref().expect("s0 present"));
+        for (i, v) in shared.iter().enumerate() {
+            let g = gen_of(v.as_ref().expect("shared key present"));
+            assert_eq!(g, now, "round {round}: s{i} holds generation {g}, s0 {now}");
+        }
+        assert!(
+            now >= acked,
+            "round {round}: generation {now} is older than the acknowledged {acked}"
+        );
+        for &(g, n) in &fresh {
+            let present = (0..n)
+                .filter(|i| {
+                    store
+                        .get(ns2, format!("g{g}-{i}").as_bytes())
+                        .unwrap()
+                        .is_some()
+                })
+                .count();
+            let want = if g <= now { n } else { 0 };
+            assert_eq!(
+                present, want,
+                "round {round}: generation {g} (shared keys at {now}) has {present} of {n} keys"
+            );
+        }
+        // Generations past what survived were never acknowledged: forget
+        // them, and go on from the survivor (so generations stay ordered).
+        fresh.retain(|&(g, _)| g <= now);
+        acked = now;
+        gen = gen.max(now);
+    }
+}
+
+/// A batch that cannot fit one segment is refused with a clear error
+/// (never split: it would no longer be all or nothing).
+#[test]
+fn a_batch_larger_than_a_segment_is_refused() {
+    let dev = Arc::new(MemDevice::new(64 * MIB, 512));
+    let store = open(&dev, true);
+    let ns = store.default_namespace();
+    let v = vec![1u8; 200_000];
+    let keys: Vec<Vec<u8>> = (0..30).map(|i| format!("k{i}").into_bytes()).collect();
+    let ops: Vec<WriteOp<'_>> = keys
+        .iter()
+        .map(|key| WriteOp::Put { key, value: &v })
+        .collect();
+    let e = store.write_batch(ns, &ops).unwrap_err().to_string();
+    assert!(e.contains("larger than a segment"), "{e}");
+    assert_eq!(store.get(ns, b"k0").unwrap(), None);
+    // One that fits goes through whole.
+    store.write_batch(ns, &ops[..10]).unwrap();
+    assert_eq!(store.count(ns), 10);
+}
