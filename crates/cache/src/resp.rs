@@ -215,6 +215,33 @@ impl RespStore {
         Ok(())
     }
 
+    /// Whether [`RespStore::set_many`] takes these (key, data length)
+    /// pairs as one crash-atomic batch.
+    pub fn batch_fits(&self, pairs: impl Iterator<Item = (usize, usize)>) -> bool {
+        self.cache
+            .batch_fits(pairs.map(|(k, v)| (k, v + EXPIRY_BYTES)))
+    }
+
+    /// Stores every `(key, data)` pair without expiry as one crash-atomic
+    /// batch (MSET): after a crash all are there or none. The last pair of
+    /// a key counts. Callers check [`RespStore::batch_fits`] first.
+    pub async fn set_many(&self, db: usize, pairs: &[(&[u8], &[u8])]) -> Result<(), Error> {
+        let envelope = string_envelope(0);
+        let prefix = 0u64.to_le_bytes();
+        let parts: Vec<[&[u8]; 2]> = pairs.iter().map(|(_, data)| [&prefix[..], data]).collect();
+        let items: Vec<crate::BatchItem<'_>> = pairs
+            .iter()
+            .zip(&parts)
+            .map(|((key, _), p)| (*key, &p[..], envelope))
+            .collect();
+        let done = self.cache.set_many(self.ns(db), &items).await;
+        // Even after a failure: the keys may have been written.
+        for (key, _) in pairs {
+            self.touch(db, key);
+        }
+        done
+    }
+
     /// A number that changes whenever `key` is written, deleted or found
     /// expired (and, rarely, when another key of its bucket is): what
     /// WATCH compares at EXEC, as Redis marks a watched key's clients

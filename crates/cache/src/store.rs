@@ -221,6 +221,51 @@ impl CacheStore {
         Ok(cas)
     }
 
+    /// Whether [`CacheStore::set_many`] can store these (key, data
+    /// length) pairs as one crash-atomic batch (their records fit one
+    /// segment; each value one record).
+    pub fn batch_fits(&self, items: impl Iterator<Item = (usize, usize)>) -> bool {
+        let record_max = self.store.record_value_bytes_max();
+        let mut all_small = true;
+        let fits = self.store.batch_fits(items.map(|(k, v)| {
+            all_small &= ENVELOPE_BYTES + v <= record_max;
+            (k, ENVELOPE_BYTES + v)
+        }));
+        fits && all_small
+    }
+
+    /// Blind writes of several items as one crash-atomic batch (the
+    /// engine's `write_batch`: after a crash all are there or none; one
+    /// group-committed flush). Each item is `(key, data parts, envelope)`;
+    /// the last item of a key counts. The DRAM tier drops the keys (they
+    /// are read back from flash). Callers check
+    /// [`CacheStore::batch_fits`] first.
+    pub async fn set_many(&self, ns: Namespace, items: &[BatchItem<'_>]) -> Result<(), Error> {
+        let raws: Vec<Vec<u8>> = items
+            .iter()
+            .map(|(_, parts, envelope)| envelope::encode_parts(parts, *envelope, 0))
+            .collect();
+        let writes: Vec<DramWrite<'_>> = items
+            .iter()
+            .map(|(key, _, _)| DramWrite::begin(&self.dram, ns.id(), key))
+            .collect();
+        let ops: Vec<engine::WriteOp<'_>> = items
+            .iter()
+            .zip(&raws)
+            .map(|((key, _, _), raw)| engine::WriteOp::Put { key, value: raw })
+            .collect();
+        let done = self.store.write_batch_async(ns, &ops).await;
+        for w in writes {
+            w.end(None);
+        }
+        done?;
+        let now = unix_now();
+        for (key, _, _) in items {
+            self.access.written(Self::key_hash(ns, key), now);
+        }
+        Ok(())
+    }
+
     /// The engine's update step: under the key's stripe lock, one device
     /// read of the record, the decision, and at most one durable write.
     /// `decide` sees the item expired or not.
@@ -372,6 +417,9 @@ impl CacheStore {
             .collect()
     }
 }
+
+/// One item of [`CacheStore::set_many`]: key, data parts, envelope.
+pub type BatchItem<'a> = (&'a [u8], &'a [&'a [u8]], Envelope);
 
 /// A flash write's bracket in the DRAM tier ([`DramTier::begin_write`] ..
 /// [`DramTier::end_write`]). If the write's future is dropped before it

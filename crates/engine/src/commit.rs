@@ -425,6 +425,16 @@ impl Inner {
     }
 
     pub fn write_batch(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
+        now(self.write_batch_in(Mode::Blocking, ns, ops))
+    }
+
+    /// [`Inner::write_batch`], waiting as `mode` says.
+    pub async fn write_batch_in(
+        &self,
+        mode: Mode,
+        ns: Namespace,
+        ops: &[WriteOp<'_>],
+    ) -> Result<()> {
         for op in ops {
             match op {
                 WriteOp::Put { key, value } => {
@@ -464,8 +474,14 @@ impl Inner {
         // Best effort: make room first, since the stripes must not be held
         // while waiting for GC. If space still runs out, the batch dips
         // into the GC reserve.
-        self.writer.wait_for_space(Appender::Put)?;
-        let stripes = self.lock_stripes(hashes.iter().copied());
+        self.writer.wait_for_space_in(mode, Appender::Put).await?;
+        let mut ids: Vec<usize> = hashes.iter().map(|&h| self.stripe_of(h)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut stripes = Vec::with_capacity(ids.len());
+        for i in ids {
+            stripes.push(self.stripes.lock_in(mode, i).await);
+        }
         struct Planned {
             at: KeyAt,
             seq: u64,
@@ -479,14 +495,9 @@ impl Inner {
         for &i in &order {
             let at = KeyAt::new(physical, ops[i].key());
             let mut cands = Vec::new();
-            let existing = now(self.existing(
-                Mode::Blocking,
-                physical,
-                ops[i].key(),
-                at.h,
-                at.h2,
-                &mut cands,
-            ))?;
+            let existing = self
+                .existing(mode, physical, ops[i].key(), at.h, at.h2, &mut cands)
+                .await?;
             let mut seq = 0;
             let record = match ops[i] {
                 WriteOp::Put { key, value } => {
@@ -534,7 +545,7 @@ impl Inner {
             .filter_map(|p| p.app.as_ref().map(|a| a.lsn))
             .max()
         {
-            self.writer.wait_durable(lsn)?;
+            self.writer.wait_durable_in(mode, lsn).await?;
         }
         for (p, &i) in plan.iter().zip(&order) {
             let Some(app) = &p.app else { continue };
@@ -553,7 +564,8 @@ impl Inner {
         drop(stripes);
         for (p, &i) in plan.iter().zip(&order) {
             if p.app.is_some() {
-                now(self.replaced(Mode::Blocking, physical, ops[i].key(), p.existing));
+                self.replaced(mode, physical, ops[i].key(), p.existing)
+                    .await;
             }
         }
         Ok(())

@@ -380,6 +380,17 @@ impl Store {
         self.inner.write_batch(ns, ops)
     }
 
+    /// [`Store::write_batch`] through the thread's ring.
+    pub async fn write_batch_async(&self, ns: Namespace, ops: &[WriteOp<'_>]) -> Result<()> {
+        self.inner.write_batch_in(Mode::Ring, ns, ops).await
+    }
+
+    /// Whether a batch of operations with these (key, value) lengths fits
+    /// one segment, as [`Store::write_batch`] needs.
+    pub fn batch_fits(&self, lens: impl Iterator<Item = (usize, usize)>) -> bool {
+        self.inner.writer.batch_fits(lens)
+    }
+
     /// Creates a namespace.
     pub fn create_namespace(&self, name: &str) -> Result<Namespace> {
         self.inner.create_namespace(name)

@@ -160,12 +160,19 @@ pub async fn execute(
                 r.error(errors::wrong_arity(args[0]));
                 return true;
             }
-            let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
-            let writes = last_of_each(&keys)
-                .into_iter()
-                .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0));
-            let done: Result<Vec<()>, _> = join_all(writes).await.into_iter().collect();
-            done.map(|_| r.ok())
+            let pairs: Vec<(&[u8], &[u8])> = args[1..].chunks(2).map(|kv| (kv[0], kv[1])).collect();
+            if store.batch_fits(pairs.iter().map(|(k, v)| (k.len(), v.len()))) {
+                // All or none after a crash (one batch, one flush).
+                store.set_many(db, &pairs).await.map(|_| r.ok())
+            } else {
+                // Larger than a segment holds: key by key (docs/REDIS.md).
+                let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
+                let writes = last_of_each(&keys)
+                    .into_iter()
+                    .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0));
+                let done: Result<Vec<()>, _> = join_all(writes).await.into_iter().collect();
+                done.map(|_| r.ok())
+            }
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {

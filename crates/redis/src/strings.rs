@@ -430,8 +430,14 @@ async fn msetnx(
             return Ok(());
         }
     }
-    for kv in pairs.chunks(2) {
-        store.set(db, kv[0], kv[1], 0).await?;
+    let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
+    if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
+        // All or none after a crash (one batch, one flush).
+        store.set_many(db, &kvs).await?;
+    } else {
+        for (k, v) in kvs {
+            store.set(db, k, v, 0).await?;
+        }
     }
     r.integer(1);
     Ok(())

@@ -388,10 +388,15 @@ impl Writer {
     }
 
     /// The most log bytes a batch of `bytes` (frame and members, each
-    /// padded to grains) in `members` records can take: each record may
-    /// start a new write buffer, padding the last one to the alignment.
+    /// padded to grains) in `members` records can take: a record that does
+    /// not fit the write buffer's room starts a new buffer (of at least
+    /// `BUFFER_BYTES`), padding the last one to the alignment. A switch
+    /// leaves the buffer it ends at least half full unless the record that
+    /// caused it is over half a buffer itself, so there are at most
+    /// 4 × bytes / `BUFFER_BYTES` + 2 switches, and at most one per record.
     fn batch_bytes_worst(&self, bytes: usize, members: usize) -> u64 {
-        (bytes + (members + 1) * self.layout.align) as u64
+        let switches = (members + 1).min(4 * bytes / BUFFER_BYTES + 2);
+        (bytes + switches * self.layout.align) as u64
     }
 
     /// Whether a batch of records with these (key, value) lengths fits one
