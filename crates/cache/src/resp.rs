@@ -234,11 +234,44 @@ impl RespStore {
             .zip(&parts)
             .map(|((key, _), p)| (*key, &p[..], envelope))
             .collect();
-        let done = self.cache.set_many(self.ns(db), &items).await;
+        let done = self.cache.write_many(self.ns(db), &items, &[]).await;
         // Even after a failure: the keys may have been written.
         for (key, _) in pairs {
             self.touch(db, key);
         }
+        done
+    }
+
+    /// RENAME's write: `dst` gets `data` with its expiry and `src` is
+    /// deleted, as one crash-atomic batch when it fits one (else the put,
+    /// then the delete: a crash between leaves both keys).
+    pub async fn rename(
+        &self,
+        db: usize,
+        src: &[u8],
+        dst: &[u8],
+        data: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<(), Error> {
+        let fits = self
+            .cache
+            .batch_fits([(dst.len(), data.len() + EXPIRY_BYTES), (src.len(), 0)].into_iter());
+        if !fits {
+            self.set(db, dst, data, expire_at_ms).await?;
+            return self
+                .update(db, src, 0, |_| (Change::Delete, ()))
+                .await
+                .map(|_| ());
+        }
+        if expire_at_ms != 0 {
+            self.expiring_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let prefix = expire_at_ms.to_le_bytes();
+        let parts: [&[u8]; 2] = [&prefix, data];
+        let items = [(dst, &parts[..], string_envelope(expire_at_ms))];
+        let done = self.cache.write_many(self.ns(db), &items, &[src]).await;
+        self.touch(db, dst);
+        self.touch(db, src);
         done
     }
 

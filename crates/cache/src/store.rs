@@ -221,7 +221,7 @@ impl CacheStore {
         Ok(cas)
     }
 
-    /// Whether [`CacheStore::set_many`] can store these (key, data
+    /// Whether [`CacheStore::write_many`] can store these (key, data
     /// length) pairs as one crash-atomic batch (their records fit one
     /// segment; each value one record).
     pub fn batch_fits(&self, items: impl Iterator<Item = (usize, usize)>) -> bool {
@@ -234,25 +234,34 @@ impl CacheStore {
         fits && all_small
     }
 
-    /// Blind writes of several items as one crash-atomic batch (the
-    /// engine's `write_batch`: after a crash all are there or none; one
-    /// group-committed flush). Each item is `(key, data parts, envelope)`;
-    /// the last item of a key counts. The DRAM tier drops the keys (they
-    /// are read back from flash). Callers check
-    /// [`CacheStore::batch_fits`] first.
-    pub async fn set_many(&self, ns: Namespace, items: &[BatchItem<'_>]) -> Result<(), Error> {
+    /// Blind writes of several items and deletes of several keys as one
+    /// crash-atomic batch (the engine's `write_batch`: after a crash all
+    /// are there or none; one group-committed flush). Each item is `(key,
+    /// data parts, envelope)`; the last write of a key counts (deletes
+    /// after puts). The DRAM tier drops the keys (they are read back from
+    /// flash). Callers check [`CacheStore::batch_fits`] first.
+    pub async fn write_many(
+        &self,
+        ns: Namespace,
+        items: &[BatchItem<'_>],
+        deletes: &[&[u8]],
+    ) -> Result<(), Error> {
         let raws: Vec<Vec<u8>> = items
             .iter()
             .map(|(_, parts, envelope)| envelope::encode_parts(parts, *envelope, 0))
             .collect();
-        let writes: Vec<DramWrite<'_>> = items
+        let keys = items
             .iter()
-            .map(|(key, _, _)| DramWrite::begin(&self.dram, ns.id(), key))
+            .map(|(key, _, _)| *key)
+            .chain(deletes.iter().copied());
+        let writes: Vec<DramWrite<'_>> = keys
+            .map(|key| DramWrite::begin(&self.dram, ns.id(), key))
             .collect();
         let ops: Vec<engine::WriteOp<'_>> = items
             .iter()
             .zip(&raws)
             .map(|((key, _, _), raw)| engine::WriteOp::Put { key, value: raw })
+            .chain(deletes.iter().map(|key| engine::WriteOp::Delete { key }))
             .collect();
         let done = self.store.write_batch_async(ns, &ops).await;
         for w in writes {
@@ -418,7 +427,7 @@ impl CacheStore {
     }
 }
 
-/// One item of [`CacheStore::set_many`]: key, data parts, envelope.
+/// One item of [`CacheStore::write_many`]: key, data parts, envelope.
 pub type BatchItem<'a> = (&'a [u8], &'a [&'a [u8]], Envelope);
 
 /// A flash write's bracket in the DRAM tier ([`DramTier::begin_write`] ..

@@ -312,6 +312,13 @@ async fn relocate(
     remove: bool,
     now: u64,
 ) -> Result<(), Error> {
+    if remove && from.0 == to.0 {
+        // RENAME: the new key and the old key's deletion in one
+        // crash-atomic batch (never both keys, never neither, after a crash).
+        return store
+            .rename(from.0, from.1, to.1, v.data(), v.expire_at_ms())
+            .await;
+    }
     store.set(to.0, to.1, v.data(), v.expire_at_ms()).await?;
     if remove {
         store
