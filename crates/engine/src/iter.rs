@@ -26,6 +26,10 @@ const SCAN_CHUNK: usize = 4 << 20;
 /// reads/s at QD 1 against ~1 GB/s of 4 MiB reads).
 const BY_INDEX_BYTES_PER_ENTRY: u64 = 64 << 10;
 
+/// Most index entries an iteration or purge lists to read through the
+/// index (16 bytes each: 16 MiB of DRAM at most, while it runs).
+const BY_INDEX_ENTRIES_MAX: usize = 1 << 20;
+
 /// Index entries read per refill of an index-driven iteration.
 const BY_INDEX_BATCH: usize = 256;
 
@@ -303,6 +307,9 @@ pub enum IterPlan {
 /// scanning every segment that holds records (see
 /// `BY_INDEX_BYTES_PER_ENTRY`).
 pub(crate) fn index_cheaper(inner: &Inner) -> bool {
+    if inner.index.len() > BY_INDEX_ENTRIES_MAX {
+        return false;
+    }
     let holding = inner
         .segments
         .infos
