@@ -60,6 +60,9 @@ struct KeyModel {
     taken_for_torn: bool,
     /// Tags (first 8 bytes) of the values the key held before `acked`.
     older: Vec<[u8; 8]>,
+    /// The other key of the `write_batch` in flight on this one: after a
+    /// crash both show their new state or neither does.
+    batch_with: Option<(usize, Vec<u8>)>,
 }
 
 impl KeyModel {
@@ -70,6 +73,7 @@ impl KeyModel {
         }
         self.acked = state;
         self.pending = None;
+        self.batch_with = None;
     }
 }
 
@@ -180,8 +184,12 @@ fn worker(
                 let v = small_value_for(&mut rng, tag);
                 {
                     let mut m = model.lock().unwrap();
-                    m.entry((ns_i, other.clone())).or_default().pending = Some(None);
-                    m.entry((ns_i, key.clone())).or_default().pending = Some(Some(v.clone()));
+                    let o = m.entry((ns_i, other.clone())).or_default();
+                    o.pending = Some(None);
+                    o.batch_with = Some((ns_i, key.clone()));
+                    let k = m.entry((ns_i, key.clone())).or_default();
+                    k.pending = Some(Some(v.clone()));
+                    k.batch_with = Some((ns_i, other.clone()));
                 }
                 let res = store.write_batch(
                     ns,
@@ -265,6 +273,55 @@ fn verify(store: &Store, model: &Model, seed: u64, round: usize, cache_mode: boo
     }
 }
 
+/// A `write_batch` in flight at the crash is all there or absent (format
+/// version 5's batches): of its two keys, one showing its new state while
+/// the other shows its old one is a half-applied batch. Checked where both
+/// states can be told apart (the delete's key was present, neither key's
+/// record was damaged) and in store mode (cache mode may evict either).
+fn verify_batches(
+    store: &Store,
+    model: &Model,
+    seed: u64,
+    round: usize,
+    cache_mode: bool,
+) -> usize {
+    if cache_mode {
+        return 0;
+    }
+    let mut checked = 0;
+    for ((ns_i, key), m) in model {
+        let (Some(pending), Some(partner)) = (&m.pending, &m.batch_with) else {
+            continue;
+        };
+        let Some(p) = model.get(partner) else {
+            continue;
+        };
+        let Some(p_pending) = &p.pending else {
+            continue;
+        };
+        if m.damaged || p.damaged || *pending == m.acked || *p_pending == p.acked {
+            continue;
+        }
+        let get = |ns_i: usize, k: &[u8]| {
+            let ns = store.namespace(NAMESPACES[ns_i]).unwrap();
+            store.get(ns, k).unwrap()
+        };
+        let mine = get(*ns_i, key) == *pending;
+        let theirs = get(partner.0, &partner.1) == *p_pending;
+        assert_eq!(
+            mine,
+            theirs,
+            "seed {seed} round {round}: a batch half applied after the crash: {:?} {} its new state, {:?} {}",
+            String::from_utf8_lossy(key),
+            if mine { "shows" } else { "lacks" },
+            String::from_utf8_lossy(&partner.1),
+            if theirs { "shows" } else { "lacks" },
+        );
+        checked += 1;
+    }
+    checked
+}
+
 /// Keys whose acknowledged value is not served (store mode), beyond
 /// those of damage taken for a torn tail (which is reported as one).
 fn lost_keys(store: &Store, model: &Model) -> usize {
@@ -295,6 +352,9 @@ fn settle(store: &Store, model: &mut Model) {
 #[derive(Default, Debug)]
 struct Coverage {
     in_flight_at_crash: usize,
+    /// Keys of a `write_batch` in flight at a crash whose atomicity was
+    /// checked (each batch counts twice: once from each key).
+    batches_in_flight: usize,
     acked_keys: usize,
     /// Of those, keys holding a large value (chunks and a head).
     acked_large: usize,
@@ -527,6 +587,7 @@ fn run_chain(seed: u64, crashes: usize, cov: &mut Coverage) {
         let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts)
             .unwrap_or_else(|e| panic!("reopen failed: {e} (seed {seed} round {round})"));
         verify(&store, &model, seed, round, cache_mode);
+        cov.batches_in_flight += verify_batches(&store, &model, seed, round, cache_mode);
         settle(&store, &mut model);
         let model_cell = Mutex::new(std::mem::take(&mut model));
         let stop = AtomicBool::new(false);
@@ -677,6 +738,10 @@ fn random_crashes_lose_no_acknowledged_write() {
         "too few acknowledged keys: {cov:?}"
     );
     assert!(cov.gc_segments > 0, "garbage collection never ran: {cov:?}");
+    assert!(
+        cov.batches_in_flight > 0,
+        "no write_batch in flight at a crash: {cov:?}"
+    );
     assert!(
         cov.acked_large > 0,
         "no acknowledged large value at a crash: {cov:?}"
