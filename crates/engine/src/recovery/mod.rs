@@ -17,6 +17,7 @@
 //! what it found); this file opens: the checkpoint or a rebuild from the
 //! scan, then what damage requires (report, refuse, salvage).
 
+mod batches;
 mod create;
 mod devices;
 mod headers;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use nvdepot_index::Location;
 
-use super::keys::{Found, KeyId, KeyTable, Seen, PARTITIONS};
+use super::batches::{Batches, BatchesLeftOut, CutBatch};
+use super::keys::{Found, KeyTable, Seen, PARTITIONS};
 use super::large::LargeSeen;
 use crate::damage::{self, Damage, DamageKind};
 use crate::error::{Error, Result};
@@ -172,6 +173,18 @@ pub(crate) fn scan_log(
             Ok(())
         })?;
     }
+    // A batch cut by damage to an acknowledged record of it: its other
+    // members were dropped with it, so their keys are hidden as the
+    // damaged one's (an older value must not come back in their place).
+    // Cut by a torn tail, it was never acknowledged: older values stay.
+    let cut: Vec<CutBatch> = a.batches.cut.into_iter().chain(b.batches.cut).collect();
+    let batches_left_out = BatchesLeftOut {
+        batches: a.batches.left_out.batches + b.batches.left_out.batches,
+        members: a.batches.left_out.members + b.batches.left_out.members,
+    };
+    for c in cut.iter().filter(|c| c.cut_by_damage(&damage)) {
+        hidden_keys.extend(c.keys.iter().cloned());
+    }
     for (ns, key, seq) in &hidden_keys {
         let id = (
             *ns,
@@ -195,10 +208,7 @@ pub(crate) fn scan_log(
             .max(kv.last().map_or(0, |&(s, _)| s)),
         max_ns: a.max_ns.max(b.max_ns),
         records: a.records + b.records,
-        batches_left_out: BatchesLeftOut {
-            batches: a.batches_left_out.batches + b.batches_left_out.batches,
-            members: a.batches_left_out.members + b.batches_left_out.members,
-        },
+        batches_left_out,
         damage,
         repaired,
         corrected: corrected_pbas,
@@ -279,86 +289,7 @@ pub(crate) struct Part {
     /// Namespace registry records: (grain address, name, value).
     registry: Vec<(u64, Vec<u8>, Vec<u8>)>,
     /// Batches cut short, left out whole.
-    batches_left_out: BatchesLeftOut,
-}
-
-/// A batch member's effect on the key table: its key, what was found, and
-/// for a large head (header, key, value) to note.
-type MemberSeen = (
-    KeyId,
-    Found,
-    Option<(format::RecordHeader, Vec<u8>, Vec<u8>)>,
-);
-
-/// Batches a recovery thread left out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct BatchesLeftOut {
-    pub batches: u64,
-    /// Their members the scan met (valid records dropped with them).
-    pub members: u64,
-}
-
-/// The batch being read by a recovery thread: its frame says how many
-/// members follow and their bytes; they are kept only when all are met,
-/// in a row, and their bytes agree.
-struct Batches {
-    grain_bytes: u64,
-    open: Option<(format::BatchFrame, Vec<MemberSeen>)>,
-    left_out: BatchesLeftOut,
-}
-
-impl Batches {
-    fn new(grain_bytes: u64) -> Batches {
-        Batches {
-            grain_bytes,
-            open: None,
-            left_out: BatchesLeftOut::default(),
-        }
-    }
-
-    /// A frame: a batch begins (`None`: a frame whose value does not
-    /// decode; its members will be met as orphans and left out).
-    fn open(&mut self, frame: Option<format::BatchFrame>) {
-        match frame {
-            Some(f) => self.open = Some((f, Vec::new())),
-            None => self.left_out.batches += 1,
-        }
-    }
-
-    /// A member: `Some(members)` when it completes its batch.
-    fn member(
-        &mut self,
-        id: KeyId,
-        f: Found,
-        head: Option<(format::RecordHeader, Vec<u8>, Vec<u8>)>,
-    ) -> Option<Vec<MemberSeen>> {
-        let Some((frame, members)) = &mut self.open else {
-            // No frame before it: the frame was lost to damage.
-            self.left_out.members += 1;
-            return None;
-        };
-        members.push((id, f, head));
-        if members.len() < frame.members as usize {
-            return None;
-        }
-        let (frame, members) = self.open.take().expect("open batch");
-        let bytes: u64 = members.iter().map(|(_, f, _)| f.grains).sum::<u64>() * self.grain_bytes;
-        if bytes != frame.member_bytes {
-            self.left_out.batches += 1;
-            self.left_out.members += members.len() as u64;
-            return None;
-        }
-        Some(members)
-    }
-
-    /// Anything but the next member, or the segment's end: an open batch
-    /// was cut short.
-    fn cut_short(&mut self) {
-        if let Some((_, members)) = self.open.take() {
-            self.left_out.batches += 1;
-            self.left_out.members += members.len() as u64;
-        }
-    }
+    batches: Batches,
 }
 
 pub(crate) fn scan_part(
@@ -382,6 +313,7 @@ pub(crate) fn scan_part(
         let info = segs.get(seg);
         info.seq.store(seq, Ordering::Relaxed);
         let mut newest = seq;
+        let mut prev_end = SEGMENT_HEADER_BYTES;
         let end = scan_segment(layout, seg, seq, |rec| {
             records += 1;
             let h = rec.header;
@@ -405,13 +337,16 @@ pub(crate) fn scan_part(
             // held back until the last one is met, and a batch cut short
             // (anything else met first, or the segment's end) is left out
             // whole (docs/FORMAT.md, "Batches").
+            let at = layout.split(rec.pba).1;
+            let end = at + grains * layout.grain_bytes;
+            let before = std::mem::replace(&mut prev_end, end);
             if h.kind == RecordKind::Batch {
-                batches.cut_short();
-                batches.open(format::BatchFrame::decode(rec.value()));
+                batches.cut_short(at);
+                batches.open(format::BatchFrame::decode(rec.value()), seg, at);
                 return Ok(());
             }
             if !h.member {
-                batches.cut_short();
+                batches.cut_short(at);
             }
             let id = (
                 h.namespace,
@@ -421,7 +356,8 @@ pub(crate) fn scan_part(
             if h.member {
                 let head = (h.kind == RecordKind::LargeHead)
                     .then(|| (h, rec.key().to_vec(), rec.value().to_vec()));
-                if let Some(done) = batches.member(id, f, head) {
+                let key = (h.namespace, rec.key().to_vec(), h.seq);
+                if let Some(done) = batches.member((id, f, head), key, seg, before, at, end) {
                     for (id, f, head) in done {
                         seen.push(id, f);
                         if let Some((h, key, value)) = head {
@@ -445,7 +381,7 @@ pub(crate) fn scan_part(
             large.note(id, &h, rec.key(), rec.value());
             Ok(())
         })?;
-        batches.cut_short();
+        batches.cut_short(layout.segment_bytes);
         let stretch = |invalid, followed| damage::Found {
             segment: seg,
             segment_seq: seq,
@@ -470,7 +406,7 @@ pub(crate) fn scan_part(
     Ok(Part {
         seen,
         large,
-        batches_left_out: batches.left_out,
+        batches,
         max_seq,
         max_ns,
         records,
