@@ -706,3 +706,48 @@ fn client_list_kill_reset_and_config_as_redis() {
     assert!(closed(&mut a));
     assert_eq!(server.terminate(), 0);
 }
+
+/// The encoding settings clients and Redis's tests change at run time are
+/// kept and read back as Redis 7.0 does (aliases, memory units, errors,
+/// all or nothing), checked side by side with redis-server 7.0.15.
+#[test]
+fn config_set_of_encoding_settings_as_redis() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "hash-max-ziplist-entries", "7"]),
+        simple("OK")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "hash-max-listpack-entries"]),
+        Value::Array(Some(vec![bulk("hash-max-listpack-entries"), bulk("7")]))
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "stream-node-max-bytes", "4kb"]),
+        simple("OK")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "stream-node-max-bytes"]),
+        Value::Array(Some(vec![bulk("stream-node-max-bytes"), bulk("4096")]))
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "zset-max-ziplist-value", "1gb", "zset-max-listpack-entries", "x"]),
+        error("ERR CONFIG SET failed (possibly related to argument 'zset-max-listpack-entries') - argument couldn't be parsed into an integer")
+    );
+    // All or nothing: the valid first pair was not applied either.
+    assert_eq!(
+        c.call(&["CONFIG", "GET", "zset-max-listpack-value"]),
+        Value::Array(Some(vec![bulk("zset-max-listpack-value"), bulk("64")]))
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "list-compress-depth", "-1"]),
+        error("ERR CONFIG SET failed (possibly related to argument 'list-compress-depth') - argument must be between 0 and 2147483647 inclusive")
+    );
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "set-max-listpack-entries", "5"]),
+        error(
+            "ERR Unknown option or number of arguments for CONFIG SET - 'set-max-listpack-entries'"
+        )
+    );
+}

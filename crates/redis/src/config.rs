@@ -5,11 +5,13 @@
 //! accepts a parameter's current value (what a suite does to make sure of
 //! a setting: `CONFIG SET save ""`, `CONFIG SET appendonly yes`) and
 //! refuses any other value, saying which flag sets it; it never answers OK
-//! to a setting that is not in force.
+//! to a setting that is not in force. The encoding settings
+//! (`tunables.rs`) are kept and read back as Redis keeps them.
 
 use nvdepot_resp::{errors, Reply};
 
 use super::face::RespSession;
+use super::tunables::Tunables;
 
 /// A parameter: its name, its value here, and why another value is
 /// refused.
@@ -101,18 +103,40 @@ impl RespSession {
         match sub.as_deref() {
             Some(b"GET") if args.len() >= 3 => {
                 let params = self.params();
-                let found: Vec<&Param> = params
+                let tunables = self.shared.tunables.all();
+                let pairs = params
                     .iter()
-                    .filter(|p| {
-                        args[2..].iter().any(|pat| {
-                            super::glob::matches(&pat.to_ascii_lowercase(), p.name.as_bytes())
-                        })
-                    })
-                    .collect();
+                    .map(|p| (p.name, p.value.clone()))
+                    .chain(tunables);
+                let pairs: Vec<(&str, String)> = pairs.collect();
+                // As Redis 7.0: a name without glob characters is looked up
+                // (any case) and answered under the name as given; a
+                // pattern matches the names, aliases included. Each once.
+                let mut found: Vec<(Vec<u8>, &str)> = Vec::new();
+                for pat in &args[2..] {
+                    let lower = pat.to_ascii_lowercase();
+                    if !pat.iter().any(|c| b"[*?".contains(c)) {
+                        if let Some((_, v)) = pairs.iter().find(|(n, _)| n.as_bytes() == lower) {
+                            if !found.iter().any(|(n, _)| n.eq_ignore_ascii_case(pat)) {
+                                found.push((pat.to_vec(), v));
+                            }
+                        }
+                        continue;
+                    }
+                    for (name, v) in &pairs {
+                        if super::glob::matches(&lower, name.as_bytes())
+                            && !found
+                                .iter()
+                                .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+                        {
+                            found.push((name.as_bytes().to_vec(), v));
+                        }
+                    }
+                }
                 r.map(found.len());
-                for p in found {
-                    r.bulk(p.name.as_bytes());
-                    r.bulk(p.value.as_bytes());
+                for (name, value) in found {
+                    r.bulk(&name);
+                    r.bulk(value.as_bytes());
                 }
             }
             Some(b"SET") if args.len() >= 4 && args.len().is_multiple_of(2) => {
@@ -137,8 +161,20 @@ impl RespSession {
     /// `CONFIG SET name value [name value …]`: all or nothing, as Redis 7.
     fn config_set(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
         let params = self.params();
+        let mut tuned = Vec::new();
         for pair in args[2..].chunks(2) {
             let name = String::from_utf8_lossy(pair[0]).to_lowercase();
+            if Tunables::knows(&name) {
+                match Tunables::check(&name, pair[1]) {
+                    Ok(v) => tuned.push(v),
+                    Err(why) => {
+                        return r.error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                        ))
+                    }
+                }
+                continue;
+            }
             let Some(p) = params.iter().find(|p| p.name == name) else {
                 return r.error(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -152,6 +188,7 @@ impl RespSession {
                 ));
             }
         }
+        self.shared.tunables.set(&tuned);
         r.ok();
     }
 }

@@ -58,6 +58,8 @@ pub struct Shared {
     pub cluster: Option<Arc<Cluster>>,
     /// Every open connection (`CLIENT LIST`, `CLIENT KILL`).
     pub clients: Clients,
+    /// The encoding settings `CONFIG SET` may change.
+    pub tunables: super::tunables::Tunables,
     shutdown: Shutdown,
 }
 
@@ -80,6 +82,7 @@ impl RespFace {
             gate: Gate::default(),
             cluster,
             clients: Clients::default(),
+            tunables: Default::default(),
             shutdown,
         }))
     }

@@ -7,7 +7,8 @@
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `strings` (the string type), `multi`
-//! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG), `commands`
+//! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG) and
+//! `tunables` (the encoding settings CONFIG SET may change), `commands`
 //! (COMMAND and the key specifications), [`cluster`] and `migrate`
 //! (Redis Cluster), [`expiry`] (the background sweep), `gate` (the
 //! exclusive gate of multi-key writes), `glob` (Redis's matcher), `join`
@@ -26,6 +27,7 @@ mod keys;
 mod migrate;
 mod multi;
 mod strings;
+mod tunables;
 
 use std::sync::Arc;
 use std::time::Duration;
