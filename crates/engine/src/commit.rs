@@ -475,13 +475,7 @@ impl Inner {
         // while waiting for GC. If space still runs out, the batch dips
         // into the GC reserve.
         self.writer.wait_for_space_in(mode, Appender::Put).await?;
-        let mut ids: Vec<usize> = hashes.iter().map(|&h| self.stripe_of(h)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let mut stripes = Vec::with_capacity(ids.len());
-        for i in ids {
-            stripes.push(self.stripes.lock_in(mode, i).await);
-        }
+        let stripes = self.lock_stripes_in(mode, hashes.iter().copied()).await;
         struct Planned {
             at: KeyAt,
             seq: u64,

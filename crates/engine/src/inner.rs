@@ -171,10 +171,23 @@ impl Inner {
 
     /// Locks the stripes of several hashes in order (no deadlock).
     pub fn lock_stripes(&self, hashes: impl Iterator<Item = u64>) -> Vec<StripeGuard<'_>> {
+        crate::aio::now(self.lock_stripes_in(crate::aio::Mode::Blocking, hashes))
+    }
+
+    /// [`Inner::lock_stripes`], waiting as `mode` says.
+    pub async fn lock_stripes_in(
+        &self,
+        mode: crate::aio::Mode,
+        hashes: impl Iterator<Item = u64>,
+    ) -> Vec<StripeGuard<'_>> {
         let mut ids: Vec<usize> = hashes.map(|h| self.stripe_of(h)).collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter().map(|i| self.stripes.lock(i)).collect()
+        let mut guards = Vec::with_capacity(ids.len());
+        for i in ids {
+            guards.push(self.stripes.lock_in(mode, i).await);
+        }
+        guards
     }
 
     pub fn grains_of(&self, header: &RecordHeader) -> u64 {

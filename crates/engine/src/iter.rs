@@ -335,11 +335,12 @@ pub(crate) fn index_entries(inner: &Inner) -> Vec<(u64, Location)> {
 /// entries that reading each one's record costs less than reading every
 /// segment (`BY_INDEX_BYTES_PER_ENTRY`), reads just those records in
 /// address order. A store that is mostly garbage (values overwritten, a
-/// database flushed) then costs a read per live key, not the whole log. Garbage collection is paused while
-/// the iterator lives, so every key present and unmodified for the whole
-/// iteration is returned exactly once; keys written or deleted meanwhile
-/// may or may not be. Do not write so much while iterating that the store
-/// needs GC to make room: writers would wait for the iterator to be dropped.
+/// database flushed) then costs a read per live key, not the whole log.
+/// Garbage collection is paused while the iterator lives, so every key
+/// present and unmodified for the whole iteration is returned exactly once;
+/// keys written or deleted meanwhile may or may not be. Do not write so
+/// much while iterating that the store needs GC to make room: writers would
+/// wait for the iterator to be dropped.
 pub struct NamespaceIter<'a> {
     inner: &'a Inner,
     _pause: Option<RwLockReadGuard<'a, ()>>,

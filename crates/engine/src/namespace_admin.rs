@@ -107,24 +107,18 @@ impl Inner {
                 Fetched::Record(r) => r,
                 Fetched::Invalid(_) => continue,
             };
-            let physical = r.header.namespace;
-            let owner = namespace::owner_of(physical);
-            if r.header.kind.is_value() && retired.contains(&owner) {
-                self.unlink_purged(fp, loc, physical, owner, &r.header);
+            if purged(retired, &r.header) {
+                self.unlink_purged(fp, loc, &r.header);
             }
         }
         Ok(())
     }
 
-    /// Drops one index entry of a retired namespace.
-    fn unlink_purged(
-        &self,
-        fp: u64,
-        loc: Location,
-        physical: u32,
-        owner: u32,
-        header: &crate::format::RecordHeader,
-    ) {
+    /// Drops the index entry `(fp, loc)` of a record of a retired
+    /// namespace.
+    fn unlink_purged(&self, fp: u64, loc: Location, header: &crate::format::RecordHeader) {
+        let physical = header.namespace;
+        let owner = namespace::owner_of(physical);
         if self.index.remove(fp, loc) {
             self.segments
                 .sub_valid(self.layout.segment_of(loc.pba), self.grains_of(header));
@@ -147,17 +141,21 @@ impl Inner {
         }
         let seg_seq = self.segments.get(s).seq.load(Ordering::Relaxed);
         crate::iter::scan_segment(&self.layout, s, seg_seq, |rec| {
-            let physical = rec.header.namespace;
-            let owner = namespace::owner_of(physical);
-            if rec.header.kind.is_value() && retired.contains(&owner) {
-                let fp = Index::fingerprint(key_hash(physical, rec.key()));
+            if purged(retired, &rec.header) {
+                let fp = Index::fingerprint(key_hash(rec.header.namespace, rec.key()));
                 let loc = self.location(rec.pba, &rec.header);
-                self.unlink_purged(fp, loc, physical, owner, &rec.header);
+                self.unlink_purged(fp, loc, &rec.header);
             }
             Ok(())
         })?;
         Ok(())
     }
+}
+
+/// Whether a record with `header` is a value (or a large value's chunk)
+/// of one of the `retired` namespaces: what a purge unlinks.
+fn purged(retired: &[u32], header: &crate::format::RecordHeader) -> bool {
+    header.kind.is_value() && retired.contains(&namespace::owner_of(header.namespace))
 }
 
 fn validate_ns_name(name: &str) -> Result<()> {

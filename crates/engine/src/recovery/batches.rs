@@ -105,7 +105,6 @@ impl Batches {
 
     /// A member in `segment` at `[at, end)`; `prev_end` is where the
     /// record before it ended. `Some(members)` when it completes its batch.
-    #[allow(clippy::too_many_arguments)]
     pub fn member(
         &mut self,
         seen: MemberSeen,

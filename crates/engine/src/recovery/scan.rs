@@ -348,6 +348,13 @@ pub(crate) fn scan_part(
             if !h.member {
                 batches.cut_short(at);
             }
+            if h.kind == RecordKind::Evictions {
+                // Each evicted key: a tombstone at this record's seq.
+                for k in format::decode_evictions(rec.value()) {
+                    seen.push((k.namespace, k.hash, k.hash2), f);
+                }
+                return Ok(());
+            }
             let id = (
                 h.namespace,
                 key_hash(h.namespace, rec.key()),
@@ -364,13 +371,6 @@ pub(crate) fn scan_part(
                             large.note(id, &h, &key, &value);
                         }
                     }
-                }
-                return Ok(());
-            }
-            if h.kind == RecordKind::Evictions {
-                // Each evicted key: a tombstone at this record's seq.
-                for k in format::decode_evictions(rec.value()) {
-                    seen.push((k.namespace, k.hash, k.hash2), f);
                 }
                 return Ok(());
             }
