@@ -38,6 +38,22 @@ pub fn int32_arg(a: &[u8], r: &mut Reply<'_>) -> Option<i32> {
     }
 }
 
+/// MSET's and MSETNX's write of `pairs` (k v k v …, without expiry; the
+/// last pair of a key counts): one crash-atomic batch when its records fit
+/// a segment, else key by key, at most `join::IN_FLIGHT_MAX` at once (a
+/// crash during it may leave some keys set: docs/REDIS.md).
+pub async fn set_pairs(store: &RespStore, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
+    let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
+    if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
+        return store.set_many(db, &kvs).await;
+    }
+    let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
+    let writes = last_of_each(&keys)
+        .into_iter()
+        .map(|i| store.set(db, kvs[i].0, kvs[i].1, 0));
+    join_all(writes).await.into_iter().collect()
+}
+
 fn storage_error(r: &mut Reply<'_>, e: &Error) {
     r.error(format!("ERR {e}"));
 }
@@ -160,19 +176,7 @@ pub async fn execute(
                 r.error(errors::wrong_arity(args[0]));
                 return true;
             }
-            let pairs: Vec<(&[u8], &[u8])> = args[1..].chunks(2).map(|kv| (kv[0], kv[1])).collect();
-            if store.batch_fits(pairs.iter().map(|(k, v)| (k.len(), v.len()))) {
-                // All or none after a crash (one batch, one flush).
-                store.set_many(db, &pairs).await.map(|_| r.ok())
-            } else {
-                // Larger than a segment holds: key by key (docs/REDIS.md).
-                let keys: Vec<&[u8]> = args[1..].iter().step_by(2).copied().collect();
-                let writes = last_of_each(&keys)
-                    .into_iter()
-                    .map(|i| store.set(db, args[1 + 2 * i], args[2 + 2 * i], 0));
-                let done: Result<Vec<()>, _> = join_all(writes).await.into_iter().collect();
-                done.map(|_| r.ok())
-            }
+            set_pairs(store, db, &args[1..]).await.map(|_| r.ok())
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {

@@ -437,15 +437,7 @@ async fn msetnx(
             return Ok(());
         }
     }
-    let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
-    if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
-        // All or none after a crash (one batch, one flush).
-        store.set_many(db, &kvs).await?;
-    } else {
-        for (k, v) in kvs {
-            store.set(db, k, v, 0).await?;
-        }
-    }
+    super::keys::set_pairs(store, db, pairs).await?;
     r.integer(1);
     Ok(())
 }
