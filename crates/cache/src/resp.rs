@@ -19,8 +19,43 @@ use crate::envelope::{Envelope, Item};
 use crate::store::{self, CacheStore, NewItem};
 use crate::Error;
 
-/// The value type code of a string (envelope flags).
-const TYPE_STRING: u32 = 0;
+/// A Redis value's type, kept as the item's envelope flags (its code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    String = 0,
+    Hash = 1,
+    List = 2,
+    Set = 3,
+    ZSet = 4,
+    Stream = 5,
+}
+
+impl Kind {
+    /// The type of code `code` (the envelope flags), if it is one.
+    pub fn from_code(code: u32) -> Option<Kind> {
+        Some(match code {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::List,
+            3 => Kind::Set,
+            4 => Kind::ZSet,
+            5 => Kind::Stream,
+            _ => return None,
+        })
+    }
+
+    /// The name TYPE answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Stream => "stream",
+        }
+    }
+}
 /// Bytes of the expiry in front of a value.
 const EXPIRY_BYTES: usize = 8;
 
@@ -31,6 +66,7 @@ pub struct Value {
     raw: Vec<u8>,
     /// The record's version: changes on every write of the key (WATCH).
     version: u64,
+    kind: Kind,
 }
 
 impl Value {
@@ -48,14 +84,29 @@ impl Value {
     pub fn version(&self) -> u64 {
         self.version
     }
+
+    /// The value's type.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The same value with another expiry (EXPIRE, PERSIST, GETEX).
+    pub fn with_expiry(&self, expire_at_ms: u64) -> Change {
+        Change::Put {
+            kind: self.kind,
+            data: self.data().to_vec(),
+            expire_at_ms,
+        }
+    }
 }
 
 /// What an update decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     Keep,
-    /// Store this value with this expiry (Unix ms, 0 = none).
+    /// Store this value of this type with this expiry (Unix ms, 0 = none).
     Put {
+        kind: Kind,
         data: Vec<u8>,
         expire_at_ms: u64,
     },
@@ -83,22 +134,27 @@ pub struct RespStore {
     expiring_writes: AtomicU64,
 }
 
-fn encode(data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
+fn encode(kind: Kind, data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
     let mut raw = Vec::with_capacity(EXPIRY_BYTES + data.len());
     raw.extend_from_slice(&expire_at_ms.to_le_bytes());
     raw.extend_from_slice(data);
-    (raw, string_envelope(expire_at_ms))
+    (raw, envelope_of(kind, expire_at_ms))
 }
 
 /// The envelope of a string expiring at `expire_at_ms` (0: never).
 fn string_envelope(expire_at_ms: u64) -> Envelope {
+    envelope_of(Kind::String, expire_at_ms)
+}
+
+/// The envelope of a value of type `kind` expiring at `expire_at_ms`.
+fn envelope_of(kind: Kind, expire_at_ms: u64) -> Envelope {
     let expires = if expire_at_ms == 0 {
         0
     } else {
         u32::try_from(expire_at_ms.div_ceil(1000)).unwrap_or(u32::MAX)
     };
     Envelope {
-        flags: TYPE_STRING,
+        flags: kind as u32,
         expires,
         marks: 0,
     }
@@ -106,16 +162,18 @@ fn string_envelope(expire_at_ms: u64) -> Envelope {
 
 /// The live value of an item at `now_ms`; `Ok(None)` when it expired.
 fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
-    if item.envelope.flags != TYPE_STRING || item.value.len() < EXPIRY_BYTES {
+    let kind = Kind::from_code(item.envelope.flags);
+    let Some(kind) = kind.filter(|_| item.value.len() >= EXPIRY_BYTES) else {
         return Err(Error::Envelope(format!(
-            "not a Redis string item (type {}, {} bytes)",
+            "not a Redis item (type {}, {} bytes)",
             item.envelope.flags,
             item.value.len()
         )));
-    }
+    };
     let v = Value {
         raw: item.value,
         version: item.cas,
+        kind,
     };
     let at = v.expire_at_ms();
     Ok((at == 0 || at > now_ms).then_some(v))
@@ -192,7 +250,7 @@ impl RespStore {
         self.cache.access(self.ns(db), key).idle_secs
     }
 
-    /// Stores `data` unconditionally (one blind write).
+    /// Stores the string `data` unconditionally (one blind write).
     pub async fn set(
         &self,
         db: usize,
@@ -200,7 +258,20 @@ impl RespStore {
         data: &[u8],
         expire_at_ms: u64,
     ) -> Result<(), Error> {
-        let envelope = string_envelope(expire_at_ms);
+        self.set_kind(db, key, Kind::String, data, expire_at_ms)
+            .await
+    }
+
+    /// Stores `data` as a value of type `kind` unconditionally.
+    pub async fn set_kind(
+        &self,
+        db: usize,
+        key: &[u8],
+        kind: Kind,
+        data: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<(), Error> {
+        let envelope = envelope_of(kind, expire_at_ms);
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
@@ -250,6 +321,7 @@ impl RespStore {
         db: usize,
         src: &[u8],
         dst: &[u8],
+        kind: Kind,
         data: &[u8],
         expire_at_ms: u64,
     ) -> Result<(), Error> {
@@ -257,7 +329,7 @@ impl RespStore {
             .cache
             .batch_fits([(dst.len(), data.len() + EXPIRY_BYTES), (src.len(), 0)].into_iter());
         if !fits {
-            self.set(db, dst, data, expire_at_ms).await?;
+            self.set_kind(db, dst, kind, data, expire_at_ms).await?;
             return self
                 .update(db, src, 0, |_| (Change::Delete, ()))
                 .await
@@ -268,7 +340,7 @@ impl RespStore {
         }
         let prefix = expire_at_ms.to_le_bytes();
         let parts: [&[u8]; 2] = [&prefix, data];
-        let items = [(dst, &parts[..], string_envelope(expire_at_ms))];
+        let items = [(dst, &parts[..], envelope_of(kind, expire_at_ms))];
         let done = self.cache.write_many(self.ns(db), &items, &[src]).await;
         self.touch(db, dst);
         self.touch(db, src);
@@ -322,11 +394,15 @@ impl RespStore {
                     Change::Keep if present && value.is_none() => store::Change::Delete,
                     Change::Keep => store::Change::Keep,
                     Change::Delete => store::Change::Delete,
-                    Change::Put { data, expire_at_ms } => {
+                    Change::Put {
+                        kind,
+                        data,
+                        expire_at_ms,
+                    } => {
                         if expire_at_ms != 0 {
                             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
                         }
-                        let (raw, envelope) = encode(&data, expire_at_ms);
+                        let (raw, envelope) = encode(kind, &data, expire_at_ms);
                         store::Change::Put(NewItem {
                             value: raw,
                             envelope,
@@ -369,20 +445,24 @@ impl RespStore {
         done
     }
 
-    /// Every stored key of `db` with its expiry (Unix ms, 0 = none), in
-    /// log order: a full scan of the database's records.
-    fn scan(&self, db: usize, mut f: impl FnMut(Vec<u8>, u64)) -> Result<(), Error> {
+    /// Every stored key of `db` with its type and expiry (Unix ms, 0 =
+    /// none), in log order: a full scan of the database's records.
+    fn scan(&self, db: usize, mut f: impl FnMut(Vec<u8>, Kind, u64)) -> Result<(), Error> {
         for entry in self.cache.engine().iter(self.ns(db)) {
             let (key, raw) = entry?;
             if raw.len() < crate::ENVELOPE_BYTES + EXPIRY_BYTES {
                 continue;
             }
+            let flags = u32::from_le_bytes(raw[..4].try_into().expect("4 bytes"));
+            let Some(kind) = Kind::from_code(flags) else {
+                continue;
+            };
             let at = u64::from_le_bytes(
                 raw[crate::ENVELOPE_BYTES..crate::ENVELOPE_BYTES + EXPIRY_BYTES]
                     .try_into()
                     .expect("8 bytes"),
             );
-            f(key, at);
+            f(key, kind, at);
         }
         Ok(())
     }
@@ -390,10 +470,19 @@ impl RespStore {
     /// The live keys of `db` at `now_ms`, in log order (a full scan: for
     /// KEYS and SCAN).
     pub fn keys(&self, db: usize, now_ms: u64) -> Result<Vec<Vec<u8>>, Error> {
+        Ok(self
+            .typed_keys(db, now_ms)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    /// [`RespStore::keys`] with each key's type (SCAN … TYPE).
+    pub fn typed_keys(&self, db: usize, now_ms: u64) -> Result<Vec<(Vec<u8>, Kind)>, Error> {
         let mut keys = Vec::new();
-        self.scan(db, |key, at| {
+        self.scan(db, |key, kind, at| {
             if at == 0 || at > now_ms {
-                keys.push(key);
+                keys.push((key, kind));
             }
         })?;
         Ok(keys)
@@ -403,7 +492,7 @@ impl RespStore {
     /// expired at `now_ms`, and how many live keys have an expiry.
     pub fn expiry_scan(&self, db: usize, now_ms: u64) -> Result<(Vec<Vec<u8>>, u64), Error> {
         let (mut expired, mut live_with_ttl) = (Vec::new(), 0);
-        self.scan(db, |key, at| {
+        self.scan(db, |key, _, at| {
             if at != 0 && at <= now_ms {
                 expired.push(key);
             } else if at != 0 {

@@ -192,6 +192,16 @@ fn migrating_slots_under_writes_loses_nothing() {
     for k in 0..KEYS {
         assert_eq!(text(&c.call(&["SET", &format!("key{k}"), "0"])), "OK");
     }
+    // Hashes move too (as their records, with their expiry).
+    const HASHES: usize = 200;
+    for k in 0..HASHES {
+        let (h, n) = (format!("hash{k}"), k.to_string());
+        let v = c.call(&["HSET", &h, "a", &n, "b", "", "", "empty field"]);
+        assert_eq!(v, Value::Integer(3), "HSET {h}");
+        if k % 2 == 0 {
+            assert_eq!(c.call(&["EXPIRE", &h, "1000"]), Value::Integer(1));
+        }
+    }
     // Writers: each SET acknowledged is recorded.
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..2)
@@ -253,6 +263,23 @@ fn migrating_slots_under_writes_loses_nothing() {
             on_b += 1;
         }
     }
+    for k in 0..HASHES {
+        let h = format!("hash{k}");
+        let all = c.call(&["HGETALL", &h]);
+        let want = ["a", &k.to_string(), "b", "", "", "empty field"];
+        let Value::Array(Some(got)) = all else {
+            panic!("HGETALL {h}: {all:?}")
+        };
+        let got: Vec<String> = got.iter().map(text).collect();
+        assert_eq!(got, want, "{h}");
+        let Value::Integer(ttl) = c.call(&["TTL", &h]) else {
+            panic!()
+        };
+        assert_eq!(ttl > 0, k % 2 == 0, "TTL of {h}: {ttl}");
+        if nvdepot_resp::slot::key_slot(h.as_bytes()) >= 8192 {
+            on_b += 1;
+        }
+    }
     let mut cb = Resp::connect(&b);
     let Value::Integer(db_b) = cb.call(&["DBSIZE"]) else {
         panic!()
@@ -261,7 +288,11 @@ fn migrating_slots_under_writes_loses_nothing() {
         panic!()
     };
     assert_eq!(db_b as usize, on_b, "keys on the new node");
-    assert_eq!(db_a as usize, KEYS - on_b, "keys left on the old node");
+    assert_eq!(
+        db_a as usize,
+        KEYS + HASHES - on_b,
+        "keys left on the old node"
+    );
     assert!(
         info.contains(&format!("migrated_keys:{on_b}\r\n")),
         "{info}"

@@ -115,6 +115,22 @@ pub const COMMANDS: &[Spec] = &[
     spec("KEYS", 2, 0, 0, 0),
     spec("SCAN", -2, 0, 0, 0),
     spec("RANDOMKEY", 1, 0, 0, 0),
+    write("HSET", -4, 1, 1, 1),
+    write("HMSET", -4, 1, 1, 1),
+    write("HSETNX", 4, 1, 1, 1),
+    spec("HGET", 3, 1, 1, 1),
+    spec("HMGET", -3, 1, 1, 1),
+    spec("HGETALL", 2, 1, 1, 1),
+    spec("HKEYS", 2, 1, 1, 1),
+    spec("HVALS", 2, 1, 1, 1),
+    write("HDEL", -3, 1, 1, 1),
+    spec("HLEN", 2, 1, 1, 1),
+    spec("HEXISTS", 3, 1, 1, 1),
+    spec("HSTRLEN", 3, 1, 1, 1),
+    write("HINCRBY", 4, 1, 1, 1),
+    write("HINCRBYFLOAT", 4, 1, 1, 1),
+    spec("HRANDFIELD", -2, 1, 1, 1),
+    spec("HSCAN", -3, 1, 1, 1),
 ];
 
 /// The spec of command `name` (upper case).

@@ -373,6 +373,15 @@ impl RespSession {
                             };
                             c.cluster_command(args, &keys_in_slot, &mut r)
                         }
+                        b"CLUSTERX"
+                            if args.len() == 6 && args[1].eq_ignore_ascii_case(b"RESTORE") =>
+                        {
+                            let done = super::migrate::restore(&shared, &args[2..]).await;
+                            match done {
+                                Ok(()) => r.ok(),
+                                Err(e) => r.error(format!("ERR {e}")),
+                            }
+                        }
                         b"CLUSTERX" => super::migrate::clusterx(&shared, c, args, &mut r),
                         b"ASKING" => {
                             self.asking = true;

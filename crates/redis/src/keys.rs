@@ -6,7 +6,7 @@
 //! sharing one group commit): each key is atomic, the command as a whole
 //! is not (Redis runs it in one step).
 
-use nvdepot_cache::resp::{unix_now_ms, Change, RespStore, Value};
+use nvdepot_cache::resp::{unix_now_ms, Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
@@ -69,6 +69,12 @@ pub async fn execute(
     let store = &*shared.store;
     let now = unix_now_ms();
     let cluster = shared.cluster.is_some();
+    if let Some(result) = super::hash::execute(shared, db, name, args, now, r).await {
+        if let Err(e) = result {
+            storage_error(r, &e);
+        }
+        return true;
+    }
     if let Some(result) = super::strings::execute(store, db, name, args, now, cluster, r).await {
         if let Err(e) = result {
             storage_error(r, &e);
@@ -83,6 +89,7 @@ pub async fn execute(
             store.get(db, args[1], now).await.map(|v| {
                 let c = &shared.counters;
                 match v {
+                    Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
                     Some(v) => {
                         c.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         r.bulk(v.data());
@@ -151,11 +158,15 @@ pub async fn execute(
             }
             store
                 .update(db, args[1], now, |cur| match cur {
-                    Some(v) => (Change::Delete, Some(v.data().to_vec())),
-                    None => (Change::Keep, None),
+                    Some(v) if v.kind() != Kind::String => (Change::Keep, Err(())),
+                    Some(v) => (Change::Delete, Ok(Some(v.data().to_vec()))),
+                    None => (Change::Keep, Ok(None)),
                 })
                 .await
-                .map(|(v, _)| bulk_or_null(r, v.as_deref()))
+                .map(|(v, _)| match v {
+                    Ok(v) => bulk_or_null(r, v.as_deref()),
+                    Err(()) => r.error(errors::WRONGTYPE),
+                })
         }
         b"GETEX" => getex(store, db, args, now, r).await,
         b"MGET" => {
@@ -167,7 +178,8 @@ pub async fn execute(
             values.map(|values| {
                 r.array(values.len());
                 for v in values {
-                    bulk_or_null(r, v.as_ref().map(Value::data));
+                    let string = v.as_ref().filter(|v| v.kind() == Kind::String);
+                    bulk_or_null(r, string.map(Value::data));
                 }
             })
         }
@@ -186,24 +198,30 @@ pub async fn execute(
             store
                 .update(db, args[1], now, |cur| {
                     let (mut data, at) = match cur {
+                        Some(v) if v.kind() != Kind::String => {
+                            return (Change::Keep, Err(errors::WRONGTYPE))
+                        }
                         Some(v) => (v.data().to_vec(), v.expire_at_ms()),
                         None => (Vec::new(), 0),
                     };
                     data.extend_from_slice(tail);
                     let len = data.len() as i64;
-                    (put(&data, at), len)
+                    (put(&data, at), Ok(len))
                 })
                 .await
-                .map(|(n, _)| r.integer(n))
+                .map(|(n, _)| match n {
+                    Ok(n) => r.integer(n),
+                    Err(e) => r.error(e),
+                })
         }
         b"STRLEN" => {
             if !arity(args, 2, Some(2), r) {
                 return true;
             }
-            store
-                .get(db, args[1], now)
-                .await
-                .map(|v| r.integer(v.map_or(0, |v| v.data().len() as i64)))
+            store.get(db, args[1], now).await.map(|v| match v {
+                Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
+                v => r.integer(v.map_or(0, |v| v.data().len() as i64)),
+            })
         }
         b"INCR" | b"DECR" | b"INCRBY" | b"DECRBY" => {
             let by = matches!(name, b"INCRBY" | b"DECRBY");
@@ -241,6 +259,9 @@ pub async fn execute(
             store
                 .update(db, args[1], now, |cur| {
                     let (old, at) = match cur {
+                        Some(v) if v.kind() != Kind::String => {
+                            return (Change::Keep, Err(errors::WRONGTYPE))
+                        }
                         Some(v) => match string2ll(v.data()) {
                             Some(n) => (n, v.expire_at_ms()),
                             None => return (Change::Keep, Err(errors::NOT_INTEGER)),
@@ -267,9 +288,12 @@ pub async fn execute(
                 r.error(errors::NOT_INTEGER);
                 return true;
             };
-            store.get(db, args[1], now).await.map(|v| {
-                let data = v.as_ref().map_or(&[][..], Value::data);
-                r.bulk(range(data, start, end));
+            store.get(db, args[1], now).await.map(|v| match v {
+                Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
+                v => {
+                    let data = v.as_ref().map_or(&[][..], Value::data);
+                    r.bulk(range(data, start, end));
+                }
             })
         }
         b"DEL" | b"UNLINK" => {
@@ -304,7 +328,7 @@ pub async fn execute(
             store
                 .get(db, args[1], now)
                 .await
-                .map(|v| r.simple(if v.is_some() { "string" } else { "none" }))
+                .map(|v| r.simple(v.map_or("none", |v| v.kind().name())))
         }
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
             expire(store, db, name, args, now, r).await
@@ -333,7 +357,7 @@ pub async fn execute(
             }
             store
                 .update(db, args[1], now, |cur| match cur {
-                    Some(v) if v.expire_at_ms() != 0 => (put(v.data(), 0), 1),
+                    Some(v) if v.expire_at_ms() != 0 => (v.with_expiry(0), 1),
                     _ => (Change::Keep, 0),
                 })
                 .await
@@ -368,8 +392,10 @@ pub async fn execute(
     true
 }
 
+/// A string put.
 fn put(data: &[u8], expire_at_ms: u64) -> Change {
     Change::Put {
+        kind: Kind::String,
         data: data.to_vec(),
         expire_at_ms,
     }
@@ -525,7 +551,10 @@ async fn set(
     }
     let ((stored, old), _) = store
         .update(db, args[1], now, |cur| {
-            let old = cur.map(|v| v.data().to_vec());
+            if get && cur.is_some_and(|v| v.kind() != Kind::String) {
+                return (Change::Keep, (false, Err(())));
+            }
+            let old = Ok(cur.map(|v| v.data().to_vec()));
             if (nx && cur.is_some()) || (xx && cur.is_none()) {
                 return (Change::Keep, (false, old));
             }
@@ -537,6 +566,10 @@ async fn set(
             (put(value, at), (true, old))
         })
         .await?;
+    let Ok(old) = old else {
+        r.error(errors::WRONGTYPE);
+        return Ok(());
+    };
     if get {
         bulk_or_null(r, old.as_deref());
     } else if stored {
@@ -574,29 +607,36 @@ async fn getex(
             // key answers nil whatever the time says.
             match store.get(db, args[1], now).await? {
                 None => r.null(),
+                Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
                 Some(_) => r.error(&msg),
             }
             return Ok(());
         }
     };
     if expiry == Expiry::Unset {
-        let v = store.get(db, args[1], now).await?;
-        bulk_or_null(r, v.as_ref().map(Value::data));
+        match store.get(db, args[1], now).await? {
+            Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
+            v => bulk_or_null(r, v.as_ref().map(Value::data)),
+        }
         return Ok(());
     }
     let (old, _) = store
         .update(db, args[1], now, |cur| match cur {
-            None => (Change::Keep, None),
+            None => (Change::Keep, Ok(None)),
+            Some(v) if v.kind() != Kind::String => (Change::Keep, Err(())),
             Some(v) => match expiry {
                 // A time already past deletes the key at once, as Redis's
                 // checkAlreadyExpired (else DBSIZE counts it until read).
-                Expiry::At(at) if at <= now => (Change::Delete, Some(v.data().to_vec())),
-                Expiry::At(at) => (put(v.data(), at), Some(v.data().to_vec())),
-                _ => (put(v.data(), 0), Some(v.data().to_vec())),
+                Expiry::At(at) if at <= now => (Change::Delete, Ok(Some(v.data().to_vec()))),
+                Expiry::At(at) => (v.with_expiry(at), Ok(Some(v.data().to_vec()))),
+                _ => (v.with_expiry(0), Ok(Some(v.data().to_vec()))),
             },
         })
         .await?;
-    bulk_or_null(r, old.as_deref());
+    match old {
+        Ok(old) => bulk_or_null(r, old.as_deref()),
+        Err(()) => r.error(errors::WRONGTYPE),
+    }
     Ok(())
 }
 
@@ -680,11 +720,56 @@ async fn expire(
                 // Redis deletes a key given a time in the past at once.
                 return (Change::Delete, 1);
             }
-            (put(v.data(), new), 1)
+            (v.with_expiry(new), 1)
         })
         .await?;
     r.integer(n);
     Ok(())
+}
+
+/// The options of SCAN, HSCAN, SSCAN, ZSCAN: MATCH, COUNT, and TYPE
+/// (SCAN's only), as Redis's `scanGenericCommand` reads them.
+pub struct ScanOptions<'a> {
+    pub pattern: Option<&'a [u8]>,
+    /// A hint: at least 1.
+    pub count: usize,
+    /// SCAN TYPE's type name, lower case.
+    pub kind: Option<Vec<u8>>,
+}
+
+impl<'a> ScanOptions<'a> {
+    /// Reads the options after the cursor, or the error to answer.
+    pub fn parse(opts: &[&'a [u8]], keyspace: bool) -> Result<ScanOptions<'a>, &'static str> {
+        let mut out = ScanOptions {
+            pattern: None,
+            count: 10,
+            kind: None,
+        };
+        let mut i = 0;
+        while i < opts.len() {
+            let opt = opts[i].to_ascii_uppercase();
+            let Some(&arg) = opts.get(i + 1) else {
+                return Err(errors::SYNTAX);
+            };
+            match opt.as_slice() {
+                b"MATCH" => out.pattern = Some(arg),
+                b"COUNT" => match int_arg(arg) {
+                    Some(n) if n >= 1 => out.count = n as usize,
+                    Some(_) => return Err(errors::SYNTAX),
+                    None => return Err(errors::NOT_INTEGER),
+                },
+                b"TYPE" if keyspace => out.kind = Some(arg.to_ascii_lowercase()),
+                _ => return Err(errors::SYNTAX),
+            }
+            i += 2;
+        }
+        Ok(out)
+    }
+
+    /// Whether `name` matches the MATCH pattern (if any).
+    pub fn matches(&self, name: &[u8]) -> bool {
+        self.pattern.is_none_or(|p| glob::matches(p, name))
+    }
 }
 
 fn scan(
@@ -704,37 +789,14 @@ fn scan(
         r.error("ERR invalid cursor");
         return Ok(());
     };
-    let mut pattern: Option<&[u8]> = None;
-    let mut want_type: Option<Vec<u8>> = None;
-    let mut count = 10;
-    let mut i = 2;
-    while i < args.len() {
-        let opt = args[i].to_ascii_uppercase();
-        let Some(&arg) = args.get(i + 1) else {
-            r.error(errors::SYNTAX);
+    let opts = match ScanOptions::parse(&args[2..], true) {
+        Ok(o) => o,
+        Err(msg) => {
+            r.error(msg);
             return Ok(());
-        };
-        match opt.as_slice() {
-            b"MATCH" => pattern = Some(arg),
-            b"COUNT" => match int_arg(arg) {
-                Some(n) if n >= 1 => count = n as usize,
-                Some(_) => {
-                    r.error(errors::SYNTAX);
-                    return Ok(());
-                }
-                None => {
-                    r.error(errors::NOT_INTEGER);
-                    return Ok(());
-                }
-            },
-            b"TYPE" => want_type = Some(arg.to_ascii_lowercase()),
-            _ => {
-                r.error(errors::SYNTAX);
-                return Ok(());
-            }
         }
-        i += 2;
-    }
+    };
+    let count = opts.count;
     // Pages in the order of the keys' hashes: cursor c continues with the
     // keys whose hash is >= c, and a page ends between two hashes, so a
     // key present for the whole scan is returned exactly once (Redis's
@@ -742,11 +804,11 @@ fn scan(
     // (keys live on flash; the index holds fingerprints only), so a page
     // is at least 1/16 of the database (COUNT is a hint Redis may exceed
     // too): a whole iteration is at most 17 reads of the keys.
-    let all = store.keys(db, now)?;
+    let all = store.typed_keys(db, now)?;
     let page = count.max(all.len().div_ceil(16)).max(1);
-    let mut hashed: Vec<(u64, Vec<u8>)> = all
+    let mut hashed: Vec<(u64, (Vec<u8>, Kind))> = all
         .into_iter()
-        .map(|k| (xxhash_rust::xxh3::xxh3_64(&k), k))
+        .map(|k| (xxhash_rust::xxh3::xxh3_64(&k.0), k))
         .filter(|(h, _)| *h >= cursor)
         .collect();
     hashed.sort_unstable_by_key(|(h, _)| *h);
@@ -756,11 +818,16 @@ fn scan(
         n += 1;
     }
     let next = hashed.get(n).map_or(0, |(h, _)| *h);
-    let keys: Vec<Vec<u8>> = hashed.into_iter().take(n).map(|(_, k)| k).collect();
+    let keys: Vec<(Vec<u8>, Kind)> = hashed.into_iter().take(n).map(|(_, k)| k).collect();
     let hits: Vec<&Vec<u8>> = keys
         .iter()
-        .filter(|k| pattern.is_none_or(|p| glob::matches(p, k)))
-        .filter(|_| want_type.as_deref().is_none_or(|t| t == b"string"))
+        .filter(|(k, _)| opts.matches(k))
+        .filter(|(_, kind)| {
+            opts.kind
+                .as_deref()
+                .is_none_or(|t| t == kind.name().as_bytes())
+        })
+        .map(|(k, _)| k)
         .collect();
     r.array(2);
     r.bulk(next.to_string().as_bytes());

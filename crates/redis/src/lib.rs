@@ -6,7 +6,8 @@
 //!
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
-//! and expiry commands), `strings` (the string type), `multi`
+//! and expiry commands), `strings` (the string type), `hash` (hashes),
+//! `compact` (the one-record layout of collections), `multi`
 //! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG) and
 //! `tunables` (the encoding settings CONFIG SET may change), `commands`
 //! (COMMAND and the key specifications), [`cluster`] and `migrate`
@@ -17,17 +18,20 @@
 mod clients;
 pub mod cluster;
 mod commands;
+mod compact;
 mod config;
 pub mod expiry;
 pub mod face;
 mod gate;
 mod glob;
+mod hash;
 mod join;
 mod keys;
 mod migrate;
 mod multi;
 mod strings;
 mod tunables;
+mod types;
 
 use std::sync::Arc;
 use std::time::Duration;

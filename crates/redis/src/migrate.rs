@@ -17,7 +17,8 @@
 //! repeatedly scans the source for keys of the slots and moves them in
 //! batches of 64, each holding the exclusive pass of the isolation gate
 //! (as Redis's `MIGRATE` blocks its server): read here, copied to the
-//! destination (`ASKING`, `SET key value [PXAT expiry]`, durable there
+//! destination (`ASKING`, `SET key value [PXAT expiry]`, or for a
+//! collection `CLUSTERX RESTORE key type expiry data`, durable there
 //! when answered), deleted here — so no command comes between the copy
 //! and the delete, and no command's presence check straddles them. A key
 //! absent here stays absent: commands for it are asked of the
@@ -33,7 +34,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nvdepot_cache::resp::{unix_now_ms, Change};
+use nvdepot_cache::resp::{unix_now_ms, Change, Kind};
 use nvdepot_resp::{parse_value, Reply, Value};
 use tracing::{info, warn};
 
@@ -88,6 +89,33 @@ pub fn clusterx(shared: &Arc<Shared>, cluster: &Arc<Cluster>, args: &[&[u8]], r:
             sub.to_ascii_lowercase()
         )),
     }
+}
+
+/// `CLUSTERX RESTORE key type-code expire-at-ms data` (`args` from the
+/// key on): stores a collection moved here by a migration (strings move
+/// as SET), after checking its data decodes as its type. Async, unlike
+/// the other subcommands: it writes the store from the worker.
+pub async fn restore(shared: &Shared, args: &[&[u8]]) -> Result<(), String> {
+    let [key, code, at, data] = args else {
+        return Err("RESTORE takes key, type, expiry and data".into());
+    };
+    let number = |a: &[u8]| {
+        std::str::from_utf8(a)
+            .ok()
+            .and_then(|t| t.parse::<u64>().ok())
+    };
+    let kind = number(code)
+        .and_then(|c| u32::try_from(c).ok())
+        .and_then(Kind::from_code)
+        .filter(|k| *k != Kind::String)
+        .ok_or("RESTORE: not a collection type code")?;
+    let at = number(at).ok_or("RESTORE: bad expiry")?;
+    super::types::check(kind, data).map_err(|e| format!("RESTORE: {e}"))?;
+    shared
+        .store
+        .set_kind(0, key, kind, data, at)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn start_migration(
@@ -201,12 +229,18 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
     for k in keys {
         let v = block_on(shared.store.get(0, k, now)).map_err(|e| e.to_string())?;
         if let Some(v) = v {
-            copied.push((k, v.data().to_vec(), v.expire_at_ms(), v.version()));
+            copied.push((
+                k,
+                v.kind(),
+                v.data().to_vec(),
+                v.expire_at_ms(),
+                v.version(),
+            ));
         }
     }
     let mut pipeline = Vec::new();
     let mut sent = 0;
-    for (k, data, at, _) in &copied {
+    for (k, kind, data, at, _) in &copied {
         // An item expiring within the second is not worth sending: it is
         // deleted here only (expired, it reads as absent either way).
         if *at != 0 && *at <= now + 1000 {
@@ -214,7 +248,18 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
         }
         encode(&mut pipeline, &[b"ASKING"]);
         let at_text = at.to_string();
-        if *at == 0 {
+        if *kind != Kind::String {
+            let code = (*kind as u32).to_string();
+            let args: [&[u8]; 6] = [
+                b"CLUSTERX",
+                b"RESTORE",
+                k,
+                code.as_bytes(),
+                at_text.as_bytes(),
+                data,
+            ];
+            encode(&mut pipeline, &args);
+        } else if *at == 0 {
             encode(&mut pipeline, &[b"SET", k, data]);
         } else {
             encode(
@@ -232,7 +277,7 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
         }
     }
     let mut deleted = 0;
-    for (k, _, _, version) in &copied {
+    for (k, _, _, _, version) in &copied {
         let (gone, _) = block_on(shared.store.update(0, k, now, |cur| match cur {
             Some(c) if c.version() == *version => (Change::Delete, true),
             _ => (Change::Keep, false),

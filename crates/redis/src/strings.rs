@@ -6,7 +6,7 @@
 //! for them, as EXEC does), so no other command sees a half-done rename
 //! or a partial MSETNX, as in Redis where one thread runs everything.
 
-use nvdepot_cache::resp::{Change, RespStore, Value};
+use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
@@ -97,21 +97,29 @@ pub async fn execute(
             // Saturating: an offset near i64::MAX must not overflow (it
             // panicked here); an empty value writes nothing and is never
             // too long, as in Redis (which answers the length).
-            if !value.is_empty() && offset.saturating_add(value.len() as i64) > STRING_BYTES_MAX {
-                r.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-                return Some(Ok(()));
-            }
+            // (Checked after the type, as Redis does.)
+            let too_long =
+                !value.is_empty() && offset.saturating_add(value.len() as i64) > STRING_BYTES_MAX;
             let offset = offset as usize;
             store
                 .update(db, args[1], now, |cur| {
                     let (mut data, at) = match cur {
+                        Some(v) if v.kind() != Kind::String => {
+                            return (Change::Keep, Err(errors::WRONGTYPE))
+                        }
                         Some(v) => (v.data().to_vec(), v.expire_at_ms()),
                         // An empty value on a missing key creates nothing.
-                        None if value.is_empty() => return (Change::Keep, 0),
+                        None if value.is_empty() => return (Change::Keep, Ok(0)),
                         None => (Vec::new(), 0),
                     };
                     if value.is_empty() {
-                        return (Change::Keep, data.len());
+                        return (Change::Keep, Ok(data.len()));
+                    }
+                    if too_long {
+                        return (
+                            Change::Keep,
+                            Err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"),
+                        );
                     }
                     if data.len() < offset + value.len() {
                         data.resize(offset + value.len(), 0);
@@ -120,14 +128,18 @@ pub async fn execute(
                     let len = data.len();
                     (
                         Change::Put {
+                            kind: Kind::String,
                             data,
                             expire_at_ms: at,
                         },
-                        len,
+                        Ok(len),
                     )
                 })
                 .await
-                .map(|(len, _)| r.integer(len as i64))
+                .map(|(len, _)| match len {
+                    Ok(len) => r.integer(len as i64),
+                    Err(e) => r.error(e),
+                })
         }
         b"INCRBYFLOAT" => {
             if !arity(args, 3, Some(3), r) {
@@ -140,6 +152,9 @@ pub async fn execute(
             store
                 .update(db, args[1], now, |cur| {
                     let (base, at) = match cur {
+                        Some(v) if v.kind() != Kind::String => {
+                            return (Change::Keep, Err(errors::WRONGTYPE))
+                        }
                         Some(v) => match parse_float(v.data()) {
                             Some(f) => (f, v.expire_at_ms()),
                             None => return (Change::Keep, Err("ERR value is not a valid float")),
@@ -156,6 +171,7 @@ pub async fn execute(
                     let text = format_float(sum);
                     (
                         Change::Put {
+                            kind: Kind::String,
                             data: text.clone().into_bytes(),
                             expire_at_ms: at,
                         },
@@ -193,7 +209,7 @@ pub async fn execute(
 /// Parsed with `strtod` (nvdepot computes in f64): a number past f64's
 /// range reads as infinite, which INCRBYFLOAT then refuses (Redis's long
 /// double holds up to ~1e4932: the documented deviation).
-fn parse_float(a: &[u8]) -> Option<f64> {
+pub(crate) fn parse_float(a: &[u8]) -> Option<f64> {
     if a.is_empty() || a.len() >= 5 * 1024 || matches!(a[0], b' ' | b'\t'..=b'\r') {
         return None;
     }
@@ -218,7 +234,7 @@ fn parse_float(a: &[u8]) -> Option<f64> {
 /// A float as INCRBYFLOAT answers it: fixed-point, no exponent, no
 /// trailing zeros (Redis's `LD_STR_HUMAN`), the shortest digits that read
 /// back as the same number.
-fn format_float(f: f64) -> String {
+pub(crate) fn format_float(f: f64) -> String {
     if f == 0.0 {
         return "0".into();
     }
@@ -316,10 +332,12 @@ async fn relocate(
         // RENAME: the new key and the old key's deletion in one
         // crash-atomic batch (never both keys, never neither, after a crash).
         return store
-            .rename(from.0, from.1, to.1, v.data(), v.expire_at_ms())
+            .rename(from.0, from.1, to.1, v.kind(), v.data(), v.expire_at_ms())
             .await;
     }
-    store.set(to.0, to.1, v.data(), v.expire_at_ms()).await?;
+    store
+        .set_kind(to.0, to.1, v.kind(), v.data(), v.expire_at_ms())
+        .await?;
     if remove {
         store
             .update(from.0, from.1, now, |_| (Change::Delete, ()))
@@ -327,6 +345,10 @@ async fn relocate(
     }
     Ok(())
 }
+
+const LFU_OFF: &str = "ERR An LFU maxmemory policy is not selected, access frequency not \
+                       tracked. Please note that when switching between policies at runtime \
+                       LRU and LFU data will take some time to adjust.";
 
 /// Shared integer objects' reference count in Redis (`OBJ_SHARED_REFCOUNT`).
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
@@ -396,6 +418,15 @@ async fn object(
         r.null();
         return Ok(());
     };
+    if v.kind() != Kind::String {
+        match &sub[..] {
+            b"ENCODING" => r.bulk(super::types::encoding(&v)?.as_bytes()),
+            b"REFCOUNT" => r.integer(1),
+            b"IDLETIME" => r.integer(i64::from(store.idle_secs(db, args[2]))),
+            _ => r.error(LFU_OFF),
+        }
+        return Ok(());
+    }
     let data = v.data();
     let int = if data.len() <= 20 {
         int_arg(data)
@@ -413,11 +444,7 @@ async fn object(
             _ => 1,
         }),
         b"IDLETIME" => r.integer(i64::from(store.idle_secs(db, args[2]))),
-        _ => r.error(
-            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
-             Please note that when switching between policies at runtime LRU and LFU data \
-             will take some time to adjust.",
-        ),
+        _ => r.error(LFU_OFF),
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 //! (`hash-max-listpack-entries` and the rest, with their `ziplist`
 //! aliases): clients and Redis's own test suites set them. Their values
 //! are kept, checked and read back exactly as Redis 7.0 does (ranges,
-//! memory units, error texts, checked against redis-server 7.0.15); no
-//! collection type is stored yet, so none changes how data is laid out.
+//! memory units, error texts, checked against redis-server 7.0.15). The
+//! collection types read the thresholds to name their encodings as Redis
+//! would (OBJECT ENCODING).
 
 use parking_lot::Mutex;
 
@@ -169,6 +170,12 @@ impl Tunables {
             return Err(range(s));
         }
         Ok((i, v))
+    }
+
+    /// The current value of setting `name` (a known name).
+    pub fn value(&self, name: &str) -> i64 {
+        let i = index_of(name).expect("a known setting");
+        self.values.lock()[i]
     }
 
     /// Sets checked values (all of one `CONFIG SET`, at once).

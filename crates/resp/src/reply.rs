@@ -26,7 +26,7 @@ impl<'a> Reply<'a> {
         Reply { out, version }
     }
 
-    fn resp3(&self) -> bool {
+    pub fn resp3(&self) -> bool {
         self.version == Version::Resp3
     }
 

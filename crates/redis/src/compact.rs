@@ -1,0 +1,106 @@
+//! The compact layout of a collection: the whole collection in the key's
+//! own record, as Redis keeps small collections in one listpack. Any
+//! operation on it is one read of the record and at most one write.
+//!
+//! ```text
+//! u8     shape: 0 = small (Redis would use its compact encoding:
+//!        listpack, intset), 1 = large (Redis would have converted it:
+//!        hashtable, skiplist; never goes back, as in Redis)
+//! items  each a LEB128 length, then its bytes (a hash: field, value,
+//!        field, value …; a set: its members)
+//! ```
+//!
+//! Documented in docs/FORMAT.md ("Redis collections").
+
+use nvdepot_cache::Error;
+
+/// A decoded compact collection.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Compact {
+    /// Past Redis's compact thresholds once (OBJECT ENCODING).
+    pub large: bool,
+    pub items: Vec<Vec<u8>>,
+}
+
+/// Bytes of a length prefix at most.
+const LEN_BYTES_MAX: usize = 5;
+
+impl Compact {
+    /// Decodes a record's data (after its expiry).
+    pub fn decode(data: &[u8]) -> Result<Compact, Error> {
+        let bad = |what: &str| Error::Envelope(format!("compact collection: {what}"));
+        let (&shape, mut rest) = data.split_first().ok_or_else(|| bad("empty"))?;
+        if shape > 1 {
+            return Err(bad("unknown shape"));
+        }
+        let mut items = Vec::new();
+        while !rest.is_empty() {
+            let (len, used) = read_len(rest).ok_or_else(|| bad("bad length"))?;
+            rest = &rest[used..];
+            if rest.len() < len {
+                return Err(bad("item past the end"));
+            }
+            items.push(rest[..len].to_vec());
+            rest = &rest[len..];
+        }
+        Ok(Compact {
+            large: shape == 1,
+            items,
+        })
+    }
+
+    /// The record's data.
+    pub fn encode(&self) -> Vec<u8> {
+        let bytes: usize = self.items.iter().map(|i| i.len() + LEN_BYTES_MAX).sum();
+        let mut out = Vec::with_capacity(1 + bytes);
+        out.push(u8::from(self.large));
+        for item in &self.items {
+            write_len(&mut out, item.len());
+            out.extend_from_slice(item);
+        }
+        out
+    }
+}
+
+fn write_len(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_len(b: &[u8]) -> Option<(usize, usize)> {
+    let mut n = 0usize;
+    for (i, &byte) in b.iter().take(LEN_BYTES_MAX).enumerate() {
+        n |= usize::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((n, i + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let c = Compact {
+            large: true,
+            items: vec![vec![], vec![7; 300], b"x".to_vec(), vec![0; 70_000]],
+        };
+        assert_eq!(Compact::decode(&c.encode()).unwrap(), c);
+        let empty = Compact::default();
+        assert_eq!(Compact::decode(&empty.encode()).unwrap(), empty);
+    }
+
+    #[test]
+    fn damage_is_an_error() {
+        assert!(Compact::decode(&[]).is_err());
+        assert!(Compact::decode(&[2]).is_err());
+        assert!(Compact::decode(&[0, 5, b'a']).is_err());
+        assert!(Compact::decode(&[0, 0x80, 0x80, 0x80, 0x80, 0x80]).is_err());
+    }
+}

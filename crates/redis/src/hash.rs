@@ -1,0 +1,518 @@
+//! The hash type (Redis 7.0's `t_hash.c`): HSET and the rest, over the
+//! compact layout of `compact.rs` (fields and values alternating, in
+//! insertion order, as Redis's listpack keeps them). Each command is one
+//! atomic update of its key (one read, the decision, at most one write).
+//!
+//! OBJECT ENCODING answers `listpack` until the hash passes Redis's
+//! thresholds (`hash-max-listpack-entries` fields, or a field or value of
+//! HSET/HSETNX/HMSET longer than `hash-max-listpack-value`), then
+//! `hashtable` for good, as Redis converts and never converts back.
+
+use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, string2ll, Reply};
+use rand::Rng;
+
+use super::compact::Compact;
+use super::face::{arity, Shared};
+use super::strings::{format_float, parse_float};
+
+/// Why a command stopped before its reply.
+pub enum Fail {
+    WrongType,
+    Store(Error),
+}
+
+/// The commands of this module.
+pub fn is_hash_command(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"HSET"
+            | b"HMSET"
+            | b"HSETNX"
+            | b"HGET"
+            | b"HMGET"
+            | b"HGETALL"
+            | b"HKEYS"
+            | b"HVALS"
+            | b"HDEL"
+            | b"HLEN"
+            | b"HEXISTS"
+            | b"HSTRLEN"
+            | b"HINCRBY"
+            | b"HINCRBYFLOAT"
+            | b"HRANDFIELD"
+            | b"HSCAN"
+    )
+}
+
+/// A hash as its record holds it.
+#[derive(Default)]
+struct Hash {
+    large: bool,
+    /// Field, value, in insertion order.
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The hash a value holds (`None` for a missing key).
+fn hash_of(v: Option<&Value>) -> Result<Option<Hash>, Fail> {
+    let Some(v) = v else { return Ok(None) };
+    if v.kind() != Kind::Hash {
+        return Err(Fail::WrongType);
+    }
+    let c = Compact::decode(v.data()).map_err(Fail::Store)?;
+    if c.items.len() % 2 != 0 {
+        return Err(Fail::Store(Error::Envelope(
+            "hash record with an odd number of items".into(),
+        )));
+    }
+    let mut items = c.items.into_iter();
+    let mut pairs = Vec::with_capacity(items.len() / 2);
+    while let (Some(f), Some(v)) = (items.next(), items.next()) {
+        pairs.push((f, v));
+    }
+    Ok(Some(Hash {
+        large: c.large,
+        pairs,
+    }))
+}
+
+impl Hash {
+    fn find(&self, field: &[u8]) -> Option<usize> {
+        self.pairs.iter().position(|(f, _)| f == field)
+    }
+
+    fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        self.find(field).map(|i| self.pairs[i].1.as_slice())
+    }
+
+    /// Sets `field`; true if it is new. A new field goes last, an update
+    /// stays in place (listpack order).
+    fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        match self.find(field) {
+            Some(i) => {
+                self.pairs[i].1 = value.to_vec();
+                false
+            }
+            None => {
+                self.pairs.push((field.to_vec(), value.to_vec()));
+                true
+            }
+        }
+    }
+
+    /// The change storing this hash (deleting the key when empty).
+    fn change(self, expire_at_ms: u64, limits: &Limits) -> Change {
+        if self.pairs.is_empty() {
+            return Change::Delete;
+        }
+        let large = self.large || self.pairs.len() > limits.entries;
+        let items = self.pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
+        Change::Put {
+            kind: Kind::Hash,
+            data: Compact { large, items }.encode(),
+            expire_at_ms,
+        }
+    }
+}
+
+/// Redis's listpack thresholds for hashes, as set now.
+pub struct Limits {
+    entries: usize,
+    value: usize,
+}
+
+impl Limits {
+    fn now(shared: &Shared) -> Limits {
+        let t = &shared.tunables;
+        let get = |n| usize::try_from(t.value(n)).unwrap_or(usize::MAX);
+        Limits {
+            entries: get("hash-max-listpack-entries"),
+            value: get("hash-max-listpack-value"),
+        }
+    }
+
+    /// Whether any of `args` is too long for a listpack
+    /// (`hashTypeTryConversion`).
+    fn too_long(&self, args: &[&[u8]]) -> bool {
+        args.iter().any(|a| a.len() > self.value)
+    }
+}
+
+/// Whether `data` is a hash record's data.
+pub fn check(data: &[u8]) -> Result<(), Error> {
+    let c = Compact::decode(data)?;
+    if c.items.len() % 2 != 0 {
+        return Err(Error::Envelope("a hash needs field, value pairs".into()));
+    }
+    Ok(())
+}
+
+/// OBJECT ENCODING of a hash value.
+pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    let c = Compact::decode(v.data())?;
+    Ok(if c.large { "hashtable" } else { "listpack" })
+}
+
+/// Runs `name` if it is a hash command (`None` if not).
+pub async fn execute(
+    shared: &Shared,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    if !is_hash_command(name) {
+        return None;
+    }
+    let store = &*shared.store;
+    let limits = Limits::now(shared);
+    let done = match name {
+        b"HSET" | b"HMSET" => {
+            if !arity(args, 4, None, r) {
+                return Some(Ok(()));
+            }
+            if args.len() % 2 == 1 {
+                r.error(errors::wrong_arity(args[0]));
+                return Some(Ok(()));
+            }
+            let pairs = &args[2..];
+            update(store, db, args[1], now, &limits, |h| {
+                h.large |= limits.too_long(pairs);
+                let added = pairs.chunks(2).filter(|p| h.set(p[0], p[1])).count();
+                Ok((true, added))
+            })
+            .await
+            .map(|out| {
+                out.map(|added| {
+                    if name == b"HSET" {
+                        r.integer(added as i64)
+                    } else {
+                        r.ok()
+                    }
+                })
+            })
+        }
+        b"HSETNX" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            update(store, db, args[1], now, &limits, |h| {
+                // Redis converts on the arguments' lengths first, set or not.
+                h.large |= limits.too_long(&args[2..4]);
+                if h.find(args[2]).is_some() {
+                    return Ok((false, 0));
+                }
+                h.set(args[2], args[3]);
+                Ok((true, 1))
+            })
+            .await
+            .map(|out| out.map(|n| r.integer(n)))
+        }
+        b"HINCRBY" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            let Some(by) = string2ll(args[3]) else {
+                r.error(errors::NOT_INTEGER);
+                return Some(Ok(()));
+            };
+            update(store, db, args[1], now, &limits, |h| {
+                let old = match h.get(args[2]) {
+                    Some(v) => match string2ll(v) {
+                        Some(n) => n,
+                        None => return Err("ERR hash value is not an integer"),
+                    },
+                    None => 0,
+                };
+                let Some(n) = old.checked_add(by) else {
+                    return Err(errors::OVERFLOW);
+                };
+                h.set(args[2], n.to_string().as_bytes());
+                Ok((true, n))
+            })
+            .await
+            .map(|out| out.map(|n| r.integer(n)))
+        }
+        b"HINCRBYFLOAT" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            let Some(by) = parse_float(args[3]) else {
+                r.error(errors::NOT_FLOAT);
+                return Some(Ok(()));
+            };
+            if !by.is_finite() {
+                r.error("ERR value is NaN or Infinity");
+                return Some(Ok(()));
+            }
+            update(store, db, args[1], now, &limits, |h| {
+                let old = match h.get(args[2]) {
+                    Some(v) => match parse_float(v) {
+                        Some(f) => f,
+                        None => return Err("ERR hash value is not a float"),
+                    },
+                    None => 0.0,
+                };
+                let sum = old + by;
+                if !sum.is_finite() {
+                    return Err("ERR increment would produce NaN or Infinity");
+                }
+                let text = format_float(sum);
+                h.set(args[2], text.as_bytes());
+                Ok((true, text))
+            })
+            .await
+            .map(|out| out.map(|text| r.bulk(text.as_bytes())))
+        }
+        b"HDEL" => {
+            if !arity(args, 3, None, r) {
+                return Some(Ok(()));
+            }
+            update(store, db, args[1], now, &limits, |h| {
+                let before = h.pairs.len();
+                for f in &args[2..] {
+                    if let Some(i) = h.find(f) {
+                        h.pairs.remove(i);
+                    }
+                }
+                let removed = before - h.pairs.len();
+                Ok((removed > 0, removed as i64))
+            })
+            .await
+            .map(|out| out.map(|n| r.integer(n)))
+        }
+        _ => return read_command(store, db, name, args, now, r).await,
+    };
+    Some(done.map(|out| {
+        if let Err(msg) = out {
+            r.error(msg);
+        }
+    }))
+}
+
+/// One atomic update of hash `key`: `apply` sees the hash (empty when
+/// missing) and says whether it changed and what to answer, or the error
+/// to answer (WRONGTYPE is one too).
+async fn update<T>(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    limits: &Limits,
+    mut apply: impl FnMut(&mut Hash) -> Result<(bool, T), &'static str>,
+) -> Result<Result<T, &'static str>, Error> {
+    let mut damage = None;
+    let (out, _) = store
+        .update(db, key, now, |cur| {
+            let (mut h, at) = match hash_of(cur) {
+                Ok(h) => (h.unwrap_or_default(), cur.map_or(0, Value::expire_at_ms)),
+                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
+                Err(Fail::Store(e)) => {
+                    damage = Some(e);
+                    return (Change::Keep, Err(""));
+                }
+            };
+            match apply(&mut h) {
+                Ok((true, t)) => (h.change(at, limits), Ok(t)),
+                Ok((false, t)) => (Change::Keep, Ok(t)),
+                Err(msg) => (Change::Keep, Err(msg)),
+            }
+        })
+        .await?;
+    match damage {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// The read-only commands: one read of the key.
+async fn read_command(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    let (min, max) = match name {
+        b"HGET" | b"HEXISTS" | b"HSTRLEN" => (3, Some(3)),
+        b"HMGET" => (3, None),
+        b"HGETALL" | b"HKEYS" | b"HVALS" | b"HLEN" => (2, Some(2)),
+        b"HRANDFIELD" => (2, None),
+        b"HSCAN" => (3, None),
+        _ => return None,
+    };
+    if !arity(args, min, max, r) {
+        return Some(Ok(()));
+    }
+    // Arguments Redis checks before it looks the key up.
+    let mut rand_count = None;
+    let mut cursor = 0;
+    match name {
+        b"HRANDFIELD" if args.len() > 2 => {
+            let withvalues = match args.len() {
+                3 => false,
+                4 if args[3].eq_ignore_ascii_case(b"WITHVALUES") => true,
+                _ => {
+                    r.error(errors::SYNTAX);
+                    return Some(Ok(()));
+                }
+            };
+            let Some(n) = string2ll(args[2]) else {
+                r.error(errors::NOT_INTEGER);
+                return Some(Ok(()));
+            };
+            if n == i64::MIN {
+                r.error(
+                    "ERR value is out of range, value must between -9223372036854775807 \
+                     and 9223372036854775807",
+                );
+                return Some(Ok(()));
+            }
+            if withvalues && n < 0 && n.unsigned_abs() > (i64::MAX / 2) as u64 {
+                r.error("ERR value is out of range");
+                return Some(Ok(()));
+            }
+            rand_count = Some((n, withvalues));
+        }
+        b"HSCAN" => match std::str::from_utf8(args[2])
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            Some(c) => cursor = c,
+            None => {
+                r.error("ERR invalid cursor");
+                return Some(Ok(()));
+            }
+        },
+        _ => {}
+    }
+    let v = match store.get(db, args[1], now).await {
+        Ok(v) => v,
+        Err(e) => return Some(Err(e)),
+    };
+    let h = match hash_of(v.as_ref()) {
+        Ok(h) => h,
+        Err(Fail::WrongType) => {
+            r.error(errors::WRONGTYPE);
+            return Some(Ok(()));
+        }
+        Err(Fail::Store(e)) => return Some(Err(e)),
+    };
+    match name {
+        b"HGET" => match h.as_ref().and_then(|h| h.get(args[2])) {
+            Some(v) => r.bulk(v),
+            None => r.null(),
+        },
+        b"HEXISTS" => r.integer(i64::from(
+            h.as_ref().is_some_and(|h| h.find(args[2]).is_some()),
+        )),
+        b"HSTRLEN" => r.integer(
+            h.as_ref()
+                .and_then(|h| h.get(args[2]))
+                .map_or(0, |v| v.len() as i64),
+        ),
+        b"HMGET" => {
+            r.array(args.len() - 2);
+            for f in &args[2..] {
+                match h.as_ref().and_then(|h| h.get(f)) {
+                    Some(v) => r.bulk(v),
+                    None => r.null(),
+                }
+            }
+        }
+        b"HLEN" => r.integer(h.map_or(0, |h| h.pairs.len() as i64)),
+        b"HGETALL" => {
+            let pairs = h.map(|h| h.pairs).unwrap_or_default();
+            r.map(pairs.len());
+            for (f, v) in &pairs {
+                r.bulk(f);
+                r.bulk(v);
+            }
+        }
+        b"HKEYS" | b"HVALS" => {
+            let pairs = h.map(|h| h.pairs).unwrap_or_default();
+            r.array(pairs.len());
+            for (f, v) in &pairs {
+                r.bulk(if name == b"HKEYS" { f } else { v });
+            }
+        }
+        b"HRANDFIELD" => randfield(h, rand_count, r),
+        b"HSCAN" => return Some(scan(h, cursor, args, r)),
+        _ => unreachable!("listed above"),
+    }
+    Some(Ok(()))
+}
+
+/// HRANDFIELD key [count [WITHVALUES]] once the key is read.
+fn randfield(h: Option<Hash>, count: Option<(i64, bool)>, r: &mut Reply<'_>) {
+    let mut rng = rand::thread_rng();
+    let Some((n, withvalues)) = count else {
+        match h {
+            Some(h) => r.bulk(&h.pairs[rng.gen_range(0..h.pairs.len())].0),
+            None => r.null(),
+        }
+        return;
+    };
+    let pairs = h.map(|h| h.pairs).unwrap_or_default();
+    let chosen: Vec<usize> = if pairs.is_empty() || n == 0 {
+        Vec::new()
+    } else if n < 0 {
+        // Repeats allowed: |n| independent draws.
+        (0..n.unsigned_abs())
+            .map(|_| rng.gen_range(0..pairs.len()))
+            .collect()
+    } else if n as u64 >= pairs.len() as u64 {
+        (0..pairs.len()).collect()
+    } else {
+        rand::seq::index::sample(&mut rng, pairs.len(), n as usize).into_vec()
+    };
+    if withvalues && r.resp3() {
+        r.array(chosen.len());
+        for i in chosen {
+            r.array(2);
+            r.bulk(&pairs[i].0);
+            r.bulk(&pairs[i].1);
+        }
+    } else if withvalues {
+        r.array(chosen.len() * 2);
+        for i in chosen {
+            r.bulk(&pairs[i].0);
+            r.bulk(&pairs[i].1);
+        }
+    } else {
+        r.array(chosen.len());
+        for i in chosen {
+            r.bulk(&pairs[i].0);
+        }
+    }
+}
+
+/// HSCAN once the key is read: the whole hash in one reply (cursor 0), as
+/// Redis answers for a listpack; MATCH filters by field.
+fn scan(h: Option<Hash>, _cursor: u64, args: &[&[u8]], r: &mut Reply<'_>) -> Result<(), Error> {
+    let Some(h) = h else {
+        r.array(2);
+        r.bulk(b"0");
+        r.array(0);
+        return Ok(());
+    };
+    let opts = match super::keys::ScanOptions::parse(&args[3..], false) {
+        Ok(o) => o,
+        Err(msg) => {
+            r.error(msg);
+            return Ok(());
+        }
+    };
+    let hits: Vec<&(Vec<u8>, Vec<u8>)> = h.pairs.iter().filter(|(f, _)| opts.matches(f)).collect();
+    r.array(2);
+    r.bulk(b"0");
+    r.array(hits.len() * 2);
+    for (f, v) in hits {
+        r.bulk(f);
+        r.bulk(v);
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! What every collection type answers the same way: OBJECT ENCODING by
+//! type, and the check of a moved collection's data.
+
+use nvdepot_cache::resp::{Kind, Value};
+use nvdepot_cache::Error;
+
+/// OBJECT ENCODING of a value that is not a string: the name of the shape
+/// Redis would keep it in.
+pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    match v.kind() {
+        Kind::Hash => super::hash::encoding(v),
+        other => Err(Error::Envelope(format!(
+            "OBJECT ENCODING of a {} is not known",
+            other.name()
+        ))),
+    }
+}
+
+/// Whether `data` decodes as a value of type `kind` (a collection moved
+/// here by a cluster migration).
+pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
+    match kind {
+        Kind::String => Ok(()),
+        Kind::Hash => super::hash::check(data),
+        other => Err(Error::Envelope(format!(
+            "{} is not stored yet",
+            other.name()
+        ))),
+    }
+}
