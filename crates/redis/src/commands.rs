@@ -131,6 +131,23 @@ pub const COMMANDS: &[Spec] = &[
     write("HINCRBYFLOAT", 4, 1, 1, 1),
     spec("HRANDFIELD", -2, 1, 1, 1),
     spec("HSCAN", -3, 1, 1, 1),
+    write("SADD", -3, 1, 1, 1),
+    write("SREM", -3, 1, 1, 1),
+    spec("SISMEMBER", 3, 1, 1, 1),
+    spec("SMISMEMBER", -3, 1, 1, 1),
+    spec("SMEMBERS", 2, 1, 1, 1),
+    spec("SCARD", 2, 1, 1, 1),
+    write("SPOP", -2, 1, 1, 1),
+    spec("SRANDMEMBER", -2, 1, 1, 1),
+    write("SMOVE", 4, 1, 2, 1),
+    spec("SINTER", -2, 1, -1, 1),
+    spec("SINTERCARD", -3, 0, 0, 0),
+    spec("SUNION", -2, 1, -1, 1),
+    spec("SDIFF", -2, 1, -1, 1),
+    write("SINTERSTORE", -3, 1, -1, 1),
+    write("SUNIONSTORE", -3, 1, -1, 1),
+    write("SDIFFSTORE", -3, 1, -1, 1),
+    spec("SSCAN", -3, 1, 1, 1),
 ];
 
 /// The spec of command `name` (upper case).

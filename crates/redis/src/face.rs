@@ -282,7 +282,7 @@ impl RespSession {
             return;
         }
         let shared = self.shared();
-        if super::strings::needs_exclusive(&name) {
+        if super::strings::needs_exclusive(&name) || super::set::needs_exclusive(&name) {
             let _pass = shared.gate.exclusive().await;
             self.execute(args, out).await;
         } else {

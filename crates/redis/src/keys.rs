@@ -69,6 +69,12 @@ pub async fn execute(
     let store = &*shared.store;
     let now = unix_now_ms();
     let cluster = shared.cluster.is_some();
+    if let Some(result) = super::set::execute(shared, db, name, args, now, r).await {
+        if let Err(e) = result {
+            storage_error(r, &e);
+        }
+        return true;
+    }
     if let Some(result) = super::hash::execute(shared, db, name, args, now, r).await {
         if let Err(e) = result {
             storage_error(r, &e);

@@ -6,7 +6,7 @@
 //!
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
-//! and expiry commands), `strings` (the string type), `hash` (hashes),
+//! and expiry commands), `strings` (the string type), `hash` (hashes), `set` (sets),
 //! `compact` (the one-record layout of collections), `multi`
 //! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG) and
 //! `tunables` (the encoding settings CONFIG SET may change), `commands`
@@ -29,6 +29,7 @@ mod join;
 mod keys;
 mod migrate;
 mod multi;
+mod set;
 mod strings;
 mod tunables;
 mod types;

@@ -9,6 +9,7 @@ use nvdepot_cache::Error;
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
     match v.kind() {
         Kind::Hash => super::hash::encoding(v),
+        Kind::Set => super::set::encoding(v),
         other => Err(Error::Envelope(format!(
             "OBJECT ENCODING of a {} is not known",
             other.name()
@@ -22,6 +23,7 @@ pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
     match kind {
         Kind::String => Ok(()),
         Kind::Hash => super::hash::check(data),
+        Kind::Set => super::set::check(data),
         other => Err(Error::Envelope(format!(
             "{} is not stored yet",
             other.name()
