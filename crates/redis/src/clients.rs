@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nvdepot_resp::{errors, Reply, Version};
-use nvdepot_server::{Closer, Connection};
+use nvdepot_server::{Closer, Connection, Probe};
 use parking_lot::Mutex;
 
+use super::blocking::{Cancel, Waiter};
 use super::face::RespSession;
 
 /// Every open connection, by client id.
@@ -37,6 +38,8 @@ impl Clients {
             addr: conn.peer,
             laddr: conn.local,
             closer: conn.closer.clone(),
+            probe: conn.probe,
+            blocked: Mutex::new(None),
             created: Instant::now(),
             last_ms: AtomicU64::new(0),
             db: AtomicU64::new(0),
@@ -67,6 +70,10 @@ pub struct Client {
     addr: SocketAddr,
     laddr: Option<SocketAddr>,
     closer: Closer,
+    /// Whether its peer is gone (checked by a blocked client).
+    pub(super) probe: Probe,
+    /// Its wait, while it is blocked (CLIENT KILL and UNBLOCK end it).
+    pub(super) blocked: Mutex<Option<Arc<Waiter>>>,
     created: Instant,
     /// Milliseconds after `created` of its last command.
     last_ms: AtomicU64,
@@ -218,6 +225,7 @@ impl RespSession {
             }
             (b"LIST", _) => self.client_list(args, r),
             (b"KILL", n) if n >= 3 => self.client_kill(args, r),
+            (b"UNBLOCK", 3 | 4) => self.client_unblock(args, r),
             (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {
                 r.error(format!(
                     "ERR wrong number of arguments for 'client|{lower}' command"
@@ -227,6 +235,35 @@ impl RespSession {
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(args[1])
             )),
+        }
+    }
+
+    /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends a blocked client's wait
+    /// as if its timeout passed, or with an error; 1 if it was blocked.
+    fn client_unblock(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let Some(id) = super::keys::int_arg(args[2]) else {
+            return r.error(errors::NOT_INTEGER);
+        };
+        let why = match args.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
+            None | Some(b"TIMEOUT") => Cancel::Timeout,
+            Some(b"ERROR") => Cancel::Error,
+            Some(_) => {
+                return r.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+            }
+        };
+        let target = self
+            .shared
+            .clients
+            .all()
+            .into_iter()
+            .find(|c| c.id as i64 == id);
+        let waiter = target.and_then(|c| c.blocked.lock().clone());
+        match waiter {
+            Some(w) => {
+                w.cancel(why);
+                r.integer(1);
+            }
+            None => r.integer(0),
         }
     }
 
@@ -318,6 +355,10 @@ impl RespSession {
                     self.close = true;
                     killed += 1;
                 } else if c.closer.close(c.conn) {
+                    // A blocked client ends its wait at once.
+                    if let Some(w) = c.blocked.lock().as_ref() {
+                        w.cancel(Cancel::Killed);
+                    }
                     // Gone from CLIENT LIST at once, as in Redis, though
                     // its task ends a moment later.
                     self.shared.clients.close(c.id);

@@ -60,6 +60,8 @@ pub struct Shared {
     pub clients: Clients,
     /// The encoding settings `CONFIG SET` may change.
     pub tunables: super::tunables::Tunables,
+    /// Clients blocked on keys (BLPOP and the rest).
+    pub blocked: super::blocking::Blocked,
     shutdown: Shutdown,
 }
 
@@ -83,6 +85,7 @@ impl RespFace {
             cluster,
             clients: Clients::default(),
             tunables: Default::default(),
+            blocked: Default::default(),
             shutdown,
         }))
     }
@@ -92,7 +95,7 @@ impl RespFace {
 pub struct RespSession {
     pub(super) shared: Arc<Shared>,
     pub db: usize,
-    version: Version,
+    pub(super) version: Version,
     authed: bool,
     /// What other connections see of this one (its id and name are
     /// there).
@@ -106,6 +109,11 @@ pub struct RespSession {
     /// The previous command was `ASKING` (cluster: serve an importing
     /// slot once).
     asking: bool,
+    /// A blocking pop may wait (outside MULTI) …
+    pub(super) may_block: bool,
+    /// … and found its keys empty: it may wait this long (`Some(None)`:
+    /// no limit).
+    pub(super) would_block: Option<Option<std::time::Duration>>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -129,6 +137,8 @@ impl Face for RespFace {
             multi: None,
             watched: Vec::new(),
             asking: false,
+            may_block: false,
+            would_block: None,
         }
     }
 
@@ -282,7 +292,10 @@ impl RespSession {
             return;
         }
         let shared = self.shared();
-        if super::strings::needs_exclusive(&name) || super::set::needs_exclusive(&name) {
+        if super::blocking::is_blocking(&name) {
+            return self.block(&name, args, out).await;
+        }
+        if needs_exclusive(&name) {
             let _pass = shared.gate.exclusive().await;
             self.execute(args, out).await;
         } else {
@@ -480,10 +493,35 @@ impl RespSession {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
+            b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" => {
+                let now = unix_now_ms();
+                let store = &*shared.store;
+                let tried = super::blocking::try_blocking(store, self.db, &name, args, now, &mut r);
+                match tried.await {
+                    Ok(super::blocking::Attempt::Replied) => {}
+                    Ok(super::blocking::Attempt::Empty(t)) if self.may_block => {
+                        self.would_block = Some(t)
+                    }
+                    Ok(super::blocking::Attempt::Empty(_)) => r.null_array(),
+                    Err(e) => r.error(format!("ERR {e}")),
+                }
+                self.wake_blocked(&shared, &name, args);
+            }
             _ => {
                 if !keys::execute(&shared, self.db, &name, args, &mut r).await {
                     r.error(errors::unknown_command(args));
                 }
+                self.wake_blocked(&shared, &name, args);
+            }
+        }
+    }
+
+    /// After a command that may have given a key elements: signals the
+    /// clients blocked on its keys.
+    fn wake_blocked(&self, shared: &Shared, name: &[u8], args: &[&[u8]]) {
+        if shared.blocked.any() && super::blocking::may_wake(name) {
+            for k in super::commands::keys(name, args) {
+                shared.blocked.signal(self.db, k);
             }
         }
     }
@@ -742,4 +780,12 @@ pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<St
         Route::Redirect(d) => Some(d.message()),
         _ => None,
     }
+}
+
+/// Commands that run holding the exclusive pass: they see and change
+/// several keys as one step.
+pub(super) fn needs_exclusive(name: &[u8]) -> bool {
+    super::strings::needs_exclusive(name)
+        || super::set::needs_exclusive(name)
+        || super::list::needs_exclusive(name)
 }

@@ -499,7 +499,7 @@ fn scan(h: Option<Hash>, _cursor: u64, args: &[&[u8]], r: &mut Reply<'_>) -> Res
         r.array(0);
         return Ok(());
     };
-    let opts = match super::keys::ScanOptions::parse(&args[3..], false) {
+    let opts = match super::scan::ScanOptions::parse(&args[3..], false) {
         Ok(o) => o,
         Err(msg) => {
             r.error(msg);

@@ -6,15 +6,18 @@
 //!
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
-//! and expiry commands), `strings` (the string type), `hash` (hashes), `set` (sets),
-//! `compact` (the one-record layout of collections), `multi`
-//! (MULTI/EXEC/WATCH), `clients` (CLIENT), `config` (CONFIG) and
-//! `tunables` (the encoding settings CONFIG SET may change), `commands`
-//! (COMMAND and the key specifications), [`cluster`] and `migrate`
-//! (Redis Cluster), [`expiry`] (the background sweep), `gate` (the
-//! exclusive gate of multi-key writes), `glob` (Redis's matcher), `join`
-//! (bounded joins of per-key futures).
+//! and expiry commands), `scan` (SCAN and its options); the types:
+//! `strings`, `hash`, `set`, `list` (with `blocking`: blocked clients),
+//! over `compact` (the one-record layout of collections) and `types`
+//! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
+//! (CLIENT), `config` (CONFIG) and `tunables` (the encoding settings
+//! CONFIG SET may change), `commands` (COMMAND and the key
+//! specifications), [`cluster`] and `migrate` (Redis Cluster), [`expiry`]
+//! (the background sweep), `gate` (the exclusive gate of multi-key
+//! writes), `glob` (Redis's matcher), `join` (bounded joins of per-key
+//! futures).
 
+mod blocking;
 mod clients;
 pub mod cluster;
 mod commands;
@@ -27,8 +30,10 @@ mod glob;
 mod hash;
 mod join;
 mod keys;
+mod list;
 mod migrate;
 mod multi;
+mod scan;
 mod set;
 mod strings;
 mod tunables;

@@ -21,7 +21,7 @@ use rand::Rng;
 
 use super::compact::Compact;
 use super::face::{arity, Shared};
-use super::keys::ScanOptions;
+use super::scan::ScanOptions;
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {

@@ -10,6 +10,8 @@ pub fn encoding(v: &Value) -> Result<&'static str, Error> {
     match v.kind() {
         Kind::Hash => super::hash::encoding(v),
         Kind::Set => super::set::encoding(v),
+        // Redis 7.0 keeps every list in a quicklist.
+        Kind::List => Ok("quicklist"),
         other => Err(Error::Envelope(format!(
             "OBJECT ENCODING of a {} is not known",
             other.name()
@@ -24,6 +26,7 @@ pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
         Kind::String => Ok(()),
         Kind::Hash => super::hash::check(data),
         Kind::Set => super::set::check(data),
+        Kind::List => super::list::check(data),
         other => Err(Error::Envelope(format!(
             "{} is not stored yet",
             other.name()

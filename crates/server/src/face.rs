@@ -49,6 +49,45 @@ pub struct Connection {
     /// Closes any connection of this server (an admin command such as
     /// Redis's `CLIENT KILL`).
     pub closer: Closer,
+    /// Tells whether the peer has gone (a session waiting long without
+    /// reading, as a blocked Redis client does).
+    pub probe: Probe,
+}
+
+/// Looks at a connection's socket without reading it.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe(pub(crate) std::os::fd::RawFd);
+
+impl Probe {
+    /// Whether the peer closed the connection (or it was shut down, or
+    /// failed): a receive that peeks finds the end of the stream or an
+    /// error. Pending input counts as open. Valid while the connection's
+    /// session lives (the kit closes the socket only after dropping it).
+    pub fn peer_closed(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: the descriptor is the connection's socket, open while
+        // its session (which holds this probe) lives; the call writes at
+        // most one byte into `byte` and, with MSG_PEEK, consumes nothing.
+        let n = unsafe {
+            libc::recv(
+                self.0,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            return false;
+        }
+        if n == 0 {
+            return true;
+        }
+        let e = std::io::Error::last_os_error();
+        !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        )
+    }
 }
 
 /// Closes connections of one server by [`Connection::id`].

@@ -17,7 +17,7 @@ mod server;
 mod shutdown;
 mod worker;
 
-pub use face::{Closer, Connection, Face, Fed, Session, OUTPUT_PAUSE_BYTES};
+pub use face::{Closer, Connection, Face, Fed, Probe, Session, OUTPUT_PAUSE_BYTES};
 pub use metrics::{prometheus_line, spawn_metrics};
 pub use server::{default_threads, Server, ServerConfig};
 pub use shutdown::Shutdown;

@@ -216,6 +216,7 @@ async fn serve_connection<F: Face>(conn: NewConn<F>, shared: Arc<Shared<F>>) {
             peer,
             local: stream.local_addr().ok(),
             closer: shared.closer(),
+            probe: crate::face::Probe(std::os::fd::AsRawFd::as_raw_fd(&stream)),
         };
         let mut io = ConnectionIo::new(stream, &shared, &conn);
         match io.run().await {

@@ -1,0 +1,465 @@
+//! Blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP): a client
+//! whose keys are empty waits, without holding a pass of the isolation
+//! gate, until a write may have given one of them elements, its timeout
+//! passes, or it is killed, unblocked or gone.
+//!
+//! Each key has a queue of its waiters, in the order they blocked. A
+//! command that may add elements (`may_wake`) signals its keys: the first
+//! waiter of each key not yet woken is woken and retries its pop under a
+//! pass of the gate; if it finds nothing (another client was faster) it
+//! waits again in its place. A waiter that pops signals the key again (it
+//! may hold more), and one that leaves after a wake-up it did not use
+//! passes it on, so an element never waits while a client blocked on its
+//! key does. Pushes inside MULTI/EXEC wake the waiters, which run once
+//! EXEC releases the exclusive pass — as Redis serves them after EXEC.
+//!
+//! A waiter registers before its first attempt, so a push between the
+//! attempt and the wait is not missed. Inside MULTI a blocking pop does not
+//! block: it answers at once, as Redis's does.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use nvdepot_cache::resp::RespStore;
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, Reply};
+
+use super::face::{arity, RespSession};
+use super::list::{lmove, pop, read, try_mpop, update, End, MPop};
+use super::strings::parse_float;
+
+/// How long a waiter sleeps before it checks its connection is still
+/// there (a client gone while blocked must not take an element).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// The blocking commands.
+pub fn is_blocking(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
+    )
+}
+
+/// Commands after which one of their keys may have elements for a waiter.
+pub fn may_wake(name: &[u8]) -> bool {
+    super::list::may_push(name) || matches!(name, b"RENAME" | b"RENAMENX" | b"COPY")
+}
+
+/// Why a waiter stopped waiting other than by its keys or its timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    None = 0,
+    /// CLIENT UNBLOCK … TIMEOUT: answer as if the timeout passed.
+    Timeout = 1,
+    /// CLIENT UNBLOCK … ERROR.
+    Error = 2,
+    /// CLIENT KILL.
+    Killed = 3,
+}
+
+/// One blocked client.
+#[derive(Default)]
+pub struct Waiter {
+    /// Woken and not yet retried.
+    ready: AtomicBool,
+    cancel: AtomicU8,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Waiter {
+    fn wake(&self) {
+        self.ready.store(true, Ordering::Release);
+        if let Some(w) = self.waker.lock().take() {
+            w.wake();
+        }
+    }
+
+    /// Stops the wait (CLIENT KILL, CLIENT UNBLOCK).
+    pub fn cancel(&self, why: Cancel) {
+        self.cancel.store(why as u8, Ordering::Release);
+        self.wake();
+    }
+
+    pub fn cancelled(&self) -> Cancel {
+        match self.cancel.load(Ordering::Acquire) {
+            1 => Cancel::Timeout,
+            2 => Cancel::Error,
+            3 => Cancel::Killed,
+            _ => Cancel::None,
+        }
+    }
+
+    /// Waits until woken.
+    async fn woken(&self) {
+        poll_fn(|cx| {
+            if self.ready.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            *self.waker.lock() = Some(cx.waker().clone());
+            if self.ready.load(Ordering::Acquire) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Waits until woken, or `limit` passes; true if woken.
+    pub async fn wait(&self, limit: Duration) -> bool {
+        use futures_util::future::{select, Either};
+        let woken = std::pin::pin!(self.woken());
+        let timer = std::pin::pin!(nvdepot_io::uring::sleep(limit));
+        let woke = matches!(select(woken, timer).await, Either::Left(_));
+        woke || self.ready.load(Ordering::Acquire)
+    }
+
+    /// Clears the wake-up before a retry.
+    pub fn rearm(&self) -> bool {
+        self.ready.swap(false, Ordering::AcqRel)
+    }
+}
+
+impl RespSession {
+    /// A blocking pop outside MULTI: tries, and while its keys are empty
+    /// waits (holding no pass) for a signal of them, its timeout, or its
+    /// end (`blocking.rs`).
+    pub(super) async fn block(&mut self, name: &[u8], args: &[&[u8]], out: &mut Vec<u8>) {
+        let shared = self.shared();
+        let keys = super::blocking::keys_of(name, args);
+        let waiter = Arc::new(Waiter::default());
+        let db = self.db;
+        shared.blocked.register(db, &keys, &waiter);
+        *self.client.blocked.lock() = Some(Arc::clone(&waiter));
+        let mut deadline = None;
+        let mut popped = false;
+        'tries: loop {
+            waiter.rearm();
+            self.may_block = true;
+            self.would_block = None;
+            if super::face::needs_exclusive(name) {
+                let _pass = shared.gate.exclusive().await;
+                self.execute(args, out).await;
+            } else {
+                let _pass = shared.gate.shared().await;
+                self.execute(args, out).await;
+            }
+            self.may_block = false;
+            let Some(timeout) = self.would_block.take() else {
+                popped = true;
+                break;
+            };
+            let deadline = deadline.get_or_insert_with(|| Deadline::after(timeout));
+            loop {
+                let mut r = Reply::new(out, self.version);
+                let Some(slice) = deadline.slice() else {
+                    r.null_array();
+                    break 'tries;
+                };
+                let woken = waiter.wait(slice).await;
+                match waiter.cancelled() {
+                    Cancel::None => {}
+                    Cancel::Timeout => {
+                        r.null_array();
+                        break 'tries;
+                    }
+                    Cancel::Error => {
+                        r.error(super::blocking::UNBLOCKED);
+                        break 'tries;
+                    }
+                    Cancel::Killed => {
+                        self.close = true;
+                        break 'tries;
+                    }
+                }
+                // A client gone meanwhile must not take an element.
+                if self.client.probe.peer_closed() {
+                    self.close = true;
+                    break 'tries;
+                }
+                if woken {
+                    continue 'tries;
+                }
+            }
+        }
+        *self.client.blocked.lock() = None;
+        let unused = waiter.rearm() && !popped;
+        shared.blocked.unregister(db, &keys, &waiter, unused);
+        if popped {
+            // The key may hold more for the next waiter.
+            for k in &keys {
+                shared.blocked.signal(db, k);
+            }
+        }
+    }
+}
+
+/// A key in its database.
+type KeyOf = (usize, Vec<u8>);
+
+/// Every blocked client, by database and key.
+#[derive(Default)]
+pub struct Blocked {
+    queues: Mutex<HashMap<KeyOf, VecDeque<Arc<Waiter>>>>,
+    /// Registered waiters (a write checks this before it signals).
+    waiting: AtomicUsize,
+}
+
+impl Blocked {
+    /// Whether any client is blocked (writes skip signalling if not).
+    pub fn any(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    pub fn register(&self, db: usize, keys: &[&[u8]], w: &Arc<Waiter>) {
+        let mut q = self.queues.lock();
+        for k in keys {
+            q.entry((db, k.to_vec()))
+                .or_default()
+                .push_back(Arc::clone(w));
+        }
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Removes `w`; a wake-up it did not use (`unused`) goes to the next
+    /// waiter of each of its keys.
+    pub fn unregister(&self, db: usize, keys: &[&[u8]], w: &Arc<Waiter>, unused: bool) {
+        {
+            let mut q = self.queues.lock();
+            for k in keys {
+                let id = (db, k.to_vec());
+                if let Some(queue) = q.get_mut(&id) {
+                    queue.retain(|x| !Arc::ptr_eq(x, w));
+                    if queue.is_empty() {
+                        q.remove(&id);
+                    }
+                }
+            }
+        }
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        if unused {
+            for k in keys {
+                self.signal(db, k);
+            }
+        }
+    }
+
+    /// `key` may have elements: wakes its first waiter not woken yet.
+    pub fn signal(&self, db: usize, key: &[u8]) {
+        let q = self.queues.lock();
+        let Some(queue) = q.get(&(db, key.to_vec())) else {
+            return;
+        };
+        if let Some(w) = queue.iter().find(|w| !w.ready.load(Ordering::Acquire)) {
+            w.wake();
+        }
+    }
+}
+
+/// A blocking command's timeout argument (seconds, a float; 0 = none), as
+/// Redis's `getTimeoutFromObjectOrReply` reads it.
+pub fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, &'static str> {
+    let f = parse_float(a).ok_or("ERR timeout is not a float or out of range")?;
+    let ms = (f * 1000.0).ceil();
+    if ms > i64::MAX as f64 {
+        return Err("ERR timeout is out of range");
+    }
+    if ms < 0.0 {
+        return Err("ERR timeout is negative");
+    }
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+}
+
+/// Where a blocked client's wait ends.
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    pub fn after(timeout: Option<Duration>) -> Deadline {
+        Deadline(timeout.map(|t| Instant::now() + t))
+    }
+
+    /// Time left, if the deadline has not passed (`PROBE_EVERY` at most).
+    pub fn slice(&self) -> Option<Duration> {
+        match self.0 {
+            None => Some(PROBE_EVERY),
+            Some(at) => {
+                let now = Instant::now();
+                (at > now).then(|| (at - now).min(PROBE_EVERY))
+            }
+        }
+    }
+}
+
+/// The keys a blocking command waits on (none when its arguments are
+/// malformed: its try then answers the error).
+pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    match name {
+        b"BLPOP" | b"BRPOP" if args.len() >= 3 => args[1..args.len() - 1].to_vec(),
+        b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
+        b"BLMPOP" => match super::list::MPop::parse(args, 2) {
+            Ok(spec) => spec.keys,
+            Err(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The error CLIENT UNBLOCK … ERROR answers.
+pub const UNBLOCKED: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+
+/// What one try of a blocking pop did.
+pub enum Attempt {
+    /// Its reply is written: popped, or an error.
+    Replied,
+    /// Every key is empty; the client may wait this long (`None`: no
+    /// limit). Nothing is written.
+    Empty(Option<std::time::Duration>),
+}
+
+/// One try of BLPOP, BRPOP, BLMOVE, BRPOPLPUSH or BLMPOP (the caller
+/// holds the exclusive pass for the last three).
+pub async fn try_blocking(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<Attempt, Error> {
+    let min = match name {
+        b"BLPOP" | b"BRPOP" => 3,
+        b"BRPOPLPUSH" => 4,
+        b"BLMOVE" => 6,
+        _ => 5,
+    };
+    let max = matches!(name, b"BRPOPLPUSH" | b"BLMOVE").then_some(min);
+    if !arity(args, min, max, r) {
+        return Ok(Attempt::Replied);
+    }
+    let timeout_at = match name {
+        b"BLMPOP" => 1,
+        _ => args.len() - 1,
+    };
+    // Redis reads the other arguments first (BLMOVE's ends, BLMPOP's
+    // numkeys and COUNT), then the timeout.
+    let ends = if name == b"BLMOVE" {
+        match (End::parse(args[3]), End::parse(args[4])) {
+            (Some(f), Some(t)) => Some((f, t)),
+            _ => {
+                r.error(errors::SYNTAX);
+                return Ok(Attempt::Replied);
+            }
+        }
+    } else {
+        None
+    };
+    let spec = if name == b"BLMPOP" {
+        match MPop::parse(args, 2) {
+            Ok(s) => Some(s),
+            Err(msg) => {
+                r.error(msg);
+                return Ok(Attempt::Replied);
+            }
+        }
+    } else {
+        None
+    };
+    let timeout = match timeout_arg(args[timeout_at]) {
+        Ok(t) => t,
+        Err(msg) => {
+            r.error(msg);
+            return Ok(Attempt::Replied);
+        }
+    };
+    let popped = match name {
+        b"BLPOP" | b"BRPOP" => {
+            let end = if name == b"BLPOP" {
+                End::Left
+            } else {
+                End::Right
+            };
+            let keys = &args[1..args.len() - 1];
+            let mut done = false;
+            for key in keys {
+                let Ok(l) = read(store, db, key, now, r).await? else {
+                    return Ok(Attempt::Replied);
+                };
+                if l.is_none_or(|l| l.is_empty()) {
+                    continue;
+                }
+                let popped = update(store, db, key, now, |l| {
+                    let e = l.as_mut().and_then(|l| pop(l, end));
+                    Ok((e.is_some(), e))
+                })
+                .await?;
+                if let Ok(Some(e)) = popped {
+                    r.array(2);
+                    r.bulk(key);
+                    r.bulk(&e);
+                    done = true;
+                    break;
+                }
+            }
+            done
+        }
+        b"BLMOVE" | b"BRPOPLPUSH" => {
+            let (from, to) = ends.unwrap_or((End::Right, End::Left));
+            let Ok(l) = read(store, db, args[1], now, r).await? else {
+                return Ok(Attempt::Replied);
+            };
+            if l.is_none_or(|l| l.is_empty()) {
+                false
+            } else {
+                lmove(store, db, args[1], args[2], from, to, now, r).await?;
+                true
+            }
+        }
+        // WRONGTYPE answered counts as a reply.
+        _ => try_mpop(store, db, &spec.expect("parsed"), now, r)
+            .await?
+            .unwrap_or(true),
+    };
+    Ok(if popped {
+        Attempt::Replied
+    } else {
+        Attempt::Empty(timeout)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_as_redis_reads_them() {
+        assert_eq!(timeout_arg(b"0"), Ok(None));
+        assert_eq!(timeout_arg(b"0.0001"), Ok(Some(Duration::from_millis(1))));
+        assert_eq!(timeout_arg(b"1.5"), Ok(Some(Duration::from_millis(1500))));
+        assert!(timeout_arg(b"-1").is_err());
+        assert!(timeout_arg(b"x").is_err());
+        assert!(timeout_arg(b"inf").is_err());
+    }
+
+    #[test]
+    fn a_signal_wakes_the_first_waiter_then_passes_on() {
+        let b = Blocked::default();
+        let (w1, w2) = (Arc::new(Waiter::default()), Arc::new(Waiter::default()));
+        b.register(0, &[b"k"], &w1);
+        b.register(0, &[b"k", b"j"], &w2);
+        b.signal(0, b"k");
+        assert!(w1.ready.load(Ordering::Acquire));
+        assert!(!w2.ready.load(Ordering::Acquire));
+        // w1 leaves without using it: w2 gets it.
+        b.unregister(0, &[b"k"], &w1, true);
+        assert!(w2.ready.load(Ordering::Acquire));
+        b.unregister(0, &[b"k", b"j"], &w2, false);
+        assert!(!b.any());
+        assert!(b.queues.lock().is_empty());
+    }
+}
