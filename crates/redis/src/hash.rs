@@ -4,9 +4,10 @@
 //! atomic update of its key (one read, the decision, at most one write).
 //!
 //! OBJECT ENCODING answers `listpack` until the hash passes Redis's
-//! thresholds (`hash-max-listpack-entries` fields, or a field or value of
-//! HSET/HSETNX/HMSET longer than `hash-max-listpack-value`), then
-//! `hashtable` for good, as Redis converts and never converts back.
+//! thresholds (`hash-max-listpack-entries` fields, or a field or value
+//! longer than `hash-max-listpack-value` stored, or given to HSET, HSETNX
+//! or HMSET), then `hashtable` for good, as Redis converts and never
+//! converts back.
 
 use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
@@ -87,8 +88,10 @@ impl Hash {
     }
 
     /// Sets `field`; true if it is new. A new field goes last, an update
-    /// stays in place (listpack order).
-    fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+    /// stays in place (listpack order). A field or value too long for a
+    /// listpack makes the hash large (Redis's `hashTypeSet`).
+    fn set(&mut self, field: &[u8], value: &[u8], limits: &Limits) -> bool {
+        self.large |= limits.too_long(&[field, value]);
         match self.find(field) {
             Some(i) => {
                 self.pairs[i].1 = value.to_vec();
@@ -180,7 +183,10 @@ pub async fn execute(
             let pairs = &args[2..];
             update(store, db, args[1], now, &limits, |h| {
                 h.large |= limits.too_long(pairs);
-                let added = pairs.chunks(2).filter(|p| h.set(p[0], p[1])).count();
+                let added = pairs
+                    .chunks(2)
+                    .filter(|p| h.set(p[0], p[1], &limits))
+                    .count();
                 Ok((true, added))
             })
             .await
@@ -204,7 +210,7 @@ pub async fn execute(
                 if h.find(args[2]).is_some() {
                     return Ok((false, 0));
                 }
-                h.set(args[2], args[3]);
+                h.set(args[2], args[3], &limits);
                 Ok((true, 1))
             })
             .await
@@ -229,7 +235,7 @@ pub async fn execute(
                 let Some(n) = old.checked_add(by) else {
                     return Err(errors::OVERFLOW);
                 };
-                h.set(args[2], n.to_string().as_bytes());
+                h.set(args[2], n.to_string().as_bytes(), &limits);
                 Ok((true, n))
             })
             .await
@@ -260,7 +266,7 @@ pub async fn execute(
                     return Err("ERR increment would produce NaN or Infinity");
                 }
                 let text = format_float(sum);
-                h.set(args[2], text.as_bytes());
+                h.set(args[2], text.as_bytes(), &limits);
                 Ok((true, text))
             })
             .await
@@ -352,14 +358,7 @@ async fn read_command(
     let mut cursor = 0;
     match name {
         b"HRANDFIELD" if args.len() > 2 => {
-            let withvalues = match args.len() {
-                3 => false,
-                4 if args[3].eq_ignore_ascii_case(b"WITHVALUES") => true,
-                _ => {
-                    r.error(errors::SYNTAX);
-                    return Some(Ok(()));
-                }
-            };
+            // Redis's order: the count, the option, the count's range.
             let Some(n) = string2ll(args[2]) else {
                 r.error(errors::NOT_INTEGER);
                 return Some(Ok(()));
@@ -371,7 +370,16 @@ async fn read_command(
                 );
                 return Some(Ok(()));
             }
-            if withvalues && n < 0 && n.unsigned_abs() > (i64::MAX / 2) as u64 {
+            let withvalues = match args.len() {
+                3 => false,
+                4 if args[3].eq_ignore_ascii_case(b"WITHVALUES") => true,
+                _ => {
+                    r.error(errors::SYNTAX);
+                    return Some(Ok(()));
+                }
+            };
+            // Twice as many replies as the count: it must stay in range.
+            if withvalues && n.unsigned_abs() > (i64::MAX / 2) as u64 {
                 r.error("ERR value is out of range");
                 return Some(Ok(()));
             }

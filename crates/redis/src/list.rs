@@ -161,12 +161,11 @@ pub(crate) async fn read(
 }
 
 /// A count Redis reads with `getPositiveLongFromObjectOrReply`, or the
-/// error to answer.
+/// error to answer (its message for a non-integer too).
 fn positive(a: &[u8], msg: &'static str) -> Result<i64, &'static str> {
     match string2ll(a) {
         Some(n) if n >= 0 => Ok(n),
-        Some(_) => Err(msg),
-        None => Err(errors::NOT_INTEGER),
+        _ => Err(msg),
     }
 }
 
@@ -248,14 +247,12 @@ pub async fn execute(
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
-            let Some(index) = string2ll(args[2]) else {
-                r.error(errors::NOT_INTEGER);
-                return Some(Ok(()));
-            };
+            // The key is looked up before the index is read (Redis's order).
             update(store, db, args[1], now, |l| {
                 let Some(l) = l else {
                     return Err(errors::NO_SUCH_KEY);
                 };
+                let index = string2ll(args[2]).ok_or(errors::NOT_INTEGER)?;
                 let Some(i) = normalize(index, l.len()) else {
                     return Err("ERR index out of range");
                 };
@@ -610,8 +607,8 @@ async fn read_command(
     if !arity(args, min, max, r) {
         return Ok(());
     }
+    // LINDEX reads its index after the key (Redis's order).
     let ints = match name {
-        b"LINDEX" => string2ll(args[2]).map(|i| (i, 0)),
         b"LRANGE" => string2ll(args[2]).zip(string2ll(args[3])),
         _ => Some((0, 0)),
     };
@@ -633,12 +630,17 @@ async fn read_command(
     let Ok(l) = read(store, db, args[1], now, r).await? else {
         return Ok(());
     };
+    if name == b"LINDEX" && l.is_none() {
+        r.null();
+        return Ok(());
+    }
     let l = l.unwrap_or_default();
     match name {
         b"LLEN" => r.integer(l.len() as i64),
-        b"LINDEX" => match normalize(a, l.len()) {
-            Some(i) => r.bulk(&l[i]),
-            None => r.null(),
+        b"LINDEX" => match string2ll(args[2]).map(|i| normalize(i, l.len())) {
+            None => r.error(errors::NOT_INTEGER),
+            Some(None) => r.null(),
+            Some(Some(i)) => r.bulk(&l[i]),
         },
         b"LRANGE" => match range(a, b, l.len()) {
             None => r.array(0),

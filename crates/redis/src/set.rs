@@ -334,12 +334,8 @@ async fn spop(
         None => None,
         Some(a) => match string2ll(a) {
             Some(n) if n >= 0 => Some(n as u64),
-            Some(_) => {
+            _ => {
                 r.error("ERR value is out of range, must be positive");
-                return Ok(());
-            }
-            None => {
-                r.error(errors::NOT_INTEGER);
                 return Ok(());
             }
         },
