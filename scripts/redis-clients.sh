@@ -3,7 +3,8 @@
 # (one-shot and an interactive session on stdin), redis-benchmark
 # (set, get, incr, mset; every request must succeed) and redis-py over
 # RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
-# transactions, WATCH). Installs redis-tools (apt) and redis-py (pip) if missing.
+# transactions, WATCH, hashes, lists, sets, sorted sets, a blocking job
+# queue). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
 set -euo pipefail
@@ -97,6 +98,43 @@ for proto in (2, 3):
     other.close()
     assert r.config_set("save", "") is True
     assert r.config_get("maxmemory") == {"maxmemory": "0"}
+    # Collections through redis-py's own APIs.
+    r.delete("py:h", "py:l", "py:s", "py:z", "py:s2")
+    assert r.hset("py:h", mapping={"a": "1", "b": "2"}) == 2
+    assert r.hgetall("py:h") == {"a": "1", "b": "2"}
+    assert r.hincrby("py:h", "a", 4) == 5 and r.hget("py:h", "a") == "5"
+    assert r.hincrbyfloat("py:h", "f", 0.5) == 0.5
+    assert sorted(r.hkeys("py:h")) == ["a", "b", "f"] and r.hlen("py:h") == 3
+    assert dict(r.hscan_iter("py:h")) == {"a": "5", "b": "2", "f": "0.5"}
+    assert r.hdel("py:h", "a", "zz") == 1 and r.type("py:h") == "hash"
+    assert r.rpush("py:l", *range(5)) == 5 and r.lpush("py:l", "x") == 6
+    assert r.lrange("py:l", 0, -1) == ["x", "0", "1", "2", "3", "4"]
+    assert r.lpop("py:l") == "x" and r.rpop("py:l", 2) == ["4", "3"]
+    assert r.lmove("py:l", "py:l", "LEFT", "RIGHT") == "0"
+    assert r.lpos("py:l", "2") == 1 and r.llen("py:l") == 3
+    assert r.sadd("py:s", "a", "b", "c") == 3 and r.sismember("py:s", "a")
+    assert r.smembers("py:s") == {"a", "b", "c"}
+    assert r.sadd("py:s2", "b", "z") == 2 and r.sinter("py:s", "py:s2") == {"b"}
+    assert r.sunionstore("py:s3", ["py:s", "py:s2"]) == 4
+    assert set(r.sscan_iter("py:s3")) == {"a", "b", "c", "z"}
+    assert r.zadd("py:z", {"a": 1, "b": 2.5, "c": -1}) == 3
+    assert r.zrange("py:z", 0, -1, withscores=True) == [("c", -1.0), ("a", 1.0), ("b", 2.5)]
+    assert r.zincrby("py:z", 2, "a") == 3.0 and r.zrank("py:z", "a") == 2
+    assert r.zrangebyscore("py:z", 0, "+inf") == ["b", "a"]
+    assert r.zpopmin("py:z") == [("c", -1.0)] and r.zcard("py:z") == 2
+    assert r.zscore("py:z", "b") == 2.5 and r.object("encoding", "py:z") == "listpack"
+    # A job queue: a worker blocked in BRPOP is handed the job pushed later.
+    import threading
+    got = []
+    worker = redis.Redis(port=port, protocol=proto, decode_responses=True)
+    t = threading.Thread(target=lambda: got.append(worker.brpop(["py:jobs"], timeout=5)))
+    t.start()
+    time.sleep(0.2)
+    r.lpush("py:jobs", "job-1")
+    t.join()
+    assert got == [("py:jobs", "job-1")] or got == [["py:jobs", "job-1"]], got
+    assert worker.brpop(["py:jobs"], timeout=0.1) is None
+    worker.close()
     r.close()
     print(f"redis-py RESP{proto}: ok")
 PY

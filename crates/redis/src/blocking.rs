@@ -42,13 +42,22 @@ const PROBE_EVERY: Duration = Duration::from_millis(500);
 pub fn is_blocking(name: &[u8]) -> bool {
     matches!(
         name,
-        b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
+        b"BLPOP"
+            | b"BRPOP"
+            | b"BLMOVE"
+            | b"BRPOPLPUSH"
+            | b"BLMPOP"
+            | b"BZPOPMIN"
+            | b"BZPOPMAX"
+            | b"BZMPOP"
     )
 }
 
 /// Commands after which one of their keys may have elements for a waiter.
 pub fn may_wake(name: &[u8]) -> bool {
-    super::list::may_push(name) || matches!(name, b"RENAME" | b"RENAMENX" | b"COPY")
+    super::list::may_push(name)
+        || super::zset_ops::may_add(name)
+        || matches!(name, b"RENAME" | b"RENAMENX" | b"COPY")
 }
 
 /// Why a waiter stopped waiting other than by its keys or its timeout.
@@ -300,7 +309,13 @@ impl Deadline {
 /// malformed: its try then answers the error).
 pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
     match name {
-        b"BLPOP" | b"BRPOP" if args.len() >= 3 => args[1..args.len() - 1].to_vec(),
+        b"BLPOP" | b"BRPOP" | b"BZPOPMIN" | b"BZPOPMAX" if args.len() >= 3 => {
+            args[1..args.len() - 1].to_vec()
+        }
+        b"BZMPOP" => match super::zset_ops::MPop::parse(args, 2) {
+            Ok(spec) => spec.keys,
+            Err(_) => Vec::new(),
+        },
         b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
         b"BLMPOP" => match super::list::MPop::parse(args, 2) {
             Ok(spec) => spec.keys,
@@ -333,7 +348,7 @@ pub async fn try_blocking(
     r: &mut Reply<'_>,
 ) -> Result<Attempt, Error> {
     let min = match name {
-        b"BLPOP" | b"BRPOP" => 3,
+        b"BLPOP" | b"BRPOP" | b"BZPOPMIN" | b"BZPOPMAX" => 3,
         b"BRPOPLPUSH" => 4,
         b"BLMOVE" => 6,
         _ => 5,
@@ -343,7 +358,7 @@ pub async fn try_blocking(
         return Ok(Attempt::Replied);
     }
     let timeout_at = match name {
-        b"BLMPOP" => 1,
+        b"BLMPOP" | b"BZMPOP" => 1,
         _ => args.len() - 1,
     };
     // Redis reads the other arguments first (BLMOVE's ends, BLMPOP's
@@ -361,6 +376,17 @@ pub async fn try_blocking(
     };
     let spec = if name == b"BLMPOP" {
         match MPop::parse(args, 2) {
+            Ok(s) => Some(s),
+            Err(msg) => {
+                r.error(msg);
+                return Ok(Attempt::Replied);
+            }
+        }
+    } else {
+        None
+    };
+    let zspec = if name == b"BZMPOP" {
+        match super::zset_ops::MPop::parse(args, 2) {
             Ok(s) => Some(s),
             Err(msg) => {
                 r.error(msg);
@@ -420,7 +446,34 @@ pub async fn try_blocking(
                 true
             }
         }
+        b"BZPOPMIN" | b"BZPOPMAX" => {
+            let max = name == b"BZPOPMAX";
+            let keys = &args[1..args.len() - 1];
+            let mut done = false;
+            for key in keys {
+                let Ok(z) = super::zset::read(store, db, key, now, r).await? else {
+                    return Ok(Attempt::Replied);
+                };
+                if z.is_none_or(|z| z.items.is_empty()) {
+                    continue;
+                }
+                if let Ok(popped) = super::zset_ops::pop(store, db, key, max, 1, now).await? {
+                    if let Some((s, m)) = popped.first() {
+                        r.array(3);
+                        r.bulk(key);
+                        r.bulk(m);
+                        super::zset::reply_score(r, *s);
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            done
+        }
         // WRONGTYPE answered counts as a reply.
+        b"BZMPOP" => super::zset_ops::try_mpop(store, db, &zspec.expect("parsed"), now, r)
+            .await?
+            .unwrap_or(true),
         _ => try_mpop(store, db, &spec.expect("parsed"), now, r)
             .await?
             .unwrap_or(true),

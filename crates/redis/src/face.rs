@@ -493,7 +493,8 @@ impl RespSession {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
-            b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" => {
+            b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" | b"BZPOPMIN"
+            | b"BZPOPMAX" | b"BZMPOP" => {
                 let now = unix_now_ms();
                 let store = &*shared.store;
                 let tried = super::blocking::try_blocking(store, self.db, &name, args, now, &mut r);
@@ -788,4 +789,5 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
     super::strings::needs_exclusive(name)
         || super::set::needs_exclusive(name)
         || super::list::needs_exclusive(name)
+        || super::zset_ops::needs_exclusive(name)
 }

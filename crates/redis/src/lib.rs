@@ -8,6 +8,7 @@
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `scan` (SCAN and its options); the types:
 //! `strings`, `hash`, `set`, `list` (with `blocking`: blocked clients),
+//! `zset` and `zset_ops` (sorted sets),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (CLIENT), `config` (CONFIG) and `tunables` (the encoding settings
@@ -38,6 +39,8 @@ mod set;
 mod strings;
 mod tunables;
 mod types;
+mod zset;
+mod zset_ops;
 
 use std::sync::Arc;
 use std::time::Duration;

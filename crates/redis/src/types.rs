@@ -12,6 +12,7 @@ pub fn encoding(v: &Value) -> Result<&'static str, Error> {
         Kind::Set => super::set::encoding(v),
         // Redis 7.0 keeps every list in a quicklist.
         Kind::List => Ok("quicklist"),
+        Kind::ZSet => super::zset::encoding(v),
         other => Err(Error::Envelope(format!(
             "OBJECT ENCODING of a {} is not known",
             other.name()
@@ -27,6 +28,7 @@ pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
         Kind::Hash => super::hash::check(data),
         Kind::Set => super::set::check(data),
         Kind::List => super::list::check(data),
+        Kind::ZSet => super::zset::check(data),
         other => Err(Error::Envelope(format!(
             "{} is not stored yet",
             other.name()

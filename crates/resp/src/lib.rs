@@ -21,7 +21,7 @@ mod request;
 pub mod slot;
 mod value;
 
-pub use reply::{Reply, Version};
+pub use reply::{format_double, Reply, Version};
 pub use request::{parse_command, string2ll, Command, ParseError, Parsed};
 pub use value::{parse_value, Value, ValueError};
 

@@ -1,0 +1,902 @@
+//! The sorted set type (Redis 7.0's `t_zset.c`), over the compact layout
+//! of `compact.rs`: members ordered by (score, member) — the order Redis
+//! answers in at any encoding — each item pair a member and its score as
+//! the 8 bytes of an f64 (LE). This file holds the type, ZADD and the
+//! commands on one key; `zset_ops.rs` those over several keys, the pops
+//! and the random picks.
+//!
+//! OBJECT ENCODING answers `listpack` until Redis would convert (more
+//! than `zset-max-listpack-entries` members, or one longer than
+//! `zset-max-listpack-value`, inserted), then `skiplist` for good; a set
+//! computed by a STORE command is shaped by its content, as Redis's
+//! `zsetConvertToListpackIfNeeded`.
+
+use std::cmp::Ordering;
+
+use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, string2ll, Reply};
+
+use super::compact::Compact;
+use super::face::{arity, Shared};
+
+/// Redis's error for a score that is not a number.
+pub const NOT_FLOAT: &str = errors::NOT_FLOAT;
+
+/// A sorted set as its record holds it.
+#[derive(Clone, Default)]
+pub struct ZSet {
+    pub large: bool,
+    /// (score, member), ascending.
+    pub items: Vec<(f64, Vec<u8>)>,
+}
+
+pub(crate) enum Fail {
+    WrongType,
+    Store(Error),
+}
+
+/// The order of members: by score, then by bytes.
+pub fn order(a: &(f64, Vec<u8>), b: &(f64, Vec<u8>)) -> Ordering {
+    a.0.partial_cmp(&b.0)
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| a.1.cmp(&b.1))
+}
+
+pub(crate) fn zset_of(v: Option<&Value>) -> Result<Option<ZSet>, Fail> {
+    let Some(v) = v else { return Ok(None) };
+    if v.kind() != Kind::ZSet {
+        return Err(Fail::WrongType);
+    }
+    decode(v.data()).map(Some).map_err(Fail::Store)
+}
+
+fn decode(data: &[u8]) -> Result<ZSet, Error> {
+    let c = Compact::decode(data)?;
+    if c.items.len() % 2 != 0 {
+        return Err(Error::Envelope(
+            "a sorted set needs member, score pairs".into(),
+        ));
+    }
+    let mut items = Vec::with_capacity(c.items.len() / 2);
+    let mut it = c.items.into_iter();
+    while let (Some(m), Some(s)) = (it.next(), it.next()) {
+        let bits: [u8; 8] = s
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Envelope("a score is 8 bytes".into()))?;
+        items.push((f64::from_le_bytes(bits), m));
+    }
+    Ok(ZSet {
+        large: c.large,
+        items,
+    })
+}
+
+/// Whether `data` is a sorted set record's data.
+pub fn check(data: &[u8]) -> Result<(), Error> {
+    let z = decode(data)?;
+    let sorted = z
+        .items
+        .windows(2)
+        .all(|w| order(&w[0], &w[1]) == Ordering::Less);
+    if !sorted || z.items.iter().any(|(s, _)| s.is_nan()) {
+        return Err(Error::Envelope("sorted set members out of order".into()));
+    }
+    Ok(())
+}
+
+/// OBJECT ENCODING of a sorted set value.
+pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    let c = Compact::decode(v.data())?;
+    Ok(if c.large { "skiplist" } else { "listpack" })
+}
+
+/// Redis's listpack thresholds for sorted sets, as set now.
+#[derive(Clone, Copy)]
+pub struct Limits {
+    pub entries: usize,
+    pub value: usize,
+}
+
+impl Limits {
+    pub fn now(shared: &Shared) -> Limits {
+        let t = &shared.tunables;
+        let get = |n| usize::try_from(t.value(n)).unwrap_or(usize::MAX);
+        Limits {
+            entries: get("zset-max-listpack-entries"),
+            value: get("zset-max-listpack-value"),
+        }
+    }
+}
+
+impl ZSet {
+    pub fn find(&self, member: &[u8]) -> Option<usize> {
+        self.items.iter().position(|(_, m)| m == member)
+    }
+
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.find(member).map(|i| self.items[i].0)
+    }
+
+    /// Inserts a member known to be absent; converts as Redis's zsetAdd.
+    pub fn insert(&mut self, score: f64, member: &[u8], limits: Limits) {
+        if self.items.len() + 1 > limits.entries || member.len() > limits.value {
+            self.large = true;
+        }
+        let item = (score, member.to_vec());
+        let at = self
+            .items
+            .binary_search_by(|x| order(x, &item))
+            .unwrap_or_else(|i| i);
+        self.items.insert(at, item);
+    }
+
+    /// Moves member `i` to `score`.
+    pub fn rescore(&mut self, i: usize, score: f64) {
+        let (_, member) = self.items.remove(i);
+        let item = (score, member);
+        let at = self
+            .items
+            .binary_search_by(|x| order(x, &item))
+            .unwrap_or_else(|i| i);
+        self.items.insert(at, item);
+    }
+
+    /// A computed set (the STORE commands): shaped by its content.
+    pub fn computed(mut items: Vec<(f64, Vec<u8>)>, limits: Limits) -> ZSet {
+        // (A reverse range comes highest first.)
+        items.sort_by(order);
+        let large =
+            items.len() > limits.entries || items.iter().any(|(_, m)| m.len() > limits.value);
+        ZSet { large, items }
+    }
+
+    pub fn change(self, expire_at_ms: u64) -> Change {
+        if self.items.is_empty() {
+            return Change::Delete;
+        }
+        let mut items = Vec::with_capacity(self.items.len() * 2);
+        for (s, m) in self.items {
+            // A listpack keeps an integral score as an integer (Redis's
+            // zzlInsertAt and double2ll): -0 reads back as 0 there, while
+            // a skiplist keeps the double.
+            let s = if !self.large && s == 0.0 { 0.0 } else { s };
+            items.push(m);
+            items.push(s.to_le_bytes().to_vec());
+        }
+        Change::Put {
+            kind: Kind::ZSet,
+            data: Compact {
+                large: self.large,
+                items,
+            }
+            .encode(),
+            expire_at_ms,
+        }
+    }
+}
+
+/// A score as Redis's `getDoubleFromObject` reads one: `strtod` over the
+/// whole argument, not empty, no leading space, not NaN, not past f64's
+/// range (an overflow or an underflow to zero is refused).
+pub fn parse_score(a: &[u8]) -> Option<f64> {
+    if a.is_empty() || a[0].is_ascii_whitespace() {
+        return None;
+    }
+    let (v, consumed, range) = strtod(a)?;
+    if consumed != a.len() || v.is_nan() || (range && (v.is_infinite() || v == 0.0)) {
+        return None;
+    }
+    Some(v)
+}
+
+/// C's `strtod` over `a` up to its first NUL: (value, bytes consumed,
+/// ERANGE), or `None` if nothing could be read at all.
+fn strtod(a: &[u8]) -> Option<(f64, usize, bool)> {
+    let end = a.iter().position(|&b| b == 0).unwrap_or(a.len());
+    let c = std::ffi::CString::new(&a[..end]).ok()?;
+    let mut stop: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated and outlives the call; strtod writes
+    // only `stop` (a pointer into `c`) and this thread's errno.
+    let (v, range) = unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::strtod(c.as_ptr(), &mut stop);
+        (v, *libc::__errno_location() == libc::ERANGE)
+    };
+    Some((v, stop as usize - c.as_ptr() as usize, range))
+}
+
+/// One end of a score range (`zslParseRange`): `(` exclusive, else
+/// inclusive; `strtod` must reach the end of the C string (so an empty
+/// bound is 0, as in Redis), NaN refused.
+fn score_bound(a: &[u8]) -> Option<(f64, bool)> {
+    let (body, ex) = match a.first() {
+        Some(b'(') => (&a[1..], true),
+        _ => (a, false),
+    };
+    let end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
+    let (v, consumed, _) = strtod(body)?;
+    if consumed != end || v.is_nan() {
+        return None;
+    }
+    Some((v, ex))
+}
+
+/// A score range [min, max] with exclusive ends.
+#[derive(Clone, Copy)]
+pub struct ScoreRange {
+    min: f64,
+    minex: bool,
+    max: f64,
+    maxex: bool,
+}
+
+impl ScoreRange {
+    pub fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
+        let (min, minex) = score_bound(min)?;
+        let (max, maxex) = score_bound(max)?;
+        Some(ScoreRange {
+            min,
+            minex,
+            max,
+            maxex,
+        })
+    }
+
+    pub fn contains(&self, s: f64) -> bool {
+        let above = if self.minex {
+            s > self.min
+        } else {
+            s >= self.min
+        };
+        let below = if self.maxex {
+            s < self.max
+        } else {
+            s <= self.max
+        };
+        above && below
+    }
+}
+
+/// One end of a lex range.
+#[derive(Clone, PartialEq, Eq)]
+enum Lex {
+    Min,
+    Max,
+    Incl(Vec<u8>),
+    Excl(Vec<u8>),
+}
+
+fn lex_bound(a: &[u8]) -> Option<Lex> {
+    match a.first() {
+        Some(b'+') if a.len() == 1 => Some(Lex::Max),
+        Some(b'-') if a.len() == 1 => Some(Lex::Min),
+        Some(b'(') => Some(Lex::Excl(a[1..].to_vec())),
+        Some(b'[') => Some(Lex::Incl(a[1..].to_vec())),
+        _ => None,
+    }
+}
+
+/// A lex range (`zslParseLexRange`).
+#[derive(Clone)]
+pub struct LexRange {
+    min: Lex,
+    max: Lex,
+}
+
+impl LexRange {
+    pub fn parse(min: &[u8], max: &[u8]) -> Option<LexRange> {
+        Some(LexRange {
+            min: lex_bound(min)?,
+            max: lex_bound(max)?,
+        })
+    }
+
+    /// Redis's `zslIsInLexRange` check of the bounds alone: false when
+    /// min is past max (or equal with an exclusive end).
+    fn can_hold(&self) -> bool {
+        let cmp = match (&self.min, &self.max) {
+            (Lex::Min, Lex::Min) | (Lex::Max, Lex::Max) => Ordering::Equal,
+            (Lex::Min, _) | (_, Lex::Max) => Ordering::Less,
+            (Lex::Max, _) | (_, Lex::Min) => Ordering::Greater,
+            (Lex::Incl(a) | Lex::Excl(a), Lex::Incl(b) | Lex::Excl(b)) => a.cmp(b),
+        };
+        let exclusive = matches!(self.min, Lex::Excl(_)) || matches!(self.max, Lex::Excl(_));
+        !(cmp == Ordering::Greater || (cmp == Ordering::Equal && exclusive))
+    }
+
+    fn gte_min(&self, m: &[u8]) -> bool {
+        match &self.min {
+            Lex::Min => true,
+            Lex::Max => false,
+            Lex::Incl(b) => m >= b.as_slice(),
+            Lex::Excl(b) => m > b.as_slice(),
+        }
+    }
+
+    fn lte_max(&self, m: &[u8]) -> bool {
+        match &self.max {
+            Lex::Max => true,
+            Lex::Min => false,
+            Lex::Incl(b) => m <= b.as_slice(),
+            Lex::Excl(b) => m < b.as_slice(),
+        }
+    }
+
+    /// The indexes Redis's listpack walk selects, ascending. Lex ranges
+    /// assume every score equal (Redis's documented precondition); over
+    /// mixed scores Redis walks the (score, member) order: the last
+    /// member must reach min and the first not pass max, then a run
+    /// starts at the first member reaching min (from the tail going
+    /// backwards for a reverse range) and ends at the first past max.
+    fn walk(&self, z: &ZSet, rev: bool) -> Vec<usize> {
+        let items = &z.items;
+        let Some((first, last)) = items.first().zip(items.last()) else {
+            return Vec::new();
+        };
+        if !self.can_hold() || !self.gte_min(&last.1) || !self.lte_max(&first.1) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !rev {
+            let Some(start) = items.iter().position(|(_, m)| self.gte_min(m)) else {
+                return out;
+            };
+            for (i, (_, m)) in items.iter().enumerate().skip(start) {
+                if !self.lte_max(m) {
+                    break;
+                }
+                out.push(i);
+            }
+        } else {
+            let Some(start) = items.iter().rposition(|(_, m)| self.lte_max(m)) else {
+                return out;
+            };
+            for i in (0..=start).rev() {
+                if !self.gte_min(&items[i].1) {
+                    break;
+                }
+                out.push(i);
+            }
+            out.reverse();
+        }
+        out
+    }
+}
+
+/// Writes a score as Redis does (RESP2 bulk `%.17g`, RESP3 double).
+pub fn reply_score(r: &mut Reply<'_>, s: f64) {
+    r.double(s);
+}
+
+/// Writes members, with their scores if `withscores` (RESP3: pairs).
+pub fn reply_items(r: &mut Reply<'_>, items: &[(f64, Vec<u8>)], withscores: bool) {
+    if !withscores {
+        r.array(items.len());
+        for (_, m) in items {
+            r.bulk(m);
+        }
+    } else if r.resp3() {
+        r.array(items.len());
+        for (s, m) in items {
+            r.array(2);
+            r.bulk(m);
+            reply_score(r, *s);
+        }
+    } else {
+        r.array(items.len() * 2);
+        for (s, m) in items {
+            r.bulk(m);
+            reply_score(r, *s);
+        }
+    }
+}
+
+/// One atomic update of sorted set `key`: `apply` sees it (`None` when
+/// missing) and says whether it changed and what to answer, or the error
+/// to answer (WRONGTYPE is one too).
+pub(crate) async fn update<T>(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    mut apply: impl FnMut(&mut Option<ZSet>) -> Result<(bool, T), &'static str>,
+) -> Result<Result<T, &'static str>, Error> {
+    let mut damage = None;
+    let (out, _) = store
+        .update(db, key, now, |cur| {
+            let (mut z, at) = match zset_of(cur) {
+                Ok(z) => (z, cur.map_or(0, Value::expire_at_ms)),
+                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
+                Err(Fail::Store(e)) => {
+                    damage = Some(e);
+                    return (Change::Keep, Err(""));
+                }
+            };
+            match apply(&mut z) {
+                Ok((true, t)) => (z.unwrap_or_default().change(at), Ok(t)),
+                Ok((false, t)) => (Change::Keep, Ok(t)),
+                Err(msg) => (Change::Keep, Err(msg)),
+            }
+        })
+        .await?;
+    match damage {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Reads sorted set `key` (`sets_too`: a set reads as members of score
+/// 1, as ZUNION's inputs): `Ok(Err(()))` once WRONGTYPE is answered.
+pub(crate) async fn read(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<Result<Option<ZSet>, ()>, Error> {
+    let v = store.get(db, key, now).await?;
+    match zset_of(v.as_ref()) {
+        Ok(z) => Ok(Ok(z)),
+        Err(Fail::WrongType) => {
+            r.error(errors::WRONGTYPE);
+            Ok(Err(()))
+        }
+        Err(Fail::Store(e)) => Err(e),
+    }
+}
+
+/// ZADD's flags.
+#[derive(Default)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+/// Runs `name` if it is one of this file's commands (`None` if not).
+pub async fn execute(
+    shared: &Shared,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
+    let limits = Limits::now(shared);
+    let done = match name {
+        b"ZADD" => return Some(zadd(store, db, args, now, limits, r).await),
+        b"ZINCRBY" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            let a = [args[0], args[1], b"INCR", args[2], args[3]];
+            return Some(zadd(store, db, &a, now, limits, r).await);
+        }
+        b"ZREM" => {
+            if !arity(args, 3, None, r) {
+                return Some(Ok(()));
+            }
+            update(store, db, args[1], now, |z| {
+                let Some(z) = z else { return Ok((false, 0)) };
+                let before = z.items.len();
+                for m in &args[2..] {
+                    if let Some(i) = z.find(m) {
+                        z.items.remove(i);
+                    }
+                }
+                let n = before - z.items.len();
+                Ok((n > 0, n as i64))
+            })
+            .await
+            .map(|out| out.map(|n| r.integer(n)))
+        }
+        b"ZREMRANGEBYRANK" | b"ZREMRANGEBYSCORE" | b"ZREMRANGEBYLEX" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            let range = match Range::parse(name, args[2], args[3]) {
+                Ok(range) => range,
+                Err(msg) => {
+                    r.error(msg);
+                    return Some(Ok(()));
+                }
+            };
+            update(store, db, args[1], now, |z| {
+                let Some(z) = z else { return Ok((false, 0)) };
+                let hit = range.select(z, false);
+                let n = hit.len();
+                let mut i = 0;
+                z.items.retain(|_| {
+                    let keep = !hit.contains(&i);
+                    i += 1;
+                    keep
+                });
+                Ok((n > 0, n as i64))
+            })
+            .await
+            .map(|out| out.map(|n| r.integer(n)))
+        }
+        _ => return read_command(store, db, name, args, now, limits, r).await,
+    };
+    Some(done.map(|out| {
+        if let Err(msg) = out {
+            r.error(msg);
+        }
+    }))
+}
+
+async fn zadd(
+    store: &RespStore,
+    db: usize,
+    args: &[&[u8]],
+    now: u64,
+    limits: Limits,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    if !arity(args, 4, None, r) {
+        return Ok(());
+    }
+    let mut f = AddFlags::default();
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"NX" => f.nx = true,
+            b"XX" => f.xx = true,
+            b"GT" => f.gt = true,
+            b"LT" => f.lt = true,
+            b"CH" => f.ch = true,
+            b"INCR" => f.incr = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let pairs = &args[i..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        r.error(errors::SYNTAX);
+        return Ok(());
+    }
+    if f.nx && f.xx {
+        r.error("ERR XX and NX options at the same time are not compatible");
+        return Ok(());
+    }
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+        r.error("ERR GT, LT, and/or NX options at the same time are not compatible");
+        return Ok(());
+    }
+    if f.incr && pairs.len() > 2 {
+        r.error("ERR INCR option supports a single increment-element pair");
+        return Ok(());
+    }
+    let mut scored = Vec::with_capacity(pairs.len() / 2);
+    for p in pairs.chunks(2) {
+        let Some(s) = parse_score(p[0]) else {
+            r.error(NOT_FLOAT);
+            return Ok(());
+        };
+        scored.push((s, p[1]));
+    }
+    let out = update(store, db, args[1], now, |z| {
+        if z.is_none() && f.xx {
+            return Ok((false, (0, None)));
+        }
+        let z = z.get_or_insert_with(ZSet::default);
+        let (mut added, mut changed, mut last) = (0, 0, None);
+        for &(s, m) in &scored {
+            match z.find(m) {
+                Some(at) => {
+                    if f.nx {
+                        last = None;
+                        continue;
+                    }
+                    let cur = z.items[at].0;
+                    let new = if f.incr { cur + s } else { s };
+                    if new.is_nan() {
+                        return Err("ERR resulting score is not a number (NaN)");
+                    }
+                    if (f.gt && new <= cur) || (f.lt && new >= cur) {
+                        last = None;
+                        continue;
+                    }
+                    last = Some(new);
+                    if new != cur {
+                        z.rescore(at, new);
+                        changed += 1;
+                    }
+                }
+                None => {
+                    if f.xx {
+                        last = None;
+                        continue;
+                    }
+                    z.insert(s, m, limits);
+                    added += 1;
+                    last = Some(s);
+                }
+            }
+        }
+        let n = if f.ch { added + changed } else { added };
+        Ok((added + changed > 0, (n, last)))
+    })
+    .await?;
+    match out {
+        Err(msg) => r.error(msg),
+        Ok((_, Some(s))) if f.incr => reply_score(r, s),
+        Ok((_, None)) if f.incr => r.null(),
+        Ok((n, _)) => r.integer(n),
+    }
+    Ok(())
+}
+
+/// A range of ZRANGE's kinds over a sorted set.
+#[derive(Clone)]
+pub enum Range {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+impl Range {
+    /// The range of a ZREMRANGEBY* command (`name`) from its bounds.
+    fn parse(name: &[u8], a: &[u8], b: &[u8]) -> Result<Range, &'static str> {
+        match name {
+            b"ZREMRANGEBYRANK" => match (string2ll(a), string2ll(b)) {
+                (Some(a), Some(b)) => Ok(Range::Rank(a, b)),
+                _ => Err(errors::NOT_INTEGER),
+            },
+            b"ZREMRANGEBYSCORE" => ScoreRange::parse(a, b)
+                .map(Range::Score)
+                .ok_or("ERR min or max is not a float"),
+            _ => LexRange::parse(a, b)
+                .map(Range::Lex)
+                .ok_or("ERR min or max not valid string range item"),
+        }
+    }
+
+    /// The indexes the range covers, ascending (`rev`: a rank range
+    /// counts from the highest).
+    pub fn select(&self, z: &ZSet, rev: bool) -> Vec<usize> {
+        let len = z.items.len();
+        match self {
+            Range::Rank(a, b) => {
+                let n = len as i64;
+                let mut a = if *a < 0 { a.saturating_add(n) } else { *a };
+                let mut b = if *b < 0 { b.saturating_add(n) } else { *b };
+                if a < 0 {
+                    a = 0;
+                }
+                if a > b || a >= n {
+                    return Vec::new();
+                }
+                if b >= n {
+                    b = n - 1;
+                }
+                let (a, b) = (a as usize, b as usize);
+                if rev {
+                    (len - 1 - b..=len - 1 - a).collect()
+                } else {
+                    (a..=b).collect()
+                }
+            }
+            Range::Score(s) => (0..len).filter(|&i| s.contains(z.items[i].0)).collect(),
+            Range::Lex(l) => l.walk(z, rev),
+        }
+    }
+}
+
+/// ZRANGE's options (and the legacy forms', which fix some of them).
+pub struct RangeQuery {
+    pub range: Range,
+    pub rev: bool,
+    pub withscores: bool,
+    /// LIMIT offset count (count < 0: all).
+    pub limit: Option<(i64, i64)>,
+}
+
+impl RangeQuery {
+    /// Parses `args` from the key on (key, min, max, options …) for the
+    /// command `name`; `store`: ZRANGESTORE (no WITHSCORES).
+    pub fn parse(name: &[u8], args: &[&[u8]], store: bool) -> Result<RangeQuery, &'static str> {
+        #[derive(PartialEq, Clone, Copy)]
+        enum By {
+            Auto,
+            Rank,
+            Score,
+            Lex,
+        }
+        let (mut by, mut rev) = match name {
+            b"ZRANGE" | b"ZRANGESTORE" => (By::Auto, None),
+            b"ZREVRANGE" => (By::Rank, Some(true)),
+            b"ZRANGEBYSCORE" => (By::Score, Some(false)),
+            b"ZREVRANGEBYSCORE" => (By::Score, Some(true)),
+            b"ZRANGEBYLEX" => (By::Lex, Some(false)),
+            _ => (By::Lex, Some(true)),
+        };
+        let (mut withscores, mut limit) = (false, None);
+        let mut j = 3;
+        while j < args.len() {
+            let left = args.len() - j - 1;
+            let opt = args[j].to_ascii_uppercase();
+            match opt.as_slice() {
+                b"WITHSCORES" if !store => withscores = true,
+                b"LIMIT" if left >= 2 => {
+                    let off = string2ll(args[j + 1]).ok_or(errors::NOT_INTEGER)?;
+                    let count = string2ll(args[j + 2]).ok_or(errors::NOT_INTEGER)?;
+                    limit = Some((off, count));
+                    j += 2;
+                }
+                b"REV" if rev.is_none() => rev = Some(true),
+                b"BYLEX" if by == By::Auto => by = By::Lex,
+                b"BYSCORE" if by == By::Auto => by = By::Score,
+                _ => return Err(errors::SYNTAX),
+            }
+            j += 1;
+        }
+        let by = if by == By::Auto { By::Rank } else { by };
+        let rev = rev.unwrap_or(false);
+        if limit.is_some_and(|(_, c)| c != -1) && by == By::Rank {
+            return Err(
+                "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+            );
+        }
+        if withscores && by == By::Lex {
+            return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+        }
+        let (lo, hi) = if rev && by != By::Rank {
+            (args[2], args[1])
+        } else {
+            (args[1], args[2])
+        };
+        let range = match by {
+            By::Rank => match (string2ll(lo), string2ll(hi)) {
+                (Some(a), Some(b)) => Range::Rank(a, b),
+                _ => return Err(errors::NOT_INTEGER),
+            },
+            By::Score => {
+                Range::Score(ScoreRange::parse(lo, hi).ok_or("ERR min or max is not a float")?)
+            }
+            _ => Range::Lex(
+                LexRange::parse(lo, hi).ok_or("ERR min or max not valid string range item")?,
+            ),
+        };
+        Ok(RangeQuery {
+            range,
+            rev,
+            withscores,
+            limit,
+        })
+    }
+
+    /// The items the query selects, in reply order.
+    pub fn run(&self, z: &ZSet) -> Vec<(f64, Vec<u8>)> {
+        let mut idx = self.range.select(z, self.rev);
+        if self.rev {
+            idx.reverse();
+        }
+        if let Some((off, count)) = self.limit {
+            if off < 0 {
+                return Vec::new();
+            }
+            let off = usize::try_from(off).unwrap_or(usize::MAX).min(idx.len());
+            idx.drain(..off);
+            if count >= 0 {
+                idx.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+            }
+        }
+        idx.into_iter().map(|i| z.items[i].clone()).collect()
+    }
+}
+
+/// The commands that read one sorted set (and ZRANGESTORE, which writes
+/// another).
+async fn read_command(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    limits: Limits,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    let (min, max) = match name {
+        b"ZCARD" => (2, Some(2)),
+        b"ZSCORE" | b"ZRANK" | b"ZREVRANK" => (3, Some(3)),
+        b"ZMSCORE" => (3, None),
+        b"ZCOUNT" | b"ZLEXCOUNT" => (4, Some(4)),
+        b"ZRANGE" | b"ZREVRANGE" | b"ZRANGEBYSCORE" | b"ZREVRANGEBYSCORE" | b"ZRANGEBYLEX"
+        | b"ZREVRANGEBYLEX" => (4, None),
+        b"ZRANGESTORE" => (5, None),
+        _ => return None,
+    };
+    if !arity(args, min, max, r) {
+        return Some(Ok(()));
+    }
+    let query = match name {
+        b"ZCOUNT" => ScoreRange::parse(args[2], args[3])
+            .map(|s| (Range::Score(s), false))
+            .ok_or("ERR min or max is not a float"),
+        b"ZLEXCOUNT" => LexRange::parse(args[2], args[3])
+            .map(|l| (Range::Lex(l), false))
+            .ok_or("ERR min or max not valid string range item"),
+        _ => Ok((Range::Rank(0, 0), false)),
+    };
+    let count_range = match query {
+        Ok((range, _)) => range,
+        Err(msg) => {
+            r.error(msg);
+            return Some(Ok(()));
+        }
+    };
+    let ranged = match name {
+        b"ZRANGESTORE" => Some(RangeQuery::parse(b"ZRANGESTORE", &args[2..], true)),
+        b"ZRANGE" | b"ZREVRANGE" | b"ZRANGEBYSCORE" | b"ZREVRANGEBYSCORE" | b"ZRANGEBYLEX"
+        | b"ZREVRANGEBYLEX" => Some(RangeQuery::parse(name, &args[1..], false)),
+        _ => None,
+    };
+    let ranged = match ranged.transpose() {
+        Ok(q) => q,
+        Err(msg) => {
+            r.error(msg);
+            return Some(Ok(()));
+        }
+    };
+    let src = if name == b"ZRANGESTORE" {
+        args[2]
+    } else {
+        args[1]
+    };
+    let z = match read(store, db, src, now, r).await {
+        Ok(Ok(z)) => z,
+        Ok(Err(())) => return Some(Ok(())),
+        Err(e) => return Some(Err(e)),
+    };
+    if name == b"ZRANGESTORE" {
+        let items = z
+            .map(|z| ranged.expect("parsed").run(&z))
+            .unwrap_or_default();
+        let n = items.len();
+        let dst = ZSet::computed(items, limits);
+        let done = store
+            .update(db, args[1], now, |_| (dst.clone().change(0), ()))
+            .await;
+        return Some(done.map(|_| r.integer(n as i64)));
+    }
+    match name {
+        b"ZCARD" => r.integer(z.map_or(0, |z| z.items.len() as i64)),
+        b"ZSCORE" => match z.and_then(|z| z.score(args[2])) {
+            Some(s) => reply_score(r, s),
+            None => r.null(),
+        },
+        b"ZMSCORE" => {
+            r.array(args.len() - 2);
+            for m in &args[2..] {
+                match z.as_ref().and_then(|z| z.score(m)) {
+                    Some(s) => reply_score(r, s),
+                    None => r.null(),
+                }
+            }
+        }
+        b"ZRANK" | b"ZREVRANK" => match z.as_ref().and_then(|z| z.find(args[2]).map(|i| (z, i))) {
+            Some((z, i)) => r.integer(if name == b"ZRANK" {
+                i as i64
+            } else {
+                (z.items.len() - 1 - i) as i64
+            }),
+            None => r.null(),
+        },
+        b"ZCOUNT" | b"ZLEXCOUNT" => {
+            r.integer(z.map_or(0, |z| count_range.select(&z, false).len() as i64))
+        }
+        _ => {
+            let q = ranged.expect("parsed");
+            let items = z.map(|z| q.run(&z)).unwrap_or_default();
+            reply_items(r, &items, q.withscores);
+        }
+    }
+    Some(Ok(()))
+}
