@@ -57,6 +57,7 @@ pub fn is_blocking(name: &[u8]) -> bool {
 pub fn may_wake(name: &[u8]) -> bool {
     super::list::may_push(name)
         || super::zset_ops::may_add(name)
+        || name == b"XADD"
         || matches!(name, b"RENAME" | b"RENAMENX" | b"COPY")
 }
 
@@ -148,18 +149,31 @@ impl RespSession {
         *self.client.blocked.lock() = Some(Arc::clone(&waiter));
         let mut deadline = None;
         let mut popped = false;
+        // XREAD's retries read after the IDs its first try resolved `$` to.
+        let mut again: Option<Vec<Vec<u8>>> = None;
         'tries: loop {
             waiter.rearm();
             self.may_block = true;
             self.would_block = None;
+            let owned: Vec<&[u8]>;
+            let now_args: &[&[u8]] = match &again {
+                Some(a) => {
+                    owned = a.iter().map(Vec::as_slice).collect();
+                    &owned
+                }
+                None => args,
+            };
             if super::face::needs_exclusive(name) {
                 let _pass = shared.gate.exclusive().await;
-                self.execute(args, out).await;
+                self.execute(now_args, out).await;
             } else {
                 let _pass = shared.gate.shared().await;
-                self.execute(args, out).await;
+                self.execute(now_args, out).await;
             }
             self.may_block = false;
+            if let Some(a) = self.retry_args.take() {
+                again = Some(a);
+            }
             let Some(timeout) = self.would_block.take() else {
                 popped = true;
                 break;
@@ -316,6 +330,7 @@ pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
             Ok(spec) => spec.keys,
             Err(_) => Vec::new(),
         },
+        b"XREAD" => super::stream::parse_read(args).map_or(Vec::new(), |a| a.keys),
         b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
         b"BLMPOP" => match super::list::MPop::parse(args, 2) {
             Ok(spec) => spec.keys,

@@ -205,6 +205,14 @@ pub const COMMANDS: &[Spec] = &[
     spec("ZINTERCARD", -3, 0, 0, 0),
     spec("ZRANDMEMBER", -2, 1, 1, 1),
     spec("ZSCAN", -3, 1, 1, 1),
+    write("XADD", -5, 1, 1, 1),
+    spec("XLEN", 2, 1, 1, 1),
+    spec("XRANGE", -4, 1, 1, 1),
+    spec("XREVRANGE", -4, 1, 1, 1),
+    write("XDEL", -3, 1, 1, 1),
+    write("XTRIM", -4, 1, 1, 1),
+    write("XSETID", -3, 1, 1, 1),
+    spec("XREAD", -4, 0, 0, 0),
 ];
 
 /// The spec of command `name` (upper case).

@@ -114,6 +114,9 @@ pub struct RespSession {
     /// … and found its keys empty: it may wait this long (`Some(None)`:
     /// no limit).
     pub(super) would_block: Option<Option<std::time::Duration>>,
+    /// … and its retries run these arguments instead (XREAD's `$`
+    /// resolved to the IDs it had at the first try).
+    pub(super) retry_args: Option<Vec<Vec<u8>>>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -139,6 +142,7 @@ impl Face for RespFace {
             asking: false,
             may_block: false,
             would_block: None,
+            retry_args: None,
         }
     }
 
@@ -292,7 +296,9 @@ impl RespSession {
             return;
         }
         let shared = self.shared();
-        if super::blocking::is_blocking(&name) {
+        let xread_block =
+            name.as_slice() == b"XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
+        if super::blocking::is_blocking(&name) || xread_block {
             return self.block(&name, args, out).await;
         }
         if needs_exclusive(&name) {
@@ -493,6 +499,32 @@ impl RespSession {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
+            b"XREAD" => {
+                if !arity(args, 4, None, &mut r) {
+                    return;
+                }
+                let a = match super::stream::parse_read(args) {
+                    Ok(a) => a,
+                    Err(msg) => return r.error(&msg),
+                };
+                let now = unix_now_ms();
+                match super::stream::try_read(&shared.store, self.db, &a, now, &mut r).await {
+                    Ok(None) => {}
+                    Ok(Some(resolved)) => match a.block {
+                        Some(t) if self.may_block => {
+                            self.would_block = Some(t);
+                            // Retries read after the IDs of this first try.
+                            let head = args.len() - resolved.len();
+                            let mut again: Vec<Vec<u8>> =
+                                args[..head].iter().map(|a| a.to_vec()).collect();
+                            again.extend(resolved);
+                            self.retry_args = Some(again);
+                        }
+                        _ => r.null_array(),
+                    },
+                    Err(e) => r.error(format!("ERR {e}")),
+                }
+            }
             b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" | b"BZPOPMIN"
             | b"BZPOPMAX" | b"BZMPOP" => {
                 let now = unix_now_ms();

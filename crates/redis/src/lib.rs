@@ -8,7 +8,7 @@
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `scan` (SCAN and its options); the types:
 //! `strings`, `hash`, `set`, `list` (with `blocking`: blocked clients),
-//! `zset` and `zset_ops` (sorted sets),
+//! `zset` and `zset_ops` (sorted sets), `stream` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (CLIENT), `config` (CONFIG) and `tunables` (the encoding settings
@@ -36,6 +36,7 @@ mod migrate;
 mod multi;
 mod scan;
 mod set;
+mod stream;
 mod strings;
 mod tunables;
 mod types;

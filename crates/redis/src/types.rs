@@ -13,10 +13,10 @@ pub fn encoding(v: &Value) -> Result<&'static str, Error> {
         // Redis 7.0 keeps every list in a quicklist.
         Kind::List => Ok("quicklist"),
         Kind::ZSet => super::zset::encoding(v),
-        other => Err(Error::Envelope(format!(
-            "OBJECT ENCODING of a {} is not known",
-            other.name()
-        ))),
+        Kind::Stream => Ok("stream"),
+        Kind::String => Err(Error::Envelope(
+            "a string has no collection encoding".into(),
+        )),
     }
 }
 
@@ -29,9 +29,6 @@ pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
         Kind::Set => super::set::check(data),
         Kind::List => super::list::check(data),
         Kind::ZSet => super::zset::check(data),
-        other => Err(Error::Envelope(format!(
-            "{} is not stored yet",
-            other.name()
-        ))),
+        Kind::Stream => super::stream::check(data),
     }
 }

@@ -203,11 +203,12 @@ impl<R: Rng> TypesGen<R> {
     }
 
     pub fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..13) {
+        match self.rng.gen_range(0..15) {
             0..=2 => self.hash(),
             3..=5 => self.set(),
             6..=8 => self.list(),
             9..=11 => self.zset(),
+            12 | 13 => self.stream(),
             _ => self.keyspace(),
         }
     }
@@ -230,6 +231,151 @@ impl<R: Rng> TypesGen<R> {
 
     fn lex_bound(&mut self) -> Vec<u8> {
         Self::w(self.pick(&["-", "+", "[e1", "(e5", "[1", "(", "[", "e1", "+x", "[e15"]))
+    }
+
+    /// A stream ID argument: small explicit IDs (so adds both succeed and
+    /// fail), partial ones, `ms-*`, and malformed ones.
+    fn stream_id(&mut self) -> Vec<u8> {
+        let (ms, seq) = (self.rng.gen_range(0..60), self.rng.gen_range(0..4));
+        match self.rng.gen_range(0..12) {
+            0..=6 => format!("{ms}-{seq}").into_bytes(),
+            7 => ms.to_string().into_bytes(),
+            8 => format!("{ms}-*").into_bytes(),
+            9 => Self::w(self.pick(&[
+                "-",
+                "+",
+                "0-0",
+                "x",
+                "1-x",
+                "18446744073709551615-18446744073709551615",
+            ])),
+            10 => format!("({ms}-{seq}").into_bytes(),
+            _ => Self::w(self.pick(&["$", "", "-1", " 1"])),
+        }
+    }
+
+    fn stream_key(&mut self) -> Vec<u8> {
+        let p = if self.rng.gen_range(0..10) == 0 {
+            self.pick(&["h", "k"])
+        } else {
+            "t"
+        };
+        format!("{p}{}", self.rng.gen_range(0..3)).into_bytes()
+    }
+
+    fn stream(&mut self) -> Cmd {
+        let op = self.pick(&[
+            "XADD",
+            "XADD",
+            "XADD",
+            "XLEN",
+            "XRANGE",
+            "XREVRANGE",
+            "XDEL",
+            "XTRIM",
+            "XREAD",
+            "XSETID",
+            "XADDSTAR",
+        ]);
+        let mut c = vec![Self::w(op)];
+        match op {
+            "XADD" | "XADDSTAR" => {
+                c = vec![Self::w("XADD")];
+                // `*` IDs are the time: a key of their own, deleted on both
+                // sides after (see resp_types.rs).
+                let k = if op == "XADDSTAR" {
+                    Self::w("tstar")
+                } else {
+                    self.stream_key()
+                };
+                c.push(k);
+                if self.rng.gen_bool(0.1) {
+                    c.push(Self::w("NOMKSTREAM"));
+                }
+                if self.rng.gen_bool(0.3) {
+                    let minid = self.rng.gen_bool(0.4);
+                    c.push(Self::w(if minid { "MINID" } else { "maxlen" }));
+                    if self.rng.gen_bool(0.6) {
+                        c.push(Self::w(self.pick(&["~", "="])));
+                    }
+                    let t = if minid {
+                        self.stream_id()
+                    } else {
+                        self.number()
+                    };
+                    c.push(t);
+                    if self.rng.gen_bool(0.2) {
+                        c.extend([Self::w("LIMIT"), self.number()]);
+                    }
+                }
+                let id = if op == "XADDSTAR" {
+                    Self::w("*")
+                } else {
+                    self.stream_id()
+                };
+                c.push(id);
+                for _ in 0..self.rng.gen_range(1..3) {
+                    c.push(Self::w(self.pick(&["f", "g", "h"])));
+                    c.push(self.rng.gen_range(0..100).to_string().into_bytes());
+                }
+            }
+            "XLEN" => c.push(self.stream_key()),
+            "XRANGE" | "XREVRANGE" => {
+                c.extend([self.stream_key(), self.stream_id(), self.stream_id()]);
+                if self.rng.gen_bool(0.4) {
+                    c.extend([Self::w("COUNT"), self.number()]);
+                }
+            }
+            "XDEL" => {
+                c.push(self.stream_key());
+                for _ in 0..self.rng.gen_range(1..4) {
+                    c.push(self.stream_id());
+                }
+            }
+            "XTRIM" => {
+                c.push(self.stream_key());
+                let minid = self.rng.gen_bool(0.4);
+                c.push(Self::w(if minid { "MINID" } else { "MAXLEN" }));
+                if self.rng.gen_bool(0.6) {
+                    c.push(Self::w(self.pick(&["~", "="])));
+                }
+                let t = if minid {
+                    self.stream_id()
+                } else {
+                    self.number()
+                };
+                c.push(t);
+                if self.rng.gen_bool(0.2) {
+                    c.extend([Self::w("LIMIT"), self.number()]);
+                }
+            }
+            "XREAD" => {
+                if self.rng.gen_bool(0.5) {
+                    c.extend([Self::w("COUNT"), self.number()]);
+                }
+                if self.rng.gen_bool(0.2) {
+                    c.extend([Self::w("BLOCK"), Self::w(self.pick(&["10", "-1", "x"]))]);
+                }
+                c.push(Self::w("STREAMS"));
+                let n = self.rng.gen_range(1..3);
+                for _ in 0..n {
+                    c.push(self.stream_key());
+                }
+                for _ in 0..n {
+                    c.push(self.stream_id());
+                }
+            }
+            _ => {
+                c.extend([self.stream_key(), self.stream_id()]);
+                if self.rng.gen_bool(0.3) {
+                    c.extend([Self::w("ENTRIESADDED"), self.number()]);
+                }
+                if self.rng.gen_bool(0.3) {
+                    c.extend([Self::w("MAXDELETEDID"), self.stream_id()]);
+                }
+            }
+        }
+        self.maybe_bad_arity(c)
     }
 
     /// Lex ranges assume equal scores (Redis's precondition: over mixed
@@ -564,7 +710,7 @@ impl<R: Rng> TypesGen<R> {
     }
 
     fn any_key(&mut self) -> Vec<u8> {
-        let p = self.pick(&["h", "s", "l", "k", "z"]);
+        let p = self.pick(&["h", "s", "l", "k", "z", "t"]);
         self.key(p)
     }
 
@@ -598,7 +744,7 @@ impl<R: Rng> TypesGen<R> {
                     .iter()
                     .map(|s| Self::w(s))
                     .chain([Self::w(
-                        self.pick(&["hash", "set", "list", "string", "zset"]),
+                        self.pick(&["hash", "set", "list", "string", "zset", "stream"]),
                     )]),
             ),
             _ => {
