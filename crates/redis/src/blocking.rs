@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use nvdepot_cache::resp::RespStore;
+use nvdepot_cache::resp::{unix_now_ms, RespStore};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{arity, RespSession};
+use super::face::{arity, RespSession, Shared};
 use super::list::{lmove, pop, read, try_mpop, update, End, MPop};
 use super::strings::parse_float;
 
@@ -219,6 +219,52 @@ impl RespSession {
             for k in &keys {
                 shared.blocked.signal(db, k);
             }
+        }
+    }
+    /// One try of a blocking command (XREAD too), from `execute` (the
+    /// caller holds its pass): replies, or, where it may wait
+    /// (`may_block`), leaves `would_block` (and XREAD's `retry_args`) set
+    /// and writes nothing; inside MULTI it answers the timeout's reply.
+    pub(super) async fn try_blocking(
+        &mut self,
+        shared: &Shared,
+        name: &[u8],
+        args: &[&[u8]],
+        r: &mut Reply<'_>,
+    ) {
+        let now = unix_now_ms();
+        let store = &*shared.store;
+        if name == b"XREAD" {
+            if !arity(args, 4, None, r) {
+                return;
+            }
+            let a = match super::stream::parse_read(args) {
+                Ok(a) => a,
+                Err(msg) => return r.error(&msg),
+            };
+            match super::stream::try_read(store, self.db, &a, now, r).await {
+                Ok(None) => {}
+                Ok(Some(resolved)) => match a.block {
+                    Some(t) if self.may_block => {
+                        self.would_block = Some(t);
+                        // Retries read after the IDs of this first try.
+                        let head = args.len() - resolved.len();
+                        let mut again: Vec<Vec<u8>> =
+                            args[..head].iter().map(|a| a.to_vec()).collect();
+                        again.extend(resolved);
+                        self.retry_args = Some(again);
+                    }
+                    _ => r.null_array(),
+                },
+                Err(e) => r.error(format!("ERR {e}")),
+            }
+            return;
+        }
+        match try_blocking(store, self.db, name, args, now, r).await {
+            Ok(Attempt::Replied) => {}
+            Ok(Attempt::Empty(t)) if self.may_block => self.would_block = Some(t),
+            Ok(Attempt::Empty(_)) => r.null_array(),
+            Err(e) => r.error(format!("ERR {e}")),
         }
     }
 }

@@ -499,45 +499,9 @@ impl RespSession {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
-            b"XREAD" => {
-                if !arity(args, 4, None, &mut r) {
-                    return;
-                }
-                let a = match super::stream::parse_read(args) {
-                    Ok(a) => a,
-                    Err(msg) => return r.error(&msg),
-                };
-                let now = unix_now_ms();
-                match super::stream::try_read(&shared.store, self.db, &a, now, &mut r).await {
-                    Ok(None) => {}
-                    Ok(Some(resolved)) => match a.block {
-                        Some(t) if self.may_block => {
-                            self.would_block = Some(t);
-                            // Retries read after the IDs of this first try.
-                            let head = args.len() - resolved.len();
-                            let mut again: Vec<Vec<u8>> =
-                                args[..head].iter().map(|a| a.to_vec()).collect();
-                            again.extend(resolved);
-                            self.retry_args = Some(again);
-                        }
-                        _ => r.null_array(),
-                    },
-                    Err(e) => r.error(format!("ERR {e}")),
-                }
-            }
-            b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP" | b"BZPOPMIN"
-            | b"BZPOPMAX" | b"BZMPOP" => {
-                let now = unix_now_ms();
-                let store = &*shared.store;
-                let tried = super::blocking::try_blocking(store, self.db, &name, args, now, &mut r);
-                match tried.await {
-                    Ok(super::blocking::Attempt::Replied) => {}
-                    Ok(super::blocking::Attempt::Empty(t)) if self.may_block => {
-                        self.would_block = Some(t)
-                    }
-                    Ok(super::blocking::Attempt::Empty(_)) => r.null_array(),
-                    Err(e) => r.error(format!("ERR {e}")),
-                }
+            b"XREAD" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
+            | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
+                self.try_blocking(&shared, &name, args, &mut r).await;
                 self.wake_blocked(&shared, &name, args);
             }
             _ => {

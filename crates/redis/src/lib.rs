@@ -8,7 +8,7 @@
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `scan` (SCAN and its options); the types:
 //! `strings`, `hash`, `set`, `list` (with `blocking`: blocked clients),
-//! `zset` and `zset_ops` (sorted sets), `stream` (streams),
+//! `zset`, `zset_ops` and `zset_range` (sorted sets), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (CLIENT), `config` (CONFIG) and `tunables` (the encoding settings
@@ -37,11 +37,13 @@ mod multi;
 mod scan;
 mod set;
 mod stream;
+mod stream_log;
 mod strings;
 mod tunables;
 mod types;
 mod zset;
 mod zset_ops;
+mod zset_range;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,485 @@
+//! A stream's entries as nvdepot keeps them (`stream.rs` has the
+//! commands): IDs and their parsing as Redis's `t_stream.c`, the entries
+//! in nodes as Redis's radix tree of listpacks holds them, the record's
+//! encoding, and trimming.
+//!
+//! Entries are kept in nodes because approximate trimming (`MAXLEN ~`,
+//! `MINID ~`) removes whole nodes only: a node takes new entries until it
+//! holds `stream-node-max-entries` (live and deleted), and goes away when
+//! its last live entry does. Redis also starts a node when the listpack
+//! would pass `stream-node-max-bytes`; nvdepot does not model listpack
+//! sizes, so with large entries `~` may keep a different number of
+//! entries than Redis would (both keep at least the threshold;
+//! docs/REDIS.md).
+//!
+//! Record data after the shape byte: a header item (last ID 16 bytes,
+//! entries added u64, max deleted ID 16 bytes, node count u32, group
+//! count u32, all LE), then per node an item (deleted u64, the ID of its
+//! last entry appended 16 bytes, entry count u32) and per entry an ID item
+//! (16 bytes), a field count item (u32) and the fields and values.
+
+use nvdepot_cache::Error;
+use nvdepot_resp::errors;
+
+use super::compact::Compact;
+
+/// A stream entry ID.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Id {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+impl Id {
+    pub(crate) const MAX: Id = Id {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    pub(crate) fn text(self) -> Vec<u8> {
+        format!("{}-{}", self.ms, self.seq).into_bytes()
+    }
+
+    pub(crate) fn bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.ms.to_le_bytes());
+        b[8..].copy_from_slice(&self.seq.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn from_bytes(b: &[u8]) -> Option<Id> {
+        Some(Id {
+            ms: u64::from_le_bytes(b.get(..8)?.try_into().ok()?),
+            seq: u64::from_le_bytes(b.get(8..16)?.try_into().ok()?),
+        })
+    }
+
+    pub(crate) fn next(self) -> Option<Id> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(Id { ms: self.ms, seq }),
+            None => self.ms.checked_add(1).map(|ms| Id { ms, seq: 0 }),
+        }
+    }
+
+    pub(crate) fn prev(self) -> Option<Id> {
+        match self.seq.checked_sub(1) {
+            Some(seq) => Some(Id { ms: self.ms, seq }),
+            None => self.ms.checked_sub(1).map(|ms| Id { ms, seq: u64::MAX }),
+        }
+    }
+}
+
+pub(crate) const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
+
+/// Redis's `string2ull`: `string2ll` when it reads a non-negative number,
+/// else `strtoull` over the whole string (so ` 1` and `+1` read as 1).
+fn string2ull(a: &[u8]) -> Option<u64> {
+    if let Some(n) = nvdepot_resp::string2ll(a) {
+        return u64::try_from(n).ok();
+    }
+    if a.is_empty() {
+        return None;
+    }
+    let c = std::ffi::CString::new(a).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated and outlives the call; strtoull
+    // writes only `end` (into `c`) and this thread's errno.
+    let (v, err) = unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::strtoull(c.as_ptr(), &mut end, 10);
+        (v, *libc::__errno_location())
+    };
+    let consumed = end as usize - c.as_ptr() as usize;
+    (err == 0 && consumed == a.len()).then_some(v)
+}
+
+/// How an ID argument may be written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdForm {
+    /// `-` and `+` allowed.
+    Loose,
+    /// Not `-` or `+` (Redis's "strict").
+    Strict,
+}
+
+/// Parses an ID as Redis's `streamGenericParseIDOrReply`: `ms-seq`, or
+/// `ms` (seq `missing_seq`); `Some(None)` in the seq slot for `ms-*`
+/// when `star` (XADD).
+pub(crate) fn parse_id(a: &[u8], missing_seq: u64, form: IdForm, star: bool) -> Option<(Id, bool)> {
+    if a.len() > 127 {
+        return None;
+    }
+    // Redis copies into a C string: a NUL ends it.
+    let a = &a[..a.iter().position(|&b| b == 0).unwrap_or(a.len())];
+    if form == IdForm::Strict && (a == b"-" || a == b"+") {
+        return None;
+    }
+    if a == b"-" {
+        return Some((Id::default(), true));
+    }
+    if a == b"+" {
+        return Some((Id::MAX, true));
+    }
+    let (ms, seq) = match a.iter().position(|&b| b == b'-') {
+        Some(i) => (&a[..i], Some(&a[i + 1..])),
+        None => (a, None),
+    };
+    let ms = string2ull(ms)?;
+    match seq {
+        Some(b"*") if star => Some((Id { ms, seq: 0 }, false)),
+        Some(s) => Some((
+            Id {
+                ms,
+                seq: string2ull(s)?,
+            },
+            true,
+        )),
+        None => Some((
+            Id {
+                ms,
+                seq: missing_seq,
+            },
+            true,
+        )),
+    }
+}
+
+/// An interval end of XRANGE (`(` exclusive), as
+/// `streamParseIntervalIDOrReply`.
+pub(crate) fn parse_interval(a: &[u8], missing_seq: u64) -> Option<(Id, bool)> {
+    if a.len() > 1 && a[0] == b'(' {
+        let (id, _) = parse_id(&a[1..], missing_seq, IdForm::Strict, false)?;
+        Some((id, true))
+    } else {
+        let (id, _) = parse_id(a, missing_seq, IdForm::Loose, false)?;
+        Some((id, false))
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entry {
+    pub(crate) id: Id,
+    pub(crate) fields: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Node {
+    /// Entries deleted from it (they still count toward its size).
+    pub(crate) deleted: u64,
+    /// The ID of the last entry appended to it, deleted or not (what
+    /// Redis's MINID trimming compares: deleted entries stay in a
+    /// listpack).
+    pub(crate) last: Id,
+    pub(crate) entries: Vec<Entry>,
+}
+
+/// A stream as its record holds it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stream {
+    pub(crate) last: Id,
+    pub(crate) added: u64,
+    pub(crate) max_deleted: Id,
+    pub(crate) nodes: Vec<Node>,
+}
+
+fn bad(what: &str) -> Error {
+    Error::Envelope(format!("stream record: {what}"))
+}
+
+fn u32_of(b: &[u8]) -> Result<u32, Error> {
+    Ok(u32::from_le_bytes(
+        b.try_into().map_err(|_| bad("a count is 4 bytes"))?,
+    ))
+}
+
+pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
+    let c = Compact::decode(data)?;
+    let mut it = c.items.into_iter();
+    let head = it.next().ok_or_else(|| bad("no header"))?;
+    if head.len() != 48 {
+        return Err(bad("header size"));
+    }
+    let id = |b: &[u8]| Id::from_bytes(b).ok_or_else(|| bad("an ID"));
+    let mut s = Stream {
+        last: id(&head[0..16])?,
+        added: u64::from_le_bytes(head[16..24].try_into().expect("8 bytes")),
+        max_deleted: id(&head[24..40])?,
+        nodes: Vec::new(),
+    };
+    let nodes = u32_of(&head[40..44])?;
+    let groups = u32_of(&head[44..48])?;
+    if groups != 0 {
+        return Err(bad("consumer groups are not known to this version"));
+    }
+    for _ in 0..nodes {
+        let n = it.next().ok_or_else(|| bad("missing node"))?;
+        if n.len() != 28 {
+            return Err(bad("node header size"));
+        }
+        let mut node = Node {
+            deleted: u64::from_le_bytes(n[..8].try_into().expect("8 bytes")),
+            last: id(&n[8..24])?,
+            entries: Vec::new(),
+        };
+        for _ in 0..u32_of(&n[24..])? {
+            let eid = id(&it.next().ok_or_else(|| bad("missing entry"))?)?;
+            let count = u32_of(&it.next().ok_or_else(|| bad("missing field count"))?)?;
+            let mut fields = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                let f = it.next().ok_or_else(|| bad("missing field"))?;
+                let v = it.next().ok_or_else(|| bad("missing value"))?;
+                fields.push((f, v));
+            }
+            node.entries.push(Entry { id: eid, fields });
+        }
+        s.nodes.push(node);
+    }
+    if it.next().is_some() {
+        return Err(bad("bytes after the last node"));
+    }
+    Ok(s)
+}
+
+impl Stream {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut items = Vec::new();
+        let mut head = Vec::with_capacity(48);
+        head.extend_from_slice(&self.last.bytes());
+        head.extend_from_slice(&self.added.to_le_bytes());
+        head.extend_from_slice(&self.max_deleted.bytes());
+        head.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
+        items.push(head);
+        for n in &self.nodes {
+            let mut h = n.deleted.to_le_bytes().to_vec();
+            h.extend_from_slice(&n.last.bytes());
+            h.extend_from_slice(&(n.entries.len() as u32).to_le_bytes());
+            items.push(h);
+            for e in &n.entries {
+                items.push(e.id.bytes().to_vec());
+                items.push((e.fields.len() as u32).to_le_bytes().to_vec());
+                for (f, v) in &e.fields {
+                    items.push(f.clone());
+                    items.push(v.clone());
+                }
+            }
+        }
+        Compact { large: true, items }.encode()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.iter().map(|n| n.entries.len()).sum()
+    }
+
+    pub(crate) fn entries(&self) -> impl DoubleEndedIterator<Item = &Entry> {
+        self.nodes.iter().flat_map(|n| n.entries.iter())
+    }
+
+    /// Appends an entry (its ID checked by the caller), starting a node
+    /// as Redis does by count.
+    pub(crate) fn append(&mut self, e: Entry, node_entries: u64) {
+        let full = self.nodes.last().is_none_or(|n| {
+            node_entries != 0 && n.entries.len() as u64 + n.deleted >= node_entries
+        });
+        if full {
+            self.nodes.push(Node::default());
+        }
+        self.last = e.id;
+        self.added += 1;
+        let node = self.nodes.last_mut().expect("a node");
+        node.last = e.id;
+        node.entries.push(e);
+    }
+
+    /// Deletes entry `id`; true if it was there.
+    pub(crate) fn delete(&mut self, id: Id) -> bool {
+        for ni in 0..self.nodes.len() {
+            let node = &mut self.nodes[ni];
+            if let Some(i) = node.entries.iter().position(|e| e.id == id) {
+                node.entries.remove(i);
+                node.deleted += 1;
+                if node.entries.is_empty() {
+                    self.nodes.remove(ni);
+                }
+                if id > self.max_deleted {
+                    self.max_deleted = id;
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Redis's `streamTrim`: entries removed.
+    pub(crate) fn trim(&mut self, t: &Trim) -> u64 {
+        let mut removed = 0u64;
+        while let Some(node) = self.nodes.first() {
+            let len = self.len() as u64;
+            if let TrimBy::MaxLen(max) = t.by {
+                if len <= max {
+                    break;
+                }
+            }
+            let entries = node.entries.len() as u64;
+            if t.limit != 0 && removed + entries > t.limit {
+                break;
+            }
+            let whole = match t.by {
+                TrimBy::MaxLen(max) => len - entries >= max,
+                TrimBy::MinId(min) => node.last < min,
+            };
+            if whole {
+                self.nodes.remove(0);
+                removed += entries;
+                continue;
+            }
+            if t.approx {
+                break;
+            }
+            let node = &mut self.nodes[0];
+            let mut cut = 0;
+            match t.by {
+                TrimBy::MaxLen(max) => {
+                    while len - cut > max && (cut as usize) < node.entries.len() {
+                        cut += 1;
+                    }
+                }
+                TrimBy::MinId(min) => {
+                    while (cut as usize) < node.entries.len() && node.entries[cut as usize].id < min
+                    {
+                        cut += 1;
+                    }
+                }
+            }
+            node.entries.drain(..cut as usize);
+            node.deleted += cut;
+            removed += cut;
+            break;
+        }
+        removed
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum TrimBy {
+    MaxLen(u64),
+    MinId(Id),
+}
+
+/// A trimming request (XADD's or XTRIM's).
+#[derive(Clone, Copy)]
+pub(crate) struct Trim {
+    pub(crate) by: TrimBy,
+    pub(crate) approx: bool,
+    /// Most entries to remove (0: no limit).
+    pub(crate) limit: u64,
+}
+
+/// XADD's and XTRIM's parsed arguments.
+pub(crate) struct AddArgs {
+    pub(crate) trim: Option<Trim>,
+    pub(crate) nomkstream: bool,
+    /// The ID argument's index (XADD), and the ID: `None` for `*`, else
+    /// the ID and whether its seq was given (`ms-*` not).
+    pub(crate) id_at: usize,
+    pub(crate) id: Option<(Id, bool)>,
+}
+
+/// Redis's `streamParseAddOrTrimArgsOrReply`.
+pub(crate) fn parse_add_or_trim(
+    args: &[&[u8]],
+    xadd: bool,
+    node_entries: i64,
+) -> Result<AddArgs, &'static str> {
+    let mut out = AddArgs {
+        trim: None,
+        nomkstream: false,
+        id_at: args.len(),
+        id: None,
+    };
+    let mut limit: Option<i64> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let opt = args[i];
+        if xadd && opt == b"*" {
+            out.id_at = i;
+            break;
+        }
+        let upper = opt.to_ascii_uppercase();
+        match upper.as_slice() {
+            b"MAXLEN" | b"MINID" if more > 0 => {
+                if out.trim.is_some() {
+                    return Err("ERR syntax error, MAXLEN and MINID options at the same time are not compatible");
+                }
+                let mut approx = false;
+                let next = args[i + 1];
+                if more >= 2 && next == b"~" {
+                    approx = true;
+                    i += 1;
+                } else if more >= 2 && next == b"=" {
+                    i += 1;
+                }
+                let by = if upper == b"MAXLEN" {
+                    let n = nvdepot_resp::string2ll(args[i + 1]).ok_or(errors::NOT_INTEGER)?;
+                    if n < 0 {
+                        return Err("ERR The MAXLEN argument must be >= 0.");
+                    }
+                    TrimBy::MaxLen(n as u64)
+                } else {
+                    let (id, _) =
+                        parse_id(args[i + 1], 0, IdForm::Strict, false).ok_or(INVALID_ID)?;
+                    TrimBy::MinId(id)
+                };
+                i += 1;
+                out.trim = Some(Trim {
+                    by,
+                    approx,
+                    limit: 0,
+                });
+            }
+            b"LIMIT" if more > 0 => {
+                let n = nvdepot_resp::string2ll(args[i + 1]).ok_or(errors::NOT_INTEGER)?;
+                if n < 0 {
+                    return Err("ERR The LIMIT argument must be >= 0.");
+                }
+                limit = Some(n);
+                i += 1;
+            }
+            b"NOMKSTREAM" if xadd => out.nomkstream = true,
+            _ if xadd => {
+                out.id = Some(parse_id(opt, 0, IdForm::Strict, true).ok_or(INVALID_ID)?);
+                out.id_at = i;
+                break;
+            }
+            _ => return Err(errors::SYNTAX),
+        }
+        i += 1;
+    }
+    if limit.is_some_and(|l| l != 0) && out.trim.is_none() {
+        return Err(
+            "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy",
+        );
+    }
+    if !xadd && out.trim.is_none() {
+        return Err("ERR syntax error, XTRIM must be called with a trimming strategy");
+    }
+    if let Some(t) = &mut out.trim {
+        match limit {
+            Some(_) if !t.approx => {
+                return Err("ERR syntax error, LIMIT cannot be used without the special ~ option")
+            }
+            Some(l) => t.limit = l as u64,
+            None if t.approx => {
+                let l = 100i64.saturating_mul(node_entries);
+                t.limit = if l <= 0 || l > 1_000_000 {
+                    1_000_000
+                } else {
+                    l as u64
+                };
+            }
+            None => t.limit = 0,
+        }
+    }
+    Ok(out)
+}
