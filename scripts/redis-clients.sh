@@ -118,10 +118,14 @@ for proto in (2, 3):
     assert r.sunionstore("py:s3", ["py:s", "py:s2"]) == 4
     assert set(r.sscan_iter("py:s3")) == {"a", "b", "c", "z"}
     assert r.zadd("py:z", {"a": 1, "b": 2.5, "c": -1}) == 3
-    assert r.zrange("py:z", 0, -1, withscores=True) == [("c", -1.0), ("a", 1.0), ("b", 2.5)]
+    # (redis-py answers pairs as tuples over RESP2, lists over RESP3.)
+    pairs = [tuple(p) for p in r.zrange("py:z", 0, -1, withscores=True)]
+    assert pairs == [("c", -1.0), ("a", 1.0), ("b", 2.5)], pairs
     assert r.zincrby("py:z", 2, "a") == 3.0 and r.zrank("py:z", "a") == 2
     assert r.zrangebyscore("py:z", 0, "+inf") == ["b", "a"]
-    assert r.zpopmin("py:z") == [("c", -1.0)] and r.zcard("py:z") == 2
+    popped = r.zpopmin("py:z")
+    assert popped in ([("c", -1.0)], ["c", -1.0]), popped
+    assert r.zcard("py:z") == 2
     assert r.zscore("py:z", "b") == 2.5 and r.object("encoding", "py:z") == "listpack"
     # A job queue: a worker blocked in BRPOP is handed the job pushed later.
     import threading
