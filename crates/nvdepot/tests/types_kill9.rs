@@ -1,0 +1,228 @@
+//! `kill -9` of `nvdepot serve` under a load of every collection type
+//! (issue 36): writers each own a list, a hash, a set, a sorted set, a
+//! stream and a counter, and record every reply they got; after the kill
+//! and a restart, every acknowledged write is there, and nothing is there
+//! that was not at least sent (a write in flight at the kill may or may
+//! not have landed: the one write per writer that was sent without a
+//! reply).
+//!
+//! `NVDEPOT_TYPES_KILLS` rounds (default 2), each a new store.
+
+mod common;
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{env_or, temp_dir, Resp, Server};
+use nvdepot_resp::Value;
+
+const ARGS: &[&str] = &["--size", "256M", "--segment-size", "8M"];
+
+/// What one writer saw acknowledged.
+#[derive(Default, Clone, Debug)]
+struct Acked {
+    /// The list's length after its last acknowledged RPUSH (of i values
+    /// in order), and the pushes sent (acknowledged or not).
+    list_len: i64,
+    list_sent: Vec<u64>,
+    hash: Vec<u64>,
+    set: Vec<u64>,
+    zset: Vec<u64>,
+    stream: Vec<u64>,
+    counter: i64,
+    /// The command sent without a reply when the server died, if any.
+    in_flight: Option<u64>,
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bulk(Some(b)) | Value::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Reads one reply, or `None` once the server is gone.
+fn reply(c: &mut Resp) -> Option<Value> {
+    loop {
+        if let Ok(Some((v, n))) = nvdepot_resp::parse_value(&c.buf) {
+            c.buf.drain(..n);
+            return Some(v);
+        }
+        let mut chunk = [0u8; 4096];
+        match c.stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => c.buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn writer(mut c: Resp, w: usize, stop: Arc<AtomicBool>, acked: Arc<Mutex<Acked>>) {
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let n = i.to_string();
+        let cmd: Vec<String> = match i % 6 {
+            0 => vec!["RPUSH".into(), format!("list{w}"), n.clone()],
+            1 => vec![
+                "HSET".into(),
+                format!("hash{w}"),
+                format!("f{i}"),
+                n.clone(),
+            ],
+            2 => vec!["SADD".into(), format!("set{w}"), n.clone()],
+            3 => vec![
+                "ZADD".into(),
+                format!("zset{w}"),
+                n.clone(),
+                format!("m{i}"),
+            ],
+            4 => vec![
+                "XADD".into(),
+                format!("stream{w}"),
+                format!("{}-1", i + 1),
+                "f".into(),
+                n.clone(),
+            ],
+            _ => vec![
+                "HINCRBY".into(),
+                format!("counter{w}"),
+                "c".into(),
+                "1".into(),
+            ],
+        };
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        c.send(&args);
+        if i.is_multiple_of(6) {
+            acked.lock().unwrap().list_sent.push(i);
+        }
+        acked.lock().unwrap().in_flight = Some(i);
+        let Some(v) = reply(&mut c) else {
+            return;
+        };
+        let mut a = acked.lock().unwrap();
+        a.in_flight = None;
+        match i % 6 {
+            0 => a.list_len = int(&v).expect("RPUSH answers the length"),
+            1 => a.hash.push(i),
+            2 => a.set.push(i),
+            3 => a.zset.push(i),
+            4 => {
+                assert_eq!(text(&v), format!("{}-1", i + 1), "XADD's ID");
+                a.stream.push(i);
+            }
+            _ => a.counter = int(&v).expect("HINCRBY answers the count"),
+        }
+        i += 1;
+    }
+}
+
+fn verify(c: &mut Resp, w: usize, a: &Acked) {
+    // The list: a prefix of the pushes sent, at least the acknowledged.
+    let Value::Array(Some(items)) = c.call(&["LRANGE", &format!("list{w}"), "0", "-1"]) else {
+        panic!("list{w} is not a list");
+    };
+    let got: Vec<String> = items.iter().map(text).collect();
+    assert!(
+        got.len() as i64 >= a.list_len && got.len() <= a.list_sent.len(),
+        "list{w}: {} elements, {} acknowledged, {} sent",
+        got.len(),
+        a.list_len,
+        a.list_sent.len()
+    );
+    for (e, sent) in got.iter().zip(&a.list_sent) {
+        assert_eq!(*e, sent.to_string(), "list{w} out of order");
+    }
+    for &i in &a.hash {
+        let v = c.call(&["HGET", &format!("hash{w}"), &format!("f{i}")]);
+        assert_eq!(text(&v), i.to_string(), "hash{w} lost f{i}");
+    }
+    for &i in &a.set {
+        let v = c.call(&["SISMEMBER", &format!("set{w}"), &i.to_string()]);
+        assert_eq!(v, Value::Integer(1), "set{w} lost {i}");
+    }
+    for &i in &a.zset {
+        let v = c.call(&["ZSCORE", &format!("zset{w}"), &format!("m{i}")]);
+        assert_eq!(text(&v), i.to_string(), "zset{w} lost m{i}");
+    }
+    let Value::Array(Some(entries)) = c.call(&["XRANGE", &format!("stream{w}"), "-", "+"]) else {
+        panic!("stream{w} unreadable");
+    };
+    let ids: Vec<String> = entries
+        .iter()
+        .map(|e| match e {
+            Value::Array(Some(parts)) => text(&parts[0]),
+            other => panic!("stream{w} entry {other:?}"),
+        })
+        .collect();
+    for &i in &a.stream {
+        assert!(ids.contains(&format!("{}-1", i + 1)), "stream{w} lost {i}");
+    }
+    let count = c.call(&["HGET", &format!("counter{w}"), "c"]);
+    let count: i64 = if a.counter == 0 && count == Value::Bulk(None) {
+        0
+    } else {
+        text(&count).parse().expect("a count")
+    };
+    let in_flight_counter = a.in_flight.is_some_and(|i| i % 6 == 5);
+    assert!(
+        count == a.counter || (in_flight_counter && count == a.counter + 1),
+        "counter{w}: {count}, acknowledged {}",
+        a.counter
+    );
+    // Nothing was written that was not sent: the sets hold only sent
+    // values (acknowledged, or the one in flight).
+    let Value::Array(Some(members)) = c.call(&["SMEMBERS", &format!("set{w}")]) else {
+        panic!("set{w}");
+    };
+    for m in members {
+        let m: u64 = text(&m).parse().expect("a number");
+        assert!(
+            a.set.contains(&m) || a.in_flight == Some(m),
+            "set{w} holds {m}, never acknowledged"
+        );
+    }
+}
+
+#[test]
+fn acknowledged_collection_writes_survive_kill_9() {
+    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
+    for round in 0..rounds {
+        let dir = temp_dir();
+        let data = dir.path().join("store");
+        let server = Server::start_serve(&data, ARGS);
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked: Vec<Arc<Mutex<Acked>>> = (0..4).map(|_| Arc::default()).collect();
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let c = Resp::connect(&server);
+                let (stop, a) = (stop.clone(), acked[w].clone());
+                std::thread::spawn(move || writer(c, w, stop, a))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + 200 * round as u64));
+        server.kill_9();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().unwrap();
+        }
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        let mut total = 0;
+        for (w, a) in acked.iter().enumerate() {
+            let a = a.lock().unwrap().clone();
+            total += a.hash.len() + a.set.len() + a.zset.len() + a.stream.len();
+            verify(&mut c, w, &a);
+        }
+        assert!(total > 0, "round {round}: nothing was acknowledged");
+        eprintln!("types_kill9: round {round}: {total} acknowledged collection writes, all there");
+        assert_eq!(server.terminate(), 0);
+    }
+}
