@@ -213,6 +213,13 @@ pub const COMMANDS: &[Spec] = &[
     write("XTRIM", -4, 1, 1, 1),
     write("XSETID", -3, 1, 1, 1),
     spec("XREAD", -4, 0, 0, 0),
+    write("SETBIT", 4, 1, 1, 1),
+    spec("GETBIT", 3, 1, 1, 1),
+    spec("BITCOUNT", -2, 1, 1, 1),
+    spec("BITPOS", -3, 1, 1, 1),
+    write("BITOP", -4, 2, -1, 1),
+    write("BITFIELD", -2, 1, 1, 1),
+    spec("BITFIELD_RO", -2, 1, 1, 1),
 ];
 
 /// The spec of command `name` (upper case).

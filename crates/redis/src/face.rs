@@ -786,4 +786,5 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::set::needs_exclusive(name)
         || super::list::needs_exclusive(name)
         || super::zset_ops::needs_exclusive(name)
+        || super::bitmap::needs_exclusive(name)
 }

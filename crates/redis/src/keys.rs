@@ -69,6 +69,14 @@ pub async fn execute(
     let store = &*shared.store;
     let now = unix_now_ms();
     let cluster = shared.cluster.is_some();
+    if name.starts_with(b"BIT") || name == b"SETBIT" || name == b"GETBIT" {
+        if let Some(result) = super::bitmap::execute(store, db, name, args, now, r).await {
+            if let Err(e) = result {
+                storage_error(r, &e);
+            }
+            return true;
+        }
+    }
     if name.first() == Some(&b'X') {
         if let Some(result) = super::stream::execute(shared, db, name, args, now, r).await {
             if let Err(e) = result {

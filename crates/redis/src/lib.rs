@@ -7,7 +7,8 @@
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `scan` (SCAN and its options); the types:
-//! `strings`, `hash`, `set`, `list` (with `blocking`: blocked clients),
+//! `strings` (with `bitmap`: the bit commands), `hash`, `set`, `list`
+//! (with `blocking`: blocked clients),
 //! `zset`, `zset_ops` and `zset_range` (sorted sets), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
@@ -18,6 +19,7 @@
 //! writes), `glob` (Redis's matcher), `join` (bounded joins of per-key
 //! futures).
 
+mod bitmap;
 mod blocking;
 mod clients;
 pub mod cluster;

@@ -203,12 +203,13 @@ impl<R: Rng> TypesGen<R> {
     }
 
     pub fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..15) {
+        match self.rng.gen_range(0..16) {
             0..=2 => self.hash(),
             3..=5 => self.set(),
             6..=8 => self.list(),
             9..=11 => self.zset(),
             12 | 13 => self.stream(),
+            14 => self.bits(),
             _ => self.keyspace(),
         }
     }
@@ -372,6 +373,93 @@ impl<R: Rng> TypesGen<R> {
                 }
                 if self.rng.gen_bool(0.3) {
                     c.extend([Self::w("MAXDELETEDID"), self.stream_id()]);
+                }
+            }
+        }
+        self.maybe_bad_arity(c)
+    }
+
+    fn bit_offset(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..10) {
+            0..=6 => self.rng.gen_range(0..200).to_string().into_bytes(),
+            7 => format!("#{}", self.rng.gen_range(0..20)).into_bytes(),
+            // (Past the 512 MiB limit: an error; never just under it, which
+            // would make both servers build a 512 MiB string.)
+            _ => Self::w(self.pick(&["-1", "x", "4294967296", "#-1"])),
+        }
+    }
+
+    fn bit_type(&mut self) -> Vec<u8> {
+        let signed = self.rng.gen_bool(0.5);
+        let max = if signed { 64 } else { 63 };
+        match self.rng.gen_range(0..10) {
+            0 => Self::w(self.pick(&["u64", "i65", "x8", "u0", "i"])),
+            _ => format!(
+                "{}{}",
+                if signed { "i" } else { "u" },
+                self.rng.gen_range(1..=max)
+            )
+            .into_bytes(),
+        }
+    }
+
+    /// Bit commands over strings (the `k` keys, sometimes others').
+    fn bits(&mut self) -> Cmd {
+        let op = self.pick(&[
+            "SETBIT",
+            "SETBIT",
+            "GETBIT",
+            "BITCOUNT",
+            "BITPOS",
+            "BITOP",
+            "BITFIELD",
+            "BITFIELD",
+            "BITFIELD_RO",
+        ]);
+        let mut c = vec![Self::w(op)];
+        match op {
+            "SETBIT" => {
+                let bit = Self::w(self.pick(&["0", "1", "1", "2"]));
+                c.extend([self.key("k"), self.bit_offset(), bit]);
+            }
+            "GETBIT" => c.extend([self.key("k"), self.bit_offset()]),
+            "BITCOUNT" | "BITPOS" => {
+                c.push(self.key("k"));
+                if op == "BITPOS" {
+                    c.push(Self::w(self.pick(&["0", "1", "1", "2"])));
+                }
+                for _ in 0..self.rng.gen_range(0..4) {
+                    let a = match self.rng.gen_range(0..4) {
+                        0 => Self::w(self.pick(&["BIT", "BYTE", "bit", "WORD"])),
+                        _ => self.rng.gen_range(-30i64..30).to_string().into_bytes(),
+                    };
+                    c.push(a);
+                }
+            }
+            "BITOP" => {
+                c.push(Self::w(
+                    self.pick(&["AND", "OR", "XOR", "NOT", "not", "DIFF"]),
+                ));
+                c.push(self.key("k"));
+                for _ in 0..self.rng.gen_range(1..4) {
+                    c.push(self.key("k"));
+                }
+            }
+            _ => {
+                c.push(self.key("k"));
+                for _ in 0..self.rng.gen_range(0..4) {
+                    match self.rng.gen_range(0..4) {
+                        0 => c.extend([Self::w("GET"), self.bit_type(), self.bit_offset()]),
+                        1 => {
+                            let sub = Self::w(self.pick(&["SET", "INCRBY"]));
+                            c.extend([sub, self.bit_type(), self.bit_offset(), self.number()]);
+                        }
+                        2 => c.extend([
+                            Self::w("OVERFLOW"),
+                            Self::w(self.pick(&["WRAP", "SAT", "FAIL", "fail", "X"])),
+                        ]),
+                        _ => c.extend([Self::w("GET"), self.bit_type(), self.bit_offset()]),
+                    }
                 }
             }
         }
