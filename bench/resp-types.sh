@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# bench/resp-types.sh -- the Redis collection types of `nvdepot serve`
+# against redis-server on this machine, in one run, servers alternating
+# (issue 36, Deliver 6, its first part):
+#   redis-none    redis-server --appendonly no --save ''   (no persistence)
+#   redis-always  redis-server --appendonly yes --appendfsync always
+#   nvdepot       nvdepot serve --cache-mb 1024 (default --appendfsync
+#                 always: every write durable on reply)
+# redis-benchmark's own type tests (lpush rpush lpop rpop sadd hset spop
+# zadd zpopmin lrange_100 lrange_600), each at each concurrency, REPS
+# times. redis-benchmark pushes to ONE list (`mylist`), adds to one set,
+# one sorted set and one hash (`myhash`, 100 000 random fields with -r):
+# so the collections grow to tens of thousands of elements during a run,
+# which is exactly the case the compact layout (a collection in one
+# record, rewritten whole by each write) is slow at; the numbers say how
+# slow, for the paged layout to beat.
+# Not in this script yet: the big scenario (4x an equal memory cgroup:
+# 1 M hashes, a 10 M-member sorted set, 1 M lists) with reads per op from
+# /proc/diskstats and DRAM per element.
+#
+# usage: bash bench/resp-types.sh          (concurrency 1 16 128, 3 reps)
+#        QUICK=1 bash bench/resp-types.sh  (16 and 128, 1 rep, fewer requests)
+# Output: bench/results/resp-types[-quick].md with the table, then
+#   ratio types_write_vs_redis_always=… types_read_vs_redis=…
+# types_write_vs_redis_always: the LOWEST over the write tests (lpush rpush
+# sadd hset zadd) and concurrencies of nvdepot / redis-always ops/s (both
+# durable on reply; goal >= 1.0); types_read_vs_redis: the LOWEST over
+# lrange_100 and lrange_600 of nvdepot / redis-none (goal >= 0.9). The pops
+# (lpop rpop spop zpopmin) are writes too and are in the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+  CONCS=(16 128) REPS=${REPS:-1} N=${N:-20000} OUT=$ROOT/bench/results/resp-types-quick.md
+else
+  CONCS=(1 16 128) REPS=${REPS:-3} N=${N:-50000} OUT=$ROOT/bench/results/resp-types.md
+fi
+TESTS=lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,lrange_600
+PORT_BASE=${PORT_BASE:-26600}
+WORK=${BENCH_DIR:-$ROOT/bench/work}/types-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$WORK"
+command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
+  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools; }
+source scripts/lib.sh
+ensure_cargo
+cargo build --release -q -p nvdepot
+NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+pid=
+finish() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"/*/; }
+trap finish EXIT
+
+start() { # SERVER PORT: a fresh server alone
+  local server=$1 port=$2
+  rm -rf "${WORK:?}/$server"; mkdir -p "$WORK/$server"
+  case $server in
+    redis-none) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
+    redis-always) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
+    nvdepot) "$NV" serve --port "$port" --data "$WORK/$server/store" --size 4G --cache-mb 1024 2>"$WORK/$server.log" & ;;
+  esac
+  pid=$!
+  for _ in $(seq 1 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+  return 1
+}
+
+: >"$WORK/points.tsv"
+port=$PORT_BASE
+for rep in $(seq 1 "$REPS"); do
+  for c in "${CONCS[@]}"; do
+    for server in redis-none redis-always nvdepot; do
+      port=$((port + 1))
+      start "$server" "$port"
+      out=$(redis-benchmark -p "$port" -c "$c" -n "$N" -r 100000 -t "$TESTS" --csv 2>/dev/null |
+            tr -d '"' | grep -E '^[A-Z]')
+      rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+      kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+      while IFS=, read -r test rps _avg _min p50 _rest; do
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$server" "$c" "$rep" "$test" "$rps" "$p50" >>"$WORK/points.tsv"
+      done <<<"$out"
+      log "$server c=$c rep $rep done (RSS ${rss} kB): $(echo "$out" | cut -d, -f1,2 | tr '\n' ' ')"
+    done
+  done
+done
+
+python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" <<'PY'
+import sys, statistics, collections
+pts = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    server, c, rep, test, rps, p50 = line.rstrip("\n").split("\t")
+    pts[(server, int(c), test)].append(float(rps))
+tests = sorted({t for (_, _, t) in pts}, key=lambda t: t.split()[0])
+concs = sorted({c for (_, c, _) in pts})
+med = {k: statistics.median(v) for k, v in pts.items()}
+lines = ["# Redis collection types: nvdepot serve against redis-server",
+         "",
+         f"`bash bench/resp-types.sh` (N={sys.argv[3]} requests per test, concurrency {sys.argv[4]}, "
+         f"{sys.argv[5]} rep(s); medians in ops/s). redis-benchmark's type tests work on one key "
+         "per type, which grows to tens of thousands of elements: the compact layout "
+         "(one record per collection) rewrites it whole on every write.",
+         "",
+         "| test | c | redis-none | redis-always | nvdepot | nvdepot / redis-always | nvdepot / redis-none |",
+         "|---|---|---|---|---|---|---|"]
+writes = ("LPUSH", "RPUSH", "SADD", "HSET", "ZADD")
+reads = ("LRANGE_100", "LRANGE_600")
+w_ratio, r_ratio = [], []
+for t in tests:
+    for c in concs:
+        a, b, n = (med.get((s, c, t)) for s in ("redis-none", "redis-always", "nvdepot"))
+        if None in (a, b, n):
+            continue
+        lines.append(f"| {t} | {c} | {a:.0f} | {b:.0f} | {n:.0f} | {n / b:.2f} | {n / a:.2f} |")
+        key = t.split()[0].upper()
+        if key in writes:
+            w_ratio.append(n / b)
+        if any(key.startswith(r) for r in reads):
+            r_ratio.append(n / a)
+ratio = (f"ratio types_write_vs_redis_always={min(w_ratio):.2f} "
+         f"types_read_vs_redis={min(r_ratio):.2f} big_reads_per_op=not-run "
+         f"dram_per_element_vs_redis=not-run")
+lines += ["", ratio, ""]
+open(sys.argv[2], "w").write("\n".join(lines))
+print("\n".join(lines))
+PY
