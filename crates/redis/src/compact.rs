@@ -62,6 +62,51 @@ impl Compact {
     }
 }
 
+/// Appends one item (its length, then its bytes) to encoded data.
+pub fn push_item(out: &mut Vec<u8>, item: &[u8]) {
+    write_len(out, item.len());
+    out.extend_from_slice(item);
+}
+
+/// The items of encoded data (after its shape byte), borrowed, each with
+/// the offset where its length prefix starts: no allocation per item.
+pub fn items(data: &[u8]) -> Items<'_> {
+    Items { data, at: 1 }
+}
+
+/// See [`items`].
+pub struct Items<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for Items<'a> {
+    /// (offset of the item's length prefix, the item), or the damage.
+    type Item = Result<(usize, &'a [u8]), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.data.len() {
+            return None;
+        }
+        let start = self.at;
+        let rest = &self.data[start..];
+        let Some((len, used)) = read_len(rest) else {
+            self.at = self.data.len();
+            return Some(Err(Error::Envelope(
+                "compact collection: bad length".into(),
+            )));
+        };
+        if rest.len() - used < len {
+            self.at = self.data.len();
+            return Some(Err(Error::Envelope(
+                "compact collection: item past the end".into(),
+            )));
+        }
+        self.at = start + used + len;
+        Some(Ok((start, &rest[used..used + len])))
+    }
+}
+
 fn write_len(out: &mut Vec<u8>, mut n: usize) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);

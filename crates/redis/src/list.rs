@@ -13,7 +13,7 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::compact::Compact;
+use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 
 /// Commands that must see several keys as one step.
@@ -141,6 +141,47 @@ pub(crate) async fn update<T>(
     }
 }
 
+/// What a raw update does with a list's encoded data.
+enum Raw {
+    Keep,
+    Put(Vec<u8>),
+    Delete,
+}
+
+/// One atomic update of list `key` on its encoded data (`None` when
+/// missing): the hot pushes and pops, without decoding every element.
+async fn update_raw<T>(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    mut apply: impl FnMut(Option<&[u8]>) -> Result<(Raw, T), &'static str>,
+) -> Result<Result<T, &'static str>, Error> {
+    let (out, _) = store
+        .update(db, key, now, |cur| {
+            let (data, at) = match cur {
+                Some(v) if v.kind() != Kind::List => return (Change::Keep, Err(errors::WRONGTYPE)),
+                Some(v) => (Some(v.data()), v.expire_at_ms()),
+                None => (None, 0),
+            };
+            match apply(data) {
+                Ok((Raw::Keep, t)) => (Change::Keep, Ok(t)),
+                Ok((Raw::Delete, t)) => (Change::Delete, Ok(t)),
+                Ok((Raw::Put(data), t)) => (
+                    Change::Put {
+                        kind: Kind::List,
+                        data,
+                        expire_at_ms: at,
+                    },
+                    Ok(t),
+                ),
+                Err(msg) => (Change::Keep, Err(msg)),
+            }
+        })
+        .await?;
+    Ok(out)
+}
+
 /// Reads list `key`: `Ok(Err(()))` once WRONGTYPE is answered.
 pub(crate) async fn read(
     store: &RespStore,
@@ -184,21 +225,32 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            let end = if name[0] == b'L' {
-                End::Left
-            } else {
-                End::Right
-            };
+            let left = name[0] == b'L';
             let only_existing = name.ends_with(b"X");
-            update(store, db, args[1], now, |l| {
-                if only_existing && l.is_none() {
-                    return Ok((false, 0));
+            let added: usize = args[2..].iter().map(|e| e.len() + 5).sum();
+            // On the encoded list: the new items spliced at one end, no
+            // decoding of the others (a push costs one copy of the list).
+            update_raw(store, db, args[1], now, |old| {
+                if only_existing && old.is_none() {
+                    return Ok((Raw::Keep, 0));
                 }
-                let l = l.get_or_insert_with(VecDeque::new);
-                for e in &args[2..] {
-                    push(l, end, e.to_vec());
+                let old = old.unwrap_or(&[1]);
+                let len = compact::items(old).try_fold(0usize, |n, i| i.map(|_| n + 1));
+                let len = len.map_err(|_| "ERR list record damaged")?;
+                let mut out = Vec::with_capacity(old.len() + added);
+                if left {
+                    out.push(old[0]);
+                    for e in args[2..].iter().rev() {
+                        compact::push_item(&mut out, e);
+                    }
+                    out.extend_from_slice(&old[1..]);
+                } else {
+                    out.extend_from_slice(old);
+                    for e in &args[2..] {
+                        compact::push_item(&mut out, e);
+                    }
                 }
-                Ok((true, l.len() as i64))
+                Ok((Raw::Put(out), (len + args.len() - 2) as i64))
             })
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -217,16 +269,41 @@ pub async fn execute(
                     }
                 },
             };
-            let end = if name[0] == b'L' {
-                End::Left
-            } else {
-                End::Right
-            };
-            update(store, db, args[1], now, |l| {
-                let Some(l) = l else { return Ok((false, None)) };
-                let n = count.unwrap_or(1).min(l.len());
-                let popped: Vec<Vec<u8>> = (0..n).filter_map(|_| pop(l, end)).collect();
-                Ok((n > 0, Some(popped)))
+            let left = name[0] == b'L';
+            // On the encoded list: the popped items copied out, the rest
+            // kept as bytes (no decoding of the others).
+            update_raw(store, db, args[1], now, |old| {
+                let Some(old) = old else {
+                    return Ok((Raw::Keep, None));
+                };
+                // A left pop reads only the items it takes (and where the
+                // next starts); a right pop must find the last ones.
+                let want = count.unwrap_or(1).saturating_add(1);
+                let all: Vec<(usize, &[u8])> = if left {
+                    compact::items(old).take(want).collect::<Result<_, _>>()
+                } else {
+                    compact::items(old).collect::<Result<_, _>>()
+                }
+                .map_err(|_| "ERR list record damaged")?;
+                let n = count.unwrap_or(1).min(all.len());
+                if n == 0 {
+                    return Ok((Raw::Keep, Some(Vec::new())));
+                }
+                let (popped, rest): (Vec<Vec<u8>>, Vec<u8>) = if left {
+                    let popped = all[..n].iter().map(|(_, e)| e.to_vec()).collect();
+                    let cut = all.get(n).map_or(old.len(), |(at, _)| *at);
+                    (popped, [&old[..1], &old[cut..]].concat())
+                } else {
+                    let first = all.len() - n;
+                    let popped = all[first..].iter().rev().map(|(_, e)| e.to_vec()).collect();
+                    (popped, old[..all[first].0].to_vec())
+                };
+                let raw = if rest.len() <= 1 {
+                    Raw::Delete
+                } else {
+                    Raw::Put(rest)
+                };
+                Ok((raw, Some(popped)))
             })
             .await
             .map(|out| {
