@@ -14,7 +14,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::compact::Compact;
+use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 use super::strings::{format_float, parse_float};
 
@@ -181,24 +181,17 @@ pub async fn execute(
                 return Some(Ok(()));
             }
             let pairs = &args[2..];
-            update(store, db, args[1], now, &limits, |h| {
-                h.large |= limits.too_long(pairs);
-                let added = pairs
-                    .chunks(2)
-                    .filter(|p| h.set(p[0], p[1], &limits))
-                    .count();
-                Ok((true, added))
-            })
-            .await
-            .map(|out| {
-                out.map(|added| {
-                    if name == b"HSET" {
-                        r.integer(added as i64)
-                    } else {
-                        r.ok()
-                    }
+            set_raw(store, db, args[1], now, &limits, pairs)
+                .await
+                .map(|out| {
+                    out.map(|added| {
+                        if name == b"HSET" {
+                            r.integer(added as i64)
+                        } else {
+                            r.ok()
+                        }
+                    })
                 })
-            })
         }
         b"HSETNX" => {
             if !arity(args, 4, Some(4), r) {
@@ -333,6 +326,117 @@ async fn update<T>(
     }
 }
 
+/// HSET's write on the encoded hash: the fields it names are found by
+/// scanning the record's bytes (no allocation per field), values replaced
+/// in place and new fields appended, in Redis's listpack order: the
+/// number of new fields.
+async fn set_raw(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    limits: &Limits,
+    pairs: &[&[u8]],
+) -> Result<Result<usize, &'static str>, Error> {
+    let (out, _) = store
+        .update(db, key, now, |cur| {
+            let (old, at) = match cur {
+                Some(v) if v.kind() != Kind::Hash => return (Change::Keep, Err(errors::WRONGTYPE)),
+                Some(v) => (v.data(), v.expire_at_ms()),
+                None => (&[0u8][..], 0),
+            };
+            let items: Result<Vec<&[u8]>, Error> = compact::items(old)
+                .map(|i| i.map(|(_, item)| item))
+                .collect();
+            let Ok(items) =
+                items
+                    .map_err(|_| ())
+                    .and_then(|i| if i.len() % 2 == 0 { Ok(i) } else { Err(()) })
+            else {
+                return (Change::Keep, Err("ERR hash record damaged"));
+            };
+            let mut values: Vec<&[u8]> = items.iter().skip(1).step_by(2).copied().collect();
+            let fields: Vec<&[u8]> = items.iter().step_by(2).copied().collect();
+            let mut added: Vec<(&[u8], &[u8])> = Vec::new();
+            let mut large = old.first() == Some(&1) || limits.too_long(pairs);
+            for p in pairs.chunks(2) {
+                let (f, v) = (p[0], p[1]);
+                large |= limits.too_long(&[f, v]);
+                if let Some(i) = fields.iter().position(|x| *x == f) {
+                    values[i] = v;
+                } else if let Some(a) = added.iter_mut().find(|(x, _)| *x == f) {
+                    a.1 = v;
+                } else {
+                    added.push((f, v));
+                }
+            }
+            let count = fields.len() + added.len();
+            large |= count > limits.entries;
+            let bytes: usize = fields
+                .iter()
+                .chain(&values)
+                .map(|x| x.len() + 5)
+                .sum::<usize>()
+                + pairs.iter().map(|x| x.len() + 5).sum::<usize>();
+            let mut data = Vec::with_capacity(1 + bytes);
+            data.push(u8::from(large));
+            for (f, v) in fields
+                .iter()
+                .zip(&values)
+                .chain(added.iter().map(|(f, v)| (f, v)))
+            {
+                compact::push_item(&mut data, f);
+                compact::push_item(&mut data, v);
+            }
+            let change = Change::Put {
+                kind: Kind::Hash,
+                data,
+                expire_at_ms: at,
+            };
+            (change, Ok(added.len()))
+        })
+        .await?;
+    Ok(out)
+}
+
+/// The point reads on the encoded hash (no allocation per field).
+fn point_read(name: &[u8], data: Option<&[u8]>, args: &[&[u8]], r: &mut Reply<'_>) -> bool {
+    let pairs: Option<Vec<(&[u8], &[u8])>> = match data {
+        None => Some(Vec::new()),
+        Some(d) => {
+            let items: Result<Vec<&[u8]>, Error> =
+                compact::items(d).map(|i| i.map(|(_, item)| item)).collect();
+            match items {
+                Ok(items) if items.len() % 2 == 0 => {
+                    Some(items.chunks(2).map(|p| (p[0], p[1])).collect())
+                }
+                _ => None,
+            }
+        }
+    };
+    let Some(pairs) = pairs else { return false };
+    let get = |f: &[u8]| pairs.iter().find(|(x, _)| *x == f).map(|(_, v)| *v);
+    match name {
+        b"HGET" => match get(args[2]) {
+            Some(v) => r.bulk(v),
+            None => r.null(),
+        },
+        b"HEXISTS" => r.integer(i64::from(get(args[2]).is_some())),
+        b"HSTRLEN" => r.integer(get(args[2]).map_or(0, |v| v.len() as i64)),
+        b"HLEN" => r.integer(pairs.len() as i64),
+        _ => {
+            r.array(args.len() - 2);
+            for f in &args[2..] {
+                match get(f) {
+                    Some(v) => r.bulk(v),
+                    None => r.null(),
+                }
+            }
+        }
+    }
+    true
+}
+
 /// The read-only commands: one read of the key.
 async fn read_command(
     store: &RespStore,
@@ -401,6 +505,17 @@ async fn read_command(
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
     };
+    if matches!(name, b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET") {
+        match &v {
+            Some(v) if v.kind() != Kind::Hash => r.error(errors::WRONGTYPE),
+            v => {
+                if !point_read(name, v.as_ref().map(Value::data), args, r) {
+                    return Some(Err(Error::Envelope("hash record damaged".into())));
+                }
+            }
+        }
+        return Some(Ok(()));
+    }
     let h = match hash_of(v.as_ref()) {
         Ok(h) => h,
         Err(Fail::WrongType) => {
