@@ -336,10 +336,10 @@ impl Blocked {
 pub fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, &'static str> {
     let f = parse_float(a).ok_or("ERR timeout is not a float or out of range")?;
     let ms = (f * 1000.0).ceil();
-    if ms > i64::MAX as f64 {
-        return Err("ERR timeout is out of range");
-    }
-    if ms < 0.0 {
+    // Redis 7.0 casts the milliseconds to a C long long: one past its
+    // range (or infinite) becomes LLONG_MIN on x86-64, which it then
+    // refuses as negative.
+    if ms < 0.0 || ms >= i64::MAX as f64 {
         return Err("ERR timeout is negative");
     }
     Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
@@ -557,7 +557,11 @@ mod tests {
         assert_eq!(timeout_arg(b"1.5"), Ok(Some(Duration::from_millis(1500))));
         assert!(timeout_arg(b"-1").is_err());
         assert!(timeout_arg(b"x").is_err());
-        assert!(timeout_arg(b"inf").is_err());
+        assert_eq!(timeout_arg(b"inf"), Err("ERR timeout is negative"));
+        assert_eq!(
+            timeout_arg(b"9223372036854775807"),
+            Err("ERR timeout is negative")
+        );
     }
 
     #[test]

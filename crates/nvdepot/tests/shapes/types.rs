@@ -851,7 +851,15 @@ impl<R: Rng> TypesGen<R> {
     }
 
     /// Now and then a command loses or gains an argument (arity errors).
+    /// Never a blocking command: an extra argument becomes its timeout,
+    /// and a long one would block both servers for as long.
     fn maybe_bad_arity(&mut self, mut c: Cmd) -> Cmd {
+        let blocking =
+            c[0].first() == Some(&b'B') && c[0] != b"BITOP" && !c[0].starts_with(b"BITF")
+                || c.iter().any(|a| a == b"BLOCK");
+        if blocking {
+            return c;
+        }
         match self.rng.gen_range(0..40) {
             0 => {
                 c.truncate(self.rng.gen_range(1..=c.len()));
