@@ -343,7 +343,12 @@ impl RangeQuery {
         if self.rev {
             idx.reverse();
         }
-        if let Some((off, count)) = self.limit {
+        // A rank range ignores LIMIT (accepted there only with count -1,
+        // and then unused, as Redis's genericZrangebyrankCommand).
+        let limit = self
+            .limit
+            .filter(|_| !matches!(self.range, Range::Rank(..)));
+        if let Some((off, count)) = limit {
             if off < 0 {
                 return Vec::new();
             }
