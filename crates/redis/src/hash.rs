@@ -580,18 +580,7 @@ fn randfield(h: Option<Hash>, count: Option<(i64, bool)>, r: &mut Reply<'_>) {
         return;
     };
     let pairs = h.map(|h| h.pairs).unwrap_or_default();
-    let chosen: Vec<usize> = if pairs.is_empty() || n == 0 {
-        Vec::new()
-    } else if n < 0 {
-        // Repeats allowed: |n| independent draws.
-        (0..n.unsigned_abs())
-            .map(|_| rng.gen_range(0..pairs.len()))
-            .collect()
-    } else if n as u64 >= pairs.len() as u64 {
-        (0..pairs.len()).collect()
-    } else {
-        rand::seq::index::sample(&mut rng, pairs.len(), n as usize).into_vec()
-    };
+    let chosen = super::types::random_picks(pairs.len(), n);
     if withvalues && r.resp3() {
         r.array(chosen.len());
         for i in chosen {

@@ -667,17 +667,7 @@ fn randmember(s: Option<Set>, count: Option<i64>, r: &mut Reply<'_>) {
         }
         return;
     };
-    let chosen: Vec<usize> = if members.is_empty() || n == 0 {
-        Vec::new()
-    } else if n < 0 {
-        (0..n.unsigned_abs())
-            .map(|_| rng.gen_range(0..members.len()))
-            .collect()
-    } else if n as u64 >= members.len() as u64 {
-        (0..members.len()).collect()
-    } else {
-        rand::seq::index::sample(&mut rng, members.len(), n as usize).into_vec()
-    };
+    let chosen = super::types::random_picks(members.len(), n);
     r.array(chosen.len());
     for i in chosen {
         r.bulk(&members[i]);

@@ -527,20 +527,10 @@ async fn randmember(
         }
         return Ok(());
     };
-    let chosen: Vec<(f64, Vec<u8>)> = if items.is_empty() || n == 0 {
-        Vec::new()
-    } else if n < 0 {
-        (0..n.unsigned_abs())
-            .map(|_| items[rng.gen_range(0..items.len())].clone())
-            .collect()
-    } else if n as u64 >= items.len() as u64 {
-        items
-    } else {
-        rand::seq::index::sample(&mut rng, items.len(), n as usize)
-            .into_iter()
-            .map(|i| items[i].clone())
-            .collect()
-    };
+    let chosen: Vec<(f64, Vec<u8>)> = super::types::random_picks(items.len(), n)
+        .into_iter()
+        .map(|i| items[i].clone())
+        .collect();
     reply_items(r, &chosen, withscores);
     Ok(())
 }
