@@ -4,7 +4,7 @@
 # (set, get, incr, mset; every request must succeed) and redis-py over
 # RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
 # transactions, WATCH, hashes, lists, sets, sorted sets, a blocking job
-# queue). Installs redis-tools (apt) and redis-py (pip) if missing.
+# queue, Pub/Sub with patterns and a listener thread). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
 set -euo pipefail
@@ -139,6 +139,33 @@ for proto in (2, 3):
     assert got == [("py:jobs", "job-1")] or got == [["py:jobs", "job-1"]], got
     assert worker.brpop(["py:jobs"], timeout=0.1) is None
     worker.close()
+    # Pub/Sub: a PubSub object with channels and patterns, and a
+    # listener thread (run_in_thread) as cache-invalidation code uses.
+    p = r.pubsub()
+    p.subscribe("py:news")
+    p.psubscribe("py:ev.*")
+    assert p.get_message(timeout=1)["type"] == "subscribe"
+    assert p.get_message(timeout=1)["type"] == "psubscribe"
+    assert r.publish("py:news", "n1") == 1 and r.publish("py:ev.a", "e1") == 1
+    assert r.publish("py:other", "x") == 0
+    m1, m2 = p.get_message(timeout=1), p.get_message(timeout=1)
+    assert (m1["type"], m1["channel"], m1["data"]) == ("message", "py:news", "n1"), m1
+    assert (m2["type"], m2["pattern"], m2["channel"], m2["data"]) == ("pmessage", "py:ev.*", "py:ev.a", "e1"), m2
+    assert r.pubsub_numsub("py:news") == [("py:news", 1)] and r.pubsub_numpat() == 1
+    p.close()
+    heard = []
+    q = r.pubsub(ignore_subscribe_messages=True)
+    q.subscribe(**{"py:inval": lambda m: heard.append(m["data"])})
+    listener = q.run_in_thread(sleep_time=0.01, daemon=True)
+    for i in range(100):
+        r.publish("py:inval", f"k{i}")
+    deadline = time.time() + 5
+    while len(heard) < 100 and time.time() < deadline:
+        time.sleep(0.01)
+    listener.stop()
+    listener.join(timeout=5)
+    q.close()
+    assert heard == [f"k{i}" for i in range(100)], heard[:5]
     r.close()
     print(f"redis-py RESP{proto}: ok")
 PY

@@ -47,6 +47,8 @@ impl Clients {
             multi: AtomicI64::new(-1),
             name: Mutex::new(Vec::new()),
             cmd: Mutex::new(b"NULL".to_vec()),
+            subs: AtomicU64::new(0),
+            ssubs: AtomicU64::new(0),
         });
         self.map.lock().insert(id, Arc::clone(&client));
         client
@@ -84,6 +86,10 @@ pub struct Client {
     name: Mutex<Vec<u8>>,
     /// Its last command, as `CLIENT LIST` names it (`client|list`).
     cmd: Mutex<Vec<u8>>,
+    /// Channels (low half) and patterns (high half) subscribed to.
+    subs: AtomicU64,
+    /// Shard channels subscribed to.
+    ssubs: AtomicU64,
 }
 
 impl Client {
@@ -97,6 +103,22 @@ impl Client {
 
     pub(super) fn set_db(&self, db: usize) {
         self.db.store(db as u64, Ordering::Relaxed);
+    }
+
+    /// Its subscriptions' counts (`CLIENT LIST`'s sub, psub, ssub).
+    pub(super) fn set_subscriptions(&self, channels: usize, patterns: usize, shard: usize) {
+        let pack = |n: usize| n.min(u32::MAX as usize) as u64;
+        self.subs
+            .store(pack(channels) | pack(patterns) << 32, Ordering::Relaxed);
+        self.ssubs.store(pack(shard), Ordering::Relaxed);
+    }
+
+    /// Closes its connection, as `CLIENT KILL` does (ending a wait).
+    pub(super) fn kill(&self) -> bool {
+        if let Some(w) = self.blocked.lock().as_ref() {
+            w.cancel(Cancel::Killed);
+        }
+        self.closer.close(self.conn)
     }
 
     pub(super) fn set_version(&self, v: Version) {
@@ -114,9 +136,8 @@ impl Client {
         let mut cmd = self.cmd.lock();
         cmd.clear();
         cmd.extend(args[0].iter().map(u8::to_ascii_lowercase));
-        let container = [&b"client"[..], b"config", b"command", b"cluster", b"debug"];
         if let Some(sub) = args.get(1) {
-            if container.iter().any(|c| c.eq_ignore_ascii_case(args[0])) {
+            if is_container(args[0]) {
                 cmd.push(b'|');
                 cmd.extend(sub.iter().map(u8::to_ascii_lowercase));
             }
@@ -133,22 +154,53 @@ impl Client {
             / 1000;
         let multi = self.multi.load(Ordering::Relaxed);
         let laddr = self.laddr.map_or_else(String::new, |a| a.to_string());
+        let (subs, ssubs) = (
+            self.subs.load(Ordering::Relaxed),
+            self.ssubs.load(Ordering::Relaxed),
+        );
+        let flags = match (multi >= 0, subs != 0 || ssubs != 0) {
+            (true, _) => "x",
+            (false, true) => "P",
+            (false, false) => "N",
+        };
         let _ = writeln!(
             out,
             "id={} addr={} laddr={laddr} fd=-1 name={} age={} idle={idle} flags={} db={} \
-             sub=0 psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 \
+             sub={} psub={} ssub={} multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 \
              rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default \
              redir=-1 resp={}",
             self.id,
             self.addr,
             String::from_utf8_lossy(&self.name.lock()),
             age.as_secs(),
-            if multi >= 0 { "x" } else { "N" },
+            flags,
             self.db.load(Ordering::Relaxed),
+            subs & u64::from(u32::MAX),
+            subs >> 32,
+            ssubs,
             String::from_utf8_lossy(&self.cmd.lock()),
             self.resp.load(Ordering::Relaxed),
         );
     }
+}
+
+/// Commands whose first argument is a subcommand (`CLIENT LIST` is
+/// `client|list` in Redis's listings and errors).
+pub(super) fn is_container(name: &[u8]) -> bool {
+    let container = [
+        &b"client"[..],
+        b"config",
+        b"command",
+        b"cluster",
+        b"debug",
+        b"pubsub",
+        b"object",
+        b"script",
+        b"function",
+        b"xinfo",
+        b"xgroup",
+    ];
+    container.iter().any(|c| c.eq_ignore_ascii_case(name))
 }
 
 /// Which connections a `CLIENT KILL` with filters closes.

@@ -220,6 +220,17 @@ pub const COMMANDS: &[Spec] = &[
     write("BITOP", -4, 2, -1, 1),
     write("BITFIELD", -2, 1, 1, 1),
     spec("BITFIELD_RO", -2, 1, 1, 1),
+    spec("SUBSCRIBE", -2, 0, 0, 0),
+    spec("UNSUBSCRIBE", -1, 0, 0, 0),
+    spec("PSUBSCRIBE", -2, 0, 0, 0),
+    spec("PUNSUBSCRIBE", -1, 0, 0, 0),
+    spec("PUBLISH", 3, 0, 0, 0),
+    spec("PUBSUB", -2, 0, 0, 0),
+    // Shard channels route as keys (a cluster sends them to the slot's
+    // node).
+    spec("SSUBSCRIBE", -2, 1, -1, 1),
+    spec("SUNSUBSCRIBE", -1, 1, -1, 1),
+    spec("SPUBLISH", 3, 1, 1, 1),
 ];
 
 /// The spec of command `name` (upper case).

@@ -62,6 +62,8 @@ pub struct Shared {
     pub tunables: super::tunables::Tunables,
     /// Clients blocked on keys (BLPOP and the rest).
     pub blocked: super::blocking::Blocked,
+    /// Pub/Sub: who listens to what.
+    pub hub: super::pubsub::Hub,
     shutdown: Shutdown,
 }
 
@@ -86,6 +88,7 @@ impl RespFace {
             clients: Clients::default(),
             tunables: Default::default(),
             blocked: Default::default(),
+            hub: Default::default(),
             shutdown,
         }))
     }
@@ -117,6 +120,8 @@ pub struct RespSession {
     /// … and its retries run these arguments instead (XREAD's `$`
     /// resolved to the IDs it had at the first try).
     pub(super) retry_args: Option<Vec<Vec<u8>>>,
+    /// Its subscriptions, once it has subscribed.
+    pub(super) subscriber: Option<Box<super::pubsub::Subscriber>>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -143,6 +148,7 @@ impl Face for RespFace {
             may_block: false,
             would_block: None,
             retry_args: None,
+            subscriber: None,
         }
     }
 
@@ -182,6 +188,7 @@ impl Face for RespFace {
 
 impl Drop for RespSession {
     fn drop(&mut self) {
+        self.unsubscribe_all();
         self.shared.clients.close(self.client.id);
     }
 }
@@ -202,6 +209,8 @@ impl Session for RespSession {
             match parse_command(&input[pos..], &self.shared.config.limits) {
                 Ok(Parsed::Command(cmd, n)) => {
                     pos += n;
+                    // A subscriber's messages so far go before the reply.
+                    self.take_messages(out);
                     let args: Vec<&[u8]> = cmd.args.iter().map(Cow::as_ref).collect();
                     self.dispatch(&args, out).await;
                 }
@@ -223,6 +232,10 @@ impl Session for RespSession {
             close: self.close,
             more: false,
         }
+    }
+
+    async fn pushed(&mut self, out: &mut Vec<u8>) {
+        self.messages(out).await
     }
 }
 
@@ -292,6 +305,11 @@ impl RespSession {
         let name = upper(args[0]);
         self.client
             .executed(args, self.multi.as_ref().map(|m| m.queued.len()));
+        if self.authed {
+            if let Some(e) = self.subscriber_refusal(&name, args) {
+                return Reply::new(out, self.version).error(e);
+            }
+        }
         if self.authed && self.transaction(&name, args, out).await {
             return;
         }
@@ -331,7 +349,7 @@ impl RespSession {
             // Run from EXEC's queue: EXEC has already dropped the watches.
             b"UNWATCH" => r.ok(),
             b"PING" => {
-                if arity(args, 1, Some(2), &mut r) {
+                if arity(args, 1, Some(2), &mut r) && !self.subscribed_ping(args, &mut r) {
                     match args.get(1) {
                         Some(msg) => r.bulk(msg),
                         None => r.simple("PONG"),
@@ -351,6 +369,7 @@ impl RespSession {
             b"RESET" => {
                 if arity(args, 1, Some(1), &mut r) {
                     self.reset();
+                    self.unsubscribe_all();
                     r.version = Version::Resp2;
                     r.simple("RESET");
                 }
@@ -499,6 +518,7 @@ impl RespSession {
                 Some(b"SLEEP") => r.ok(),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
+            n if super::pubsub::is_pubsub(n) => self.pubsub(n, args, &mut r),
             b"XREAD" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
             | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
                 self.try_blocking(&shared, &name, args, &mut r).await;
@@ -580,6 +600,7 @@ impl RespSession {
         self.authed = true;
         self.version = version;
         self.client.set_version(version);
+        self.messages_in(version);
         r.version = version;
         if let Some(n) = name {
             self.client.set_name(n);

@@ -13,6 +13,14 @@ pub fn matches(pattern: &[u8], s: &[u8]) -> bool {
     match_at(pattern, 0, s, 0, &mut skip_longer, 0)
 }
 
+/// Whether `s` matches `pattern` as Redis's matcher alone decides, with
+/// no shortcut for `*` (which then does not match the empty string): what
+/// PUBLISH and PUBSUB CHANNELS use.
+pub fn matches_strictly(pattern: &[u8], s: &[u8]) -> bool {
+    let mut skip_longer = false;
+    match_at(pattern, 0, s, 0, &mut skip_longer, 0)
+}
+
 /// A port of Redis 7.0's `stringmatchlen_impl`, step for step, so that
 /// every pattern (malformed ones included) matches exactly what Redis
 /// matches. Reads one past the pattern's end see 0, as C sees the

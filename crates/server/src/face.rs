@@ -127,6 +127,18 @@ pub trait Session {
     /// complete yet is left unconsumed. The future may wait for storage
     /// IO; the worker runs other connections meanwhile.
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> impl Future<Output = Fed>;
+
+    /// Waits until the session has output that answers no request of its
+    /// own (a message for a Redis subscriber, published by another
+    /// connection) and appends it to `out`. The kit waits on this beside
+    /// its receive, between requests, so such output goes out while the
+    /// connection is otherwise idle. The kit drops the future when input
+    /// arrives first: it must lose nothing then. The default, for faces
+    /// without such output, never ends.
+    fn pushed(&mut self, out: &mut Vec<u8>) -> impl Future<Output = ()> {
+        let _ = out;
+        std::future::pending()
+    }
 }
 
 /// A protocol served by the kit, shared by every worker.

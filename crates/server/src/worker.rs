@@ -293,14 +293,39 @@ impl<F: Face> ConnectionIo<F> {
                 self.out.extend_from_slice(self.too_large);
                 return self.flush().await;
             }
-            let r = match &mut stream {
-                Some(stream) => stream.recv(&mut self.buf, self.buf_bytes).await,
-                None => {
-                    let room = self.buf_bytes - self.buf.len();
-                    let (r, buf) =
-                        uring::recv(self.fd(), std::mem::take(&mut self.buf), room).await;
-                    self.buf = buf;
-                    r
+            let fd = self.fd();
+            let r = {
+                let (buf, buf_bytes) = (&mut self.buf, self.buf_bytes);
+                let recv = async {
+                    match &mut stream {
+                        Some(stream) => stream.recv(buf, buf_bytes).await,
+                        None => {
+                            let room = buf_bytes - buf.len();
+                            let (r, b) = uring::recv(fd, std::mem::take(buf), room).await;
+                            *buf = b;
+                            r
+                        }
+                    }
+                };
+                // While the receive waits, the session's own output (messages
+                // for a subscriber) goes out as it comes; the receive stays in
+                // flight meanwhile.
+                let mut recv = pin!(recv);
+                loop {
+                    let received = {
+                        let mut pushed = pin!(self.session.pushed(&mut self.out));
+                        poll_fn(|cx| {
+                            if let Poll::Ready(r) = recv.as_mut().poll(cx) {
+                                return Poll::Ready(Some(r));
+                            }
+                            pushed.as_mut().poll(cx).map(|()| None)
+                        })
+                        .await
+                    };
+                    match received {
+                        Some(r) => break r,
+                        None => send_out(fd, &mut self.out).await?,
+                    }
                 }
             };
             match r {
@@ -372,17 +397,22 @@ impl<F: Face> ConnectionIo<F> {
 
     /// Sends the pending replies.
     async fn flush(&mut self) -> io::Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        let (r, mut out) = uring::send_all(self.fd(), std::mem::take(&mut self.out), 0).await;
-        out.clear();
-        // A large reply (a multi-get of many values) went out: do not keep
-        // its buffer for the rest of the connection's life.
-        if out.capacity() > 4 * WRITE_BATCH_BYTES {
-            out = Vec::new();
-        }
-        self.out = out;
-        r
+        send_out(self.fd(), &mut self.out).await
     }
+}
+
+/// Sends `out` on `fd` and empties it.
+async fn send_out(fd: RawFd, out: &mut Vec<u8>) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let (r, mut sent) = uring::send_all(fd, std::mem::take(out), 0).await;
+    sent.clear();
+    // A large reply (a multi-get of many values) went out: do not keep
+    // its buffer for the rest of the connection's life.
+    if sent.capacity() > 4 * WRITE_BATCH_BYTES {
+        sent = Vec::new();
+    }
+    *out = sent;
+    r
 }
