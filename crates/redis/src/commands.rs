@@ -231,6 +231,12 @@ pub const COMMANDS: &[Spec] = &[
     spec("SSUBSCRIBE", -2, 1, -1, 1),
     spec("SUNSUBSCRIBE", -1, 1, -1, 1),
     spec("SPUBLISH", 3, 1, 1, 1),
+    // Scripts' keys are the `numkeys` arguments after it (see `keys`).
+    write("EVAL", -3, 0, 0, 0),
+    write("EVALSHA", -3, 0, 0, 0),
+    spec("EVAL_RO", -3, 0, 0, 0),
+    spec("EVALSHA_RO", -3, 0, 0, 0),
+    spec("SCRIPT", -2, 0, 0, 0),
 ];
 
 /// The spec of command `name` (upper case).
@@ -245,6 +251,13 @@ pub fn arity_of(name: &[u8]) -> Option<i32> {
 
 /// The keys of a command (`args[0]` its upper-cased name), by its spec.
 pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    if matches!(name, b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO") {
+        let n = args
+            .get(2)
+            .and_then(|a| std::str::from_utf8(a).ok()?.parse::<usize>().ok())
+            .unwrap_or(0);
+        return args.iter().skip(3).take(n).copied().collect();
+    }
     let Some(c) = find(name) else {
         return Vec::new();
     };

@@ -64,6 +64,8 @@ pub struct Shared {
     pub blocked: super::blocking::Blocked,
     /// Pub/Sub: who listens to what.
     pub hub: super::pubsub::Hub,
+    /// The script cache and the running script (EVAL).
+    pub scripts: Arc<super::script::ScriptState>,
     shutdown: Shutdown,
 }
 
@@ -89,6 +91,7 @@ impl RespFace {
             tunables: Default::default(),
             blocked: Default::default(),
             hub: Default::default(),
+            scripts: Default::default(),
             shutdown,
         }))
     }
@@ -309,6 +312,18 @@ impl RespSession {
             if let Some(e) = self.subscriber_refusal(&name, args) {
                 return Reply::new(out, self.version).error(e);
             }
+            // The running script holds the gate: SCRIPT KILL is served
+            // without it, and once the script is slow, the rest is BUSY.
+            let kill = name.as_slice() == b"SCRIPT"
+                && args.len() == 2
+                && args[1].eq_ignore_ascii_case(b"KILL");
+            if kill {
+                let mut r = Reply::new(out, self.version);
+                return super::script::script_kill(&self.shared.scripts, &mut r);
+            }
+            if self.shared.scripts.busy() && self.multi.is_none() {
+                return Reply::new(out, self.version).error(super::script::BUSY);
+            }
         }
         if self.authed && self.transaction(&name, args, out).await {
             return;
@@ -519,6 +534,10 @@ impl RespSession {
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
             n if super::pubsub::is_pubsub(n) => self.pubsub(n, args, &mut r),
+            b"SCRIPT" => self.script(args, &mut r).await,
+            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" => {
+                self.eval(&name, args, &mut r).await
+            }
             b"XREAD" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
             | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
                 self.try_blocking(&shared, &name, args, &mut r).await;
@@ -804,6 +823,7 @@ pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<St
 /// several keys as one step.
 pub(super) fn needs_exclusive(name: &[u8]) -> bool {
     super::strings::needs_exclusive(name)
+        || matches!(name, b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO")
         || super::set::needs_exclusive(name)
         || super::list::needs_exclusive(name)
         || super::zset_ops::needs_exclusive(name)

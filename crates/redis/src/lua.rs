@@ -1,0 +1,703 @@
+//! The Lua VM that runs EVAL scripts, as Redis 7.0 sets its VM up: Lua
+//! 5.1 with the base, table, string, math and coroutine libraries, Redis's
+//! `bit` and `cjson`, the `redis` table, globals read-only, and Redis's
+//! error handler (a script's error names the script and the line).
+//!
+//! One VM on one thread of its own, as Redis has one: scripts are atomic
+//! (the calling session holds the exclusive pass of the gate while one
+//! runs), and the thread, which is not a worker, may run the commands a
+//! script calls to completion with blocking IO (`crate::block_on`), as
+//! the engine does outside a runtime.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, VmState,
+};
+use nvdepot_resp::{parse_value, Reply, Value, Version};
+
+use super::face::Shared;
+use super::script::{Job, Outcome, ScriptState};
+
+/// Instructions between two checks of the time limit and SCRIPT KILL.
+const HOOK_EVERY: u32 = 100_000;
+/// Deepest table nesting a script's reply may have.
+const REPLY_DEPTH_MAX: usize = 1000;
+
+/// The set-up run once: Redis's error handler (with `debug.getinfo`
+/// captured, then `debug` removed), the `redis.call` and `redis.pcall`
+/// wrappers over the raw call, and the read-only globals.
+const BOOTSTRAP: &str = r#"
+local dbg = debug
+debug = nil
+local raw_call = __nv_call
+__nv_call = nil
+function __redis__err__handler(err)
+  local lvl = 2
+  local i = dbg.getinfo(lvl, 'nSl')
+  while i and (i.what == 'C' or i.source == '=nvdepot') do
+    lvl = lvl + 1
+    i = dbg.getinfo(lvl, 'nSl')
+  end
+  if type(err) ~= 'table' then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
+redis.pcall = function(...)
+  local v = raw_call(false, ...)
+  return v
+end
+local raw_setresp = redis.setresp
+redis.setresp = function(...)
+  local e = raw_setresp(...)
+  if e then error(e, 0) end
+end
+local raw_log = redis.log
+redis.log = function(...)
+  local e = raw_log(...)
+  if e then error(e, 0) end
+end
+-- Redis's pcall: an error table caught gives its message.
+local lua_pcall = pcall
+local function pack(...) return {n = select('#', ...), ...} end
+pcall = function(...)
+  local r = pack(lua_pcall(...))
+  if not r[1] and type(r[2]) == 'table' then
+    local e = r[2].err
+    if type(e) == 'string' or type(e) == 'number' then r[2] = e end
+  end
+  return unpack(r, 1, r.n)
+end
+local run_handler = __redis__err__handler
+function __nv_run(f)
+  return xpcall(f, run_handler)
+end
+for _, name in ipairs({'getfenv', 'setfenv', 'newproxy', 'dofile', 'loadfile', 'print',
+                       'module', 'require', 'gcinfo'}) do
+  _G[name] = nil
+end
+_G.gcinfo = nil
+local rawset_ = rawset
+local function protect(t)
+  setmetatable(t, {
+    __newindex = function(_, k, _) error('Attempt to modify a readonly table', 2) end,
+  })
+end
+setmetatable(_G, {
+  __index = function(_, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end,
+  __newindex = function(_, k, _)
+    error('Attempt to modify a readonly table', 2)
+  end,
+})
+"#;
+
+/// What the calls of the script running now need.
+pub(super) struct Running {
+    pub shared: Arc<Shared>,
+    pub db: usize,
+    pub read_only: bool,
+    /// `redis.setresp`: the protocol the called commands answer in.
+    pub resp3: bool,
+    /// Keys of commands that may wake blocked clients, signalled after.
+    pub wakes: Vec<(usize, Vec<u8>)>,
+    pub state: Arc<ScriptState>,
+}
+
+/// The VM and the scripts compiled into it.
+pub struct Vm {
+    lua: Lua,
+    compiled: HashMap<String, Function>,
+    running: Rc<RefCell<Option<Running>>>,
+    run: Function,
+    /// SCRIPT FLUSH's count when `compiled` was last emptied.
+    flushed: u64,
+}
+
+impl Vm {
+    pub fn new() -> mlua::Result<Vm> {
+        // SAFETY: the debug library is loaded only so that the error
+        // handler can capture `debug.getinfo`; BOOTSTRAP removes `debug`
+        // from the globals before any script runs, as Redis does.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::new(),
+            )
+        };
+        let running: Rc<RefCell<Option<Running>>> = Rc::new(RefCell::new(None));
+        let g = lua.globals();
+        let redis = lua.create_table()?;
+        let r = Rc::clone(&running);
+        g.set(
+            "__nv_call",
+            lua.create_function(move |lua, args: MultiValue| raw_call(lua, &r, args))?,
+        )?;
+        redis.set(
+            "error_reply",
+            lua.create_function(|lua, msg: LuaValue| match msg {
+                LuaValue::String(s) => {
+                    let mut m = s.as_bytes().to_vec();
+                    if !m.starts_with(b"-") {
+                        m.insert(0, b'-');
+                    }
+                    error_table(lua, &m)
+                }
+                _ => Err(mlua::Error::runtime("wrong number or type of arguments")),
+            })?,
+        )?;
+        redis.set(
+            "status_reply",
+            lua.create_function(|lua, msg: LuaValue| match msg {
+                LuaValue::String(s) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("ok", s)?;
+                    Ok(t)
+                }
+                _ => Err(mlua::Error::runtime("wrong number or type of arguments")),
+            })?,
+        )?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|_, s: mlua::String| Ok(super::script::sha1_hex(&s.as_bytes())))?,
+        )?;
+        redis.set(
+            "log",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() < 2 {
+                    return Ok(Some(error_table(
+                        lua,
+                        b"redis.log() requires two arguments or more.",
+                    )?));
+                }
+                let text: Vec<String> = args
+                    .iter()
+                    .skip(1)
+                    .map(|v| v.to_string().unwrap_or_default())
+                    .collect();
+                tracing::info!("script: {}", text.join(" "));
+                Ok(None)
+            })?,
+        )?;
+        let r = Rc::clone(&running);
+        redis.set(
+            "setresp",
+            lua.create_function(move |lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Ok(Some(error_table(
+                        lua,
+                        b"redis.setresp() requires one argument.",
+                    )?));
+                }
+                let n = match args.front() {
+                    Some(LuaValue::Integer(n)) => *n as f64,
+                    Some(LuaValue::Number(n)) => *n,
+                    _ => 0.0,
+                };
+                if n != 2.0 && n != 3.0 {
+                    return Ok(Some(error_table(lua, b"RESP version must be 2 or 3.")?));
+                }
+                if let Some(run) = r.borrow_mut().as_mut() {
+                    run.resp3 = n == 3.0;
+                }
+                Ok(None)
+            })?,
+        )?;
+        redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        redis.set(
+            "replicate_commands",
+            lua.create_function(|_, _: MultiValue| Ok(true))?,
+        )?;
+        redis.set(
+            "breakpoint",
+            lua.create_function(|_, _: MultiValue| Ok(false))?,
+        )?;
+        redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        redis.set(
+            "acl_check_cmd",
+            lua.create_function(|_, args: MultiValue| {
+                let Some(LuaValue::String(name)) = args.front() else {
+                    return Err(mlua::Error::runtime(
+                        "Please specify at least one argument for this redis lib call",
+                    ));
+                };
+                match super::commands::find(&name.as_bytes().to_ascii_uppercase()) {
+                    Some(_) => Ok(true),
+                    None => Err(mlua::Error::runtime(
+                        "Invalid command passed to redis.acl_check_cmd()",
+                    )),
+                }
+            })?,
+        )?;
+        for (k, v) in [
+            ("LOG_DEBUG", 0),
+            ("LOG_VERBOSE", 1),
+            ("LOG_NOTICE", 2),
+            ("LOG_WARNING", 3),
+            ("REPL_NONE", 0),
+            ("REPL_AOF", 1),
+            ("REPL_SLAVE", 2),
+            ("REPL_REPLICA", 2),
+            ("REPL_ALL", 3),
+        ] {
+            redis.set(k, v)?;
+        }
+        redis.set("REDIS_VERSION", super::face::REDIS_VERSION)?;
+        redis.set("REDIS_VERSION_NUM", 0x0007_0000)?;
+        lua.set_named_registry_value(RAW_CALL, g.raw_get::<Function>("__nv_call")?)?;
+        // SAFETY: `redis_call` follows the Lua C API's rules: it uses only
+        // the stack slots it pushes (within LUA_MINSTACK) and raises with
+        // lua_error holding no Rust value that needs dropping.
+        redis.set("call", unsafe { lua.create_c_function(redis_call)? })?;
+        g.set("redis", redis)?;
+        super::lua_libs::install(&lua)?;
+        lua.load(BOOTSTRAP).set_name("=nvdepot").exec()?;
+        let run: Function = g.raw_get("__nv_run")?;
+        Ok(Vm {
+            lua,
+            compiled: HashMap::new(),
+            running,
+            run,
+            flushed: 0,
+        })
+    }
+
+    /// Runs one EVAL/EVALSHA job: the reply, composed in the client's
+    /// protocol.
+    pub fn run(&mut self, job: Job) -> Outcome {
+        let state = Arc::clone(&job.shared.scripts);
+        let flushes = state.flushes.load(Ordering::Acquire);
+        if flushes != self.flushed {
+            self.compiled.clear();
+            self.flushed = flushes;
+            self.lua.gc_collect().ok();
+        }
+        let mut out = Vec::new();
+        let mut r = Reply::new(&mut out, job.version);
+        let f = match self.compiled.get(&job.sha) {
+            Some(f) => f.clone(),
+            None => {
+                let chunk = self.lua.load(&job.body[..]).set_name("@user_script");
+                match chunk.into_function() {
+                    Ok(f) => {
+                        self.compiled.insert(job.sha.clone(), f.clone());
+                        f
+                    }
+                    Err(e) => {
+                        r.error(format!(
+                            "ERR Error compiling script (new function): {}",
+                            compile_message(&e)
+                        ));
+                        return Outcome {
+                            reply: out,
+                            wakes: Vec::new(),
+                            compiled: false,
+                        };
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.set_args(&job) {
+            r.error(format!("ERR {e}"));
+            return Outcome {
+                reply: out,
+                wakes: Vec::new(),
+                compiled: true,
+            };
+        }
+        *self.running.borrow_mut() = Some(Running {
+            shared: Arc::clone(&job.shared),
+            db: job.db,
+            read_only: job.read_only,
+            resp3: false,
+            wakes: Vec::new(),
+            state: Arc::clone(&state),
+        });
+        let started = Instant::now();
+        let limit_state = Arc::clone(&state);
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| {
+                let elapsed = started.elapsed().as_millis() as u64;
+                if elapsed >= limit_state.threshold_ms.load(Ordering::Relaxed) {
+                    limit_state.busy.store(true, Ordering::Release);
+                }
+                if limit_state.kill.swap(false, Ordering::AcqRel) {
+                    return Err(mlua::Error::runtime(
+                        "ERR Script killed by user with SCRIPT KILL...",
+                    ));
+                }
+                Ok(VmState::Continue)
+            },
+        );
+        let result = self.run.call::<(bool, LuaValue)>(f);
+        self.lua.remove_hook();
+        let running = self.running.borrow_mut().take();
+        let resp3_script = running.as_ref().is_some_and(|r| r.resp3);
+        match result {
+            Ok((true, v)) => reply_from_lua(&v, &mut r, resp3_script, 0),
+            Ok((false, LuaValue::Table(t))) => {
+                let msg = t.raw_get::<LuaValue>("err").ok().and_then(|v| text(&v));
+                let source = t.raw_get::<LuaValue>("source").ok().and_then(|v| text(&v));
+                let line = t.raw_get::<LuaValue>("line").ok().and_then(|v| text(&v));
+                let msg = msg.unwrap_or_else(|| b"ERR unknown error".to_vec());
+                let mut e = msg;
+                e.extend_from_slice(
+                    format!(
+                        " script: {}, on {}:{}.",
+                        job.sha,
+                        source.map_or_else(
+                            || "?".into(),
+                            |s| String::from_utf8_lossy(&s).into_owned()
+                        ),
+                        line.map_or_else(
+                            || "?".into(),
+                            |s| String::from_utf8_lossy(&s).into_owned()
+                        ),
+                    )
+                    .as_bytes(),
+                );
+                r.error(e);
+            }
+            Ok((false, v)) => r.error(format!("ERR {}", v.to_string().unwrap_or_default())),
+            Err(e) => r.error(format!("ERR Error running script: {e}")),
+        }
+        self.lua.gc_step().ok();
+        Outcome {
+            reply: out,
+            wakes: running.map(|r| r.wakes).unwrap_or_default(),
+            compiled: true,
+        }
+    }
+
+    /// Compiles a script without running it (SCRIPT LOAD): the error
+    /// reply's text if it does not compile.
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<(), String> {
+        if self.compiled.contains_key(sha) {
+            return Ok(());
+        }
+        match self.lua.load(body).set_name("@user_script").into_function() {
+            Ok(f) => {
+                self.compiled.insert(sha.to_string(), f);
+                Ok(())
+            }
+            Err(e) => Err(format!(
+                "ERR Error compiling script (new function): {}",
+                compile_message(&e)
+            )),
+        }
+    }
+
+    /// KEYS and ARGV, set raw (the globals are read-only to scripts).
+    fn set_args(&self, job: &Job) -> mlua::Result<()> {
+        let g = self.lua.globals();
+        let list = |items: &[Vec<u8>]| -> mlua::Result<Table> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, a) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(a)?)?;
+            }
+            Ok(t)
+        };
+        g.raw_set("KEYS", list(&job.keys)?)?;
+        g.raw_set("ARGV", list(&job.argv)?)?;
+        Ok(())
+    }
+}
+
+/// Where the raw call is kept (the Lua registry), for [`redis_call`].
+const RAW_CALL: &str = "nvdepot.raw_call";
+
+/// `redis.call`: the raw call, raising its error table. A C function, as
+/// Redis's is, so that an error names the script's line even when the
+/// script tail-calls it (`return redis.call(…)`), which a Lua wrapper's
+/// frame would hide.
+unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(state);
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"nvdepot.raw_call".as_ptr());
+    ffi::lua_insert(state, 1);
+    ffi::lua_pushboolean(state, 1);
+    ffi::lua_insert(state, 2);
+    ffi::lua_call(state, n + 1, 2);
+    if ffi::lua_toboolean(state, -1) != 0 {
+        ffi::lua_pop(state, 1);
+        ffi::lua_error(state)
+    }
+    ffi::lua_pop(state, 1);
+    1
+}
+
+/// A compile error's message as Lua gives it (`user_script:1: …`).
+fn compile_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// A Lua string or number as bytes.
+fn text(v: &LuaValue) -> Option<Vec<u8>> {
+    match v {
+        LuaValue::String(s) => Some(s.as_bytes().to_vec()),
+        LuaValue::Integer(n) => Some(n.to_string().into_bytes()),
+        LuaValue::Number(n) => Some(super::lua_libs::lua_number_text(*n).into_bytes()),
+        _ => None,
+    }
+}
+
+/// Redis's error table for an error message (`luaPushErrorBuff`): a
+/// leading `-` is dropped and the first word taken as the code; a message
+/// without one gets `ERR`; trailing CR/LF trimmed.
+pub fn error_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Table> {
+    let final_msg = error_text(msg);
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(&final_msg)?)?;
+    Ok(t)
+}
+
+fn error_text(msg: &[u8]) -> Vec<u8> {
+    let (code, rest): (&[u8], &[u8]) = if let Some(m) = msg.strip_prefix(b"-") {
+        match m.iter().position(|&b| b == b' ') {
+            Some(i) => (&m[..i], &m[i + 1..]),
+            None => (b"ERR", m),
+        }
+    } else {
+        (b"ERR", msg)
+    };
+    let mut rest = rest;
+    while let Some((&last, init)) = rest.split_last() {
+        if last == b'\r' || last == b'\n' {
+            rest = init;
+        } else {
+            break;
+        }
+    }
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(rest);
+    out
+}
+
+/// `redis.call` / `redis.pcall` without the raise: `(reply)` or
+/// `(error table, true)`.
+fn raw_call(
+    lua: &Lua,
+    running: &Rc<RefCell<Option<Running>>>,
+    args: MultiValue,
+) -> mlua::Result<MultiValue> {
+    let mut args = args.into_iter();
+    let raise = matches!(args.next(), Some(LuaValue::Boolean(true)));
+    let fail = |msg: &[u8]| -> mlua::Result<MultiValue> {
+        let t = error_table(lua, msg)?;
+        Ok(MultiValue::from_iter([
+            LuaValue::Table(t),
+            LuaValue::Boolean(true),
+        ]))
+    };
+    let mut argv: Vec<Vec<u8>> = Vec::new();
+    for a in args {
+        match a {
+            LuaValue::String(s) => argv.push(s.as_bytes().to_vec()),
+            LuaValue::Integer(n) => argv.push(n.to_string().into_bytes()),
+            LuaValue::Number(n) => argv.push(super::lua_libs::lua_number_text(n).into_bytes()),
+            _ => {
+                return fail(b"Lua redis lib command arguments must be strings or integers");
+            }
+        }
+    }
+    if argv.is_empty() {
+        return fail(b"Please specify at least one argument for this redis lib call");
+    }
+    let mut guard = running.borrow_mut();
+    let Some(run) = guard.as_mut() else {
+        return fail(b"ERR redis.call outside a script");
+    };
+    let mut out = Vec::new();
+    let version = if run.resp3 {
+        Version::Resp3
+    } else {
+        Version::Resp2
+    };
+    {
+        let mut r = Reply::new(&mut out, version);
+        let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+        if let Err(e) = super::script::call_from_script(run, &refs, &mut r) {
+            drop(guard);
+            return fail(e.as_bytes());
+        }
+    }
+    drop(guard);
+    let value = match parse_value(&out) {
+        Ok(Some((v, _))) => v,
+        _ => return fail(b"ERR the command's reply could not be read"),
+    };
+    if let Value::Error(e) = &value {
+        let mut m = b"-".to_vec();
+        m.extend_from_slice(e);
+        let t = error_table(lua, &m)?;
+        return Ok(if raise {
+            MultiValue::from_iter([LuaValue::Table(t), LuaValue::Boolean(true)])
+        } else {
+            MultiValue::from_iter([LuaValue::Table(t)])
+        });
+    }
+    Ok(MultiValue::from_iter([to_lua(lua, value)?]))
+}
+
+/// A command's reply as Lua sees it (Redis's `redisProtocolToLuaType`).
+fn to_lua(lua: &Lua, v: Value) -> mlua::Result<LuaValue> {
+    let single = |k: &str, v: LuaValue| -> mlua::Result<LuaValue> {
+        let t = lua.create_table()?;
+        t.raw_set(k, v)?;
+        Ok(LuaValue::Table(t))
+    };
+    Ok(match v {
+        Value::Integer(n) => LuaValue::Number(n as f64),
+        Value::Bulk(Some(b)) => LuaValue::String(lua.create_string(&b)?),
+        Value::Bulk(None) | Value::Array(None) => LuaValue::Boolean(false),
+        Value::Null => LuaValue::Nil,
+        Value::Simple(s) => single("ok", LuaValue::String(lua.create_string(&s)?))?,
+        Value::Error(e) | Value::BulkError(e) => {
+            single("err", LuaValue::String(lua.create_string(&e)?))?
+        }
+        Value::Array(Some(items)) | Value::Push(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, x) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, to_lua(lua, x)?)?;
+            }
+            LuaValue::Table(t)
+        }
+        Value::Boolean(b) => LuaValue::Boolean(b),
+        Value::Double(d) => single("double", LuaValue::Number(d))?,
+        Value::BigNumber(b) => single("big_number", LuaValue::String(lua.create_string(&b)?))?,
+        Value::Verbatim(format, text) => {
+            let inner = lua.create_table()?;
+            inner.raw_set("format", lua.create_string(&format)?)?;
+            inner.raw_set("string", lua.create_string(&text)?)?;
+            single("verbatim_string", LuaValue::Table(inner))?
+        }
+        Value::Map(pairs) => {
+            let inner = lua.create_table()?;
+            for (k, v) in pairs {
+                inner.raw_set(to_lua(lua, k)?, to_lua(lua, v)?)?;
+            }
+            single("map", LuaValue::Table(inner))?
+        }
+        Value::Set(items) => {
+            let inner = lua.create_table()?;
+            for x in items {
+                inner.raw_set(to_lua(lua, x)?, true)?;
+            }
+            single("set", LuaValue::Table(inner))?
+        }
+    })
+}
+
+/// A script's result as a reply (Redis's `luaReplyToRedisReply`).
+fn reply_from_lua(v: &LuaValue, r: &mut Reply<'_>, resp3_script: bool, depth: usize) {
+    if depth > REPLY_DEPTH_MAX {
+        return r.error("ERR reached lua stack limit");
+    }
+    match v {
+        LuaValue::String(s) => r.bulk(&s.as_bytes()),
+        LuaValue::Boolean(b) => {
+            if resp3_script {
+                r.boolean(*b)
+            } else if *b {
+                r.integer(1)
+            } else {
+                r.null()
+            }
+        }
+        LuaValue::Integer(n) => r.integer(*n),
+        LuaValue::Number(n) => r.integer(*n as i64),
+        LuaValue::Table(t) => {
+            let field = |k: &str| t.raw_get::<LuaValue>(k).unwrap_or(LuaValue::Nil);
+            if let LuaValue::String(e) = field("err") {
+                let mut m = e.as_bytes().to_vec();
+                if !m.starts_with(b"-") {
+                    m.insert(0, b'-');
+                }
+                // `-%s`: the message as it is, its code included.
+                return r.error(&m[1..]);
+            }
+            if let LuaValue::String(s) = field("ok") {
+                let text: String = String::from_utf8_lossy(&s.as_bytes())
+                    .chars()
+                    .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+                    .collect();
+                return r.simple(&text);
+            }
+            if let LuaValue::Number(d) = field("double") {
+                return r.double(d);
+            }
+            if let LuaValue::Integer(d) = field("double") {
+                return r.double(d as f64);
+            }
+            if let LuaValue::String(s) = field("big_number") {
+                return r.big_number(&String::from_utf8_lossy(&s.as_bytes()));
+            }
+            if let LuaValue::Table(m) = field("map") {
+                let pairs: Vec<(LuaValue, LuaValue)> = m.pairs().filter_map(Result::ok).collect();
+                r.map(pairs.len());
+                for (k, v) in &pairs {
+                    reply_from_lua(k, r, resp3_script, depth + 1);
+                    reply_from_lua(v, r, resp3_script, depth + 1);
+                }
+                return;
+            }
+            if let LuaValue::Table(s) = field("set") {
+                let keys: Vec<LuaValue> = s
+                    .pairs::<LuaValue, LuaValue>()
+                    .filter_map(Result::ok)
+                    .map(|(k, _)| k)
+                    .collect();
+                r.set(keys.len());
+                for k in &keys {
+                    reply_from_lua(k, r, resp3_script, depth + 1);
+                }
+                return;
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                match t.raw_get::<LuaValue>(i) {
+                    Ok(LuaValue::Nil) | Err(_) => break,
+                    Ok(v) => items.push(v),
+                }
+            }
+            r.array(items.len());
+            for v in &items {
+                reply_from_lua(v, r, resp3_script, depth + 1);
+            }
+        }
+        _ => r.null(),
+    }
+}
+
+/// The script thread: runs jobs in arrival order, forever.
+pub fn serve(jobs: std::sync::mpsc::Receiver<super::script::Work>) {
+    let mut vm = match Vm::new() {
+        Ok(vm) => vm,
+        Err(e) => {
+            tracing::error!("resp: the Lua VM could not start: {e}");
+            for work in jobs {
+                work.refuse(&format!("ERR the Lua VM could not start: {e}"));
+            }
+            return;
+        }
+    };
+    for work in jobs {
+        work.run(&mut vm);
+    }
+}

@@ -1,0 +1,559 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0.
+//!
+//! A script runs on the Lua thread (`lua.rs`) while its session holds the
+//! exclusive pass of the gate, so no other command runs between its calls
+//! (Redis's atomicity). The session waits for the thread without holding
+//! its worker: other connections of the worker go on receiving, and those
+//! that ask for anything wait at the gate — or, once the script has run
+//! past `busy-reply-threshold`, are answered `-BUSY` (only SCRIPT KILL is
+//! served then, as in Redis).
+//!
+//! The script cache (SHA1 → body) is server-wide; the Lua thread compiles
+//! each script once.
+
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use parking_lot::Mutex;
+use sha1::{Digest, Sha1};
+
+use nvdepot_resp::{errors, Reply, Version};
+
+use super::face::{arity, RespSession, Shared};
+use super::lua::Vm;
+
+/// `busy-reply-threshold` (`lua-time-limit`) by default, in milliseconds.
+pub const BUSY_REPLY_THRESHOLD_MS: u64 = 5000;
+
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// The server's scripts: the cache and the state of the one running.
+pub struct ScriptState {
+    bodies: Mutex<HashMap<String, Arc<[u8]>>>,
+    jobs: Mutex<Option<Sender<Work>>>,
+    /// Bumped by SCRIPT FLUSH: the Lua thread drops what it compiled.
+    pub flushes: AtomicU64,
+    /// A script is running …
+    running: AtomicBool,
+    /// … past the threshold: others are answered BUSY.
+    pub busy: AtomicBool,
+    /// SCRIPT KILL asked the running script to stop.
+    pub kill: AtomicBool,
+    /// The running script has written (it can no longer be killed).
+    pub wrote: AtomicBool,
+    pub threshold_ms: AtomicU64,
+}
+
+impl Default for ScriptState {
+    fn default() -> Self {
+        ScriptState {
+            bodies: Mutex::default(),
+            jobs: Mutex::default(),
+            flushes: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
+        }
+    }
+}
+
+impl ScriptState {
+    /// A script has run past the threshold: answer BUSY.
+    pub fn busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    fn send(&self, work: Work) {
+        let mut jobs = self.jobs.lock();
+        let sender = jobs.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("nvdepot-lua".into())
+                .spawn(move || super::lua::serve(rx))
+                .expect("spawn the Lua thread");
+            tx
+        });
+        if let Err(e) = sender.send(work) {
+            e.0.refuse("ERR the Lua thread has stopped");
+        }
+    }
+}
+
+/// One script to run.
+pub struct Job {
+    pub shared: Arc<Shared>,
+    pub sha: String,
+    pub body: Arc<[u8]>,
+    pub keys: Vec<Vec<u8>>,
+    pub argv: Vec<Vec<u8>>,
+    pub db: usize,
+    /// The calling client's protocol: the reply is composed in it.
+    pub version: Version,
+    pub read_only: bool,
+}
+
+/// What a script left.
+pub struct Outcome {
+    /// Its reply, composed.
+    pub reply: Vec<u8>,
+    /// Keys written that may wake blocked clients.
+    pub wakes: Vec<(usize, Vec<u8>)>,
+    /// It compiled (SCRIPT LOAD caches only then).
+    pub compiled: bool,
+}
+
+/// Work for the Lua thread and where to leave its outcome.
+pub struct Work {
+    what: What,
+    done: Arc<Done>,
+}
+
+enum What {
+    Eval(Job),
+    Load(String, Arc<[u8]>),
+}
+
+impl Work {
+    pub fn run(self, vm: &mut Vm) {
+        let outcome = match self.what {
+            What::Eval(job) => vm.run(job),
+            What::Load(sha, body) => match vm.compile(&sha, &body) {
+                Ok(()) => Outcome {
+                    reply: Vec::new(),
+                    wakes: Vec::new(),
+                    compiled: true,
+                },
+                Err(e) => Outcome {
+                    reply: e.into_bytes(),
+                    wakes: Vec::new(),
+                    compiled: false,
+                },
+            },
+        };
+        self.done.finish(outcome);
+    }
+
+    pub fn refuse(self, msg: &str) {
+        let mut reply = Vec::new();
+        Reply::new(&mut reply, Version::Resp2).error(msg);
+        self.done.finish(Outcome {
+            reply,
+            wakes: Vec::new(),
+            compiled: false,
+        });
+    }
+}
+
+#[derive(Default)]
+struct Done {
+    slot: Mutex<(Option<Outcome>, Option<Waker>)>,
+}
+
+impl Done {
+    fn finish(&self, outcome: Outcome) {
+        let waker = {
+            let mut slot = self.slot.lock();
+            slot.0 = Some(outcome);
+            slot.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    async fn wait(&self) -> Outcome {
+        poll_fn(|cx| {
+            let mut slot = self.slot.lock();
+            match slot.0.take() {
+                Some(o) => Poll::Ready(o),
+                None => {
+                    slot.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// A script's name: the SHA1 of its body, in lower-case hex.
+pub fn sha1_hex(body: &[u8]) -> String {
+    let digest = Sha1::digest(body);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Commands a script may not call (Redis's `noscript` flag, and the
+/// session-bound commands nvdepot serves only to clients).
+fn refused_in_scripts(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"EVAL"
+            | b"EVALSHA"
+            | b"EVAL_RO"
+            | b"EVALSHA_RO"
+            | b"FCALL"
+            | b"FCALL_RO"
+            | b"SCRIPT"
+            | b"FUNCTION"
+            | b"MULTI"
+            | b"EXEC"
+            | b"DISCARD"
+            | b"WATCH"
+            | b"UNWATCH"
+            | b"SUBSCRIBE"
+            | b"UNSUBSCRIBE"
+            | b"PSUBSCRIBE"
+            | b"PUNSUBSCRIBE"
+            | b"SSUBSCRIBE"
+            | b"SUNSUBSCRIBE"
+            | b"AUTH"
+            | b"HELLO"
+            | b"RESET"
+            | b"QUIT"
+            | b"SHUTDOWN"
+            | b"SAVE"
+            | b"BGSAVE"
+            | b"WAIT"
+            | b"CLIENT"
+            | b"CONFIG"
+            | b"CLUSTER"
+            | b"CLUSTERX"
+            | b"READONLY"
+            | b"READWRITE"
+            | b"ASKING"
+            | b"DEBUG"
+            | b"SWAPDB"
+            | b"INFO"
+            | b"BLPOP"
+            | b"BRPOP"
+            | b"BRPOPLPUSH"
+            | b"BLMOVE"
+            | b"BZPOPMIN"
+            | b"BZPOPMAX"
+            | b"BZMPOP"
+    )
+}
+
+/// Runs one command a script calls (`redis.call`), composing its reply
+/// into `r`; an error for the script (Redis's wording, without the
+/// code) if the call itself is refused.
+pub(super) fn call_from_script(
+    run: &mut super::lua::Running,
+    args: &[&[u8]],
+    r: &mut Reply<'_>,
+) -> Result<(), String> {
+    let name = args[0].to_ascii_uppercase();
+    let Some(spec) = super::commands::find(&name) else {
+        return Err("Unknown Redis command called from script".into());
+    };
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
+        return Err("Wrong number of args calling Redis command from script".into());
+    }
+    if refused_in_scripts(&name) {
+        return Err("This Redis command is not allowed from script".into());
+    }
+    if name.as_slice() == b"XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
+        return Err("xread command is not allowed with BLOCK option from scripts".into());
+    }
+    if spec.write {
+        if run.read_only {
+            return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        run.state.wrote.store(true, Ordering::Release);
+    }
+    let shared = Arc::clone(&run.shared);
+    if let Some(cluster) = &shared.cluster {
+        let keys = super::commands::keys(&name, args);
+        if !matches!(cluster.route(&keys, false), super::cluster::Route::Local) {
+            return Err("Script attempted to access a non local key in a cluster node".into());
+        }
+    }
+    match name.as_slice() {
+        b"PING" => match args.get(1) {
+            Some(m) => r.bulk(m),
+            None => r.simple("PONG"),
+        },
+        b"ECHO" => r.bulk(args[1]),
+        b"TIME" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            r.array(2);
+            r.bulk(now.as_secs().to_string().as_bytes());
+            r.bulk(now.subsec_micros().to_string().as_bytes());
+        }
+        b"SELECT" => match super::keys::int_arg(args[1]) {
+            Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
+                run.db = db as usize;
+                r.ok();
+            }
+            Some(_) => r.error(errors::INVALID_DB),
+            None => r.error(errors::NOT_INTEGER),
+        },
+        b"DBSIZE" => r.integer(shared.store.dbsize(run.db) as i64),
+        b"PUBLISH" => r.integer(shared.hub.publish(args[1], args[2]) as i64),
+        b"SPUBLISH" => r.integer(shared.hub.spublish(args[1], args[2]) as i64),
+        b"FLUSHDB" | b"FLUSHALL" => {
+            let dbs = if name.as_slice() == b"FLUSHDB" {
+                run.db..run.db + 1
+            } else {
+                0..shared.store.databases()
+            };
+            for db in dbs {
+                if let Err(e) = shared.store.flushdb(db) {
+                    r.error(format!("ERR {e}"));
+                    return Ok(());
+                }
+            }
+            r.ok();
+        }
+        b"COMMAND" => super::commands::command(args, r),
+        // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
+        b"BLMPOP" => {
+            let mut a: Vec<&[u8]> = vec![b"LMPOP"];
+            a.extend_from_slice(&args[2..]);
+            crate::block_on(super::keys::execute(&shared, run.db, b"LMPOP", &a, r));
+        }
+        _ => {
+            if !crate::block_on(super::keys::execute(&shared, run.db, &name, args, r)) {
+                return Err("Unknown Redis command called from script".into());
+            }
+        }
+    }
+    if super::blocking::may_wake(&name) {
+        for k in super::commands::keys(&name, args) {
+            run.wakes.push((run.db, k.to_vec()));
+        }
+    }
+    Ok(())
+}
+
+/// A script's shebang (`#!lua flags=no-writes,…`): whether it forbids
+/// writes, and the body with the shebang line blanked (line numbers
+/// kept); or the error for a malformed one.
+fn shebang(body: &[u8]) -> Result<(bool, Option<Vec<u8>>), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((false, None));
+    }
+    let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+    let line = String::from_utf8_lossy(&body[2..end]).into_owned();
+    let mut parts = line.split(' ').filter(|p| !p.is_empty());
+    let engine = parts.next().unwrap_or("");
+    if engine != "lua" {
+        return Err(format!("ERR Could not find engine '{engine}'"));
+    }
+    let mut no_writes = false;
+    for p in parts {
+        let Some(flags) = p.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {p}"));
+        };
+        for f in flags.split(',').filter(|f| !f.is_empty()) {
+            match f {
+                "no-writes" => no_writes = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                _ => return Err(format!("ERR Unexpected flag in script shebang: {f}")),
+            }
+        }
+    }
+    let mut rest = body[end..].to_vec();
+    rest.shrink_to_fit();
+    Ok((no_writes, Some(rest)))
+}
+
+impl RespSession {
+    /// EVAL, EVALSHA and their `_RO` forms (the caller holds the
+    /// exclusive pass of the gate).
+    pub(super) async fn eval(&mut self, name: &[u8], args: &[&[u8]], r: &mut Reply<'_>) {
+        if !arity(args, 3, None, r) {
+            return;
+        }
+        let Some(numkeys) = super::keys::int_arg(args[2]) else {
+            return r.error(errors::NOT_INTEGER);
+        };
+        if numkeys < 0 {
+            return r.error("ERR Number of keys can't be negative");
+        }
+        if numkeys as usize > args.len() - 3 {
+            return r.error("ERR Number of keys can't be greater than number of args");
+        }
+        let shared = self.shared();
+        let by_sha = matches!(name, b"EVALSHA" | b"EVALSHA_RO");
+        let (sha, body) = if by_sha {
+            let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+            match shared.scripts.bodies.lock().get(&sha) {
+                Some(b) => (sha, Arc::clone(b)),
+                None => return r.error("NOSCRIPT No matching script. Please use EVAL."),
+            }
+        } else {
+            let sha = sha1_hex(args[1]);
+            let body: Arc<[u8]> = Arc::from(args[1]);
+            (sha, body)
+        };
+        let (no_writes, stripped) = match shebang(&body) {
+            Ok(s) => s,
+            Err(e) => return r.error(e),
+        };
+        let run_body = stripped.map_or_else(|| Arc::clone(&body), Arc::from);
+        let keys_end = 3 + numkeys as usize;
+        let job = Job {
+            shared: Arc::clone(&shared),
+            sha: sha.clone(),
+            body: run_body,
+            keys: args[3..keys_end].iter().map(|a| a.to_vec()).collect(),
+            argv: args[keys_end..].iter().map(|a| a.to_vec()).collect(),
+            db: self.db,
+            version: self.version(),
+            read_only: no_writes || name.ends_with(b"_RO"),
+        };
+        let state = &shared.scripts;
+        state.kill.store(false, Ordering::Release);
+        state.wrote.store(false, Ordering::Release);
+        state.running.store(true, Ordering::Release);
+        let done = Arc::new(Done::default());
+        state.send(Work {
+            what: What::Eval(job),
+            done: Arc::clone(&done),
+        });
+        let outcome = done.wait().await;
+        state.running.store(false, Ordering::Release);
+        state.busy.store(false, Ordering::Release);
+        if outcome.compiled && !by_sha {
+            state.bodies.lock().entry(sha).or_insert(body);
+        }
+        // The script's messages to this client go before its reply.
+        self.take_messages(r.out);
+        r.out.extend_from_slice(&outcome.reply);
+        for (db, key) in &outcome.wakes {
+            shared.blocked.signal(*db, key);
+        }
+    }
+
+    /// `SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP`.
+    pub(super) async fn script(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let shared = self.shared();
+        let state = &shared.scripts;
+        let Some(sub) = args.get(1).map(|a| a.to_ascii_uppercase()) else {
+            return r.error(errors::wrong_arity(args[0]));
+        };
+        let wrong = |r: &mut Reply<'_>| {
+            r.error(format!(
+                "ERR wrong number of arguments for 'script|{}' command",
+                String::from_utf8_lossy(&sub).to_lowercase()
+            ))
+        };
+        match sub.as_slice() {
+            b"LOAD" => {
+                if args.len() != 3 {
+                    return wrong(r);
+                }
+                let sha = sha1_hex(args[2]);
+                let body: Arc<[u8]> = Arc::from(args[2]);
+                let (_, stripped) = match shebang(&body) {
+                    Ok(s) => s,
+                    Err(e) => return r.error(e),
+                };
+                let done = Arc::new(Done::default());
+                state.send(Work {
+                    what: What::Load(
+                        sha.clone(),
+                        stripped.map_or_else(|| Arc::clone(&body), Arc::from),
+                    ),
+                    done: Arc::clone(&done),
+                });
+                let outcome = done.wait().await;
+                if !outcome.compiled {
+                    return r.error(&outcome.reply);
+                }
+                state.bodies.lock().insert(sha.clone(), body);
+                r.bulk(sha.as_bytes());
+            }
+            b"EXISTS" => {
+                if args.len() < 3 {
+                    return wrong(r);
+                }
+                let bodies = state.bodies.lock();
+                r.array(args.len() - 2);
+                for a in &args[2..] {
+                    let sha = String::from_utf8_lossy(a).to_ascii_lowercase();
+                    r.integer(i64::from(bodies.contains_key(&sha)));
+                }
+            }
+            b"FLUSH" => {
+                if args.len() > 3 {
+                    return wrong(r);
+                }
+                if let Some(mode) = args.get(2) {
+                    if !mode.eq_ignore_ascii_case(b"ASYNC") && !mode.eq_ignore_ascii_case(b"SYNC") {
+                        return r.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                    }
+                }
+                state.bodies.lock().clear();
+                state.flushes.fetch_add(1, Ordering::AcqRel);
+                r.ok();
+            }
+            b"KILL" => {
+                if args.len() != 2 {
+                    return wrong(r);
+                }
+                script_kill(state, r);
+            }
+            b"HELP" => {
+                let lines = [
+                    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "DEBUG (YES|SYNC|NO)",
+                    "    Set the debug mode for subsequent scripts executed.",
+                    "EXISTS <sha1> [<sha1> ...]",
+                    "    Return information about the existence of the scripts in the script cache.",
+                    "FLUSH [ASYNC|SYNC]",
+                    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                    "    When called without the optional mode argument, the behavior is determined by the",
+                    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                    "    * ASYNC: Asynchronously flush the scripts cache.",
+                    "    * SYNC: Synchronously flush the scripts cache.",
+                    "KILL",
+                    "    Kill the currently executing Lua script.",
+                    "LOAD <script>",
+                    "    Load a script into the scripts cache without executing it.",
+                    "HELP",
+                    "    Prints this help.",
+                ];
+                r.array(lines.len());
+                for l in lines {
+                    r.simple(l);
+                }
+            }
+            b"DEBUG" => r.error("ERR SCRIPT DEBUG is not supported by nvdepot"),
+            _ => r.error(errors::quoting(
+                "ERR unknown subcommand '",
+                args[1],
+                128,
+                "'. Try SCRIPT HELP.",
+            )),
+        }
+    }
+}
+
+/// SCRIPT KILL, served without waiting for the gate (the running script
+/// holds it).
+pub(super) fn script_kill(state: &ScriptState, r: &mut Reply<'_>) {
+    if !state.running.load(Ordering::Acquire) {
+        r.error("NOTBUSY No scripts in execution right now.");
+    } else if state.wrote.load(Ordering::Acquire) {
+        r.error(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+             You can either wait the script termination or kill the server in a hard way using \
+             the SHUTDOWN NOSAVE command.",
+        );
+    } else {
+        state.kill.store(true, Ordering::Release);
+        r.ok();
+    }
+}
