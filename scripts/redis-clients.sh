@@ -4,7 +4,8 @@
 # (set, get, incr, mset; every request must succeed) and redis-py over
 # RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
 # transactions, WATCH, hashes, lists, sets, sorted sets, a blocking job
-# queue, Pub/Sub with patterns and a listener thread). Installs redis-tools (apt) and redis-py (pip) if missing.
+# queue, Pub/Sub with patterns and a listener thread, Lock (EVALSHA) under
+# contention of 16 processes, a rate-limiter script). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
 set -euo pipefail
@@ -168,6 +169,61 @@ for proto in (2, 3):
     assert heard == [f"k{i}" for i in range(100)], heard[:5]
     r.close()
     print(f"redis-py RESP{proto}: ok")
+PY
+
+echo "== redis-py Lock (EVALSHA) under contention, a rate limiter script"
+python3 - "$port" <<'PY'
+import multiprocessing, sys, time
+import redis
+
+port = int(sys.argv[1])
+
+def worker(i):
+    r = redis.Redis(port=port)
+    holders = 0
+    for _ in range(15):
+        with r.lock("py:lock", timeout=10, blocking_timeout=60):
+            # Two holders at once would both see 0 here.
+            if r.incr("py:holders") != 1:
+                holders += 1
+            v = int(r.get("py:counter") or 0)
+            time.sleep(0.001)
+            r.set("py:counter", v + 1)
+            r.decr("py:holders")
+    return holders
+
+if __name__ == "__main__":
+    r = redis.Redis(port=port)
+    r.delete("py:counter", "py:holders", "py:lock")
+    with multiprocessing.Pool(16) as pool:
+        doubles = sum(pool.map(worker, range(16)))
+    assert doubles == 0, f"{doubles} times two holders"
+    assert int(r.get("py:counter")) == 16 * 15, r.get("py:counter")
+    # A lock released by another owner's token is refused (the script
+    # compares tokens).
+    a = r.lock("py:l2", timeout=5)
+    assert a.acquire()
+    b = r.lock("py:l2", timeout=5)
+    b.local.token = b"not-the-owner"
+    try:
+        b.release()
+        raise AssertionError("released a lock it does not own")
+    except redis.exceptions.LockNotOwnedError:
+        pass
+    a.release()
+    # A fixed-window rate limiter as applications write it.
+    limiter = r.register_script(
+        "local n = redis.call('INCR', KEYS[1]) "
+        "if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+        "if n > tonumber(ARGV[1]) then return {0, redis.call('PTTL', KEYS[1])} end "
+        "return {1, tonumber(ARGV[1]) - n}")
+    results = [limiter(keys=["py:rate:user1"], args=[5, 60000]) for _ in range(8)]
+    assert [x[0] for x in results] == [1] * 5 + [0] * 3, results
+    assert results[4][1] == 0 and 0 < results[7][1] <= 60000, results
+    r.script_flush()
+    # After SCRIPT FLUSH redis-py's Script reloads on NOSCRIPT.
+    assert limiter(keys=["py:rate:user2"], args=[5, 60000]) == [1, 4]
+    print("redis-py Lock x16 processes, rate limiter: ok")
 PY
 
 kill -TERM "$pid"

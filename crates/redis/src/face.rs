@@ -321,8 +321,15 @@ impl RespSession {
                 let mut r = Reply::new(out, self.version);
                 return super::script::script_kill(&self.shared.scripts, &mut r);
             }
-            if self.shared.scripts.busy() && self.multi.is_none() {
-                return Reply::new(out, self.version).error(super::script::BUSY);
+            if self.shared.scripts.busy() {
+                if name.as_slice() != b"SHUTDOWN" {
+                    return Reply::new(out, self.version).error(super::script::BUSY);
+                }
+                // SHUTDOWN stops the script (its writes so far stay).
+                self.shared
+                    .scripts
+                    .kill
+                    .store(true, std::sync::atomic::Ordering::Release);
             }
         }
         if self.authed && self.transaction(&name, args, out).await {

@@ -86,20 +86,37 @@ for _, name in ipairs({'getfenv', 'setfenv', 'newproxy', 'dofile', 'loadfile', '
                        'module', 'require', 'gcinfo'}) do
   _G[name] = nil
 end
-_G.gcinfo = nil
-local rawset_ = rawset
-local function protect(t)
-  setmetatable(t, {
-    __newindex = function(_, k, _) error('Attempt to modify a readonly table', 2) end,
-  })
+-- Read-only globals and libraries, as Redis 7.0's patched Lua has them:
+-- assignment, rawset and setmetatable are refused; getmetatable shows
+-- nothing; reading a global that does not exist is an error.
+local readonly = setmetatable({}, {__mode = 'k'})
+local lua_setmetatable, lua_getmetatable, lua_rawset = setmetatable, getmetatable, rawset
+local function refuse_write() error('Attempt to modify a readonly table', 2) end
+for _, name in ipairs({'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'redis'}) do
+  local t = _G[name]
+  readonly[t] = true
+  lua_setmetatable(t, {__newindex = refuse_write})
 end
-setmetatable(_G, {
+local wrap, raise_bare = __nv_wrap, __nv_raise_bare
+__nv_wrap, __nv_raise, __nv_raise_bare = nil, nil, nil
+setmetatable = wrap(function(t, mt)
+  if readonly[t] then return raise_bare, 'Attempt to modify a readonly table' end
+  return lua_setmetatable(t, mt)
+end)
+getmetatable = wrap(function(t)
+  if readonly[t] then return nil end
+  return lua_getmetatable(t)
+end)
+rawset = wrap(function(t, k, v)
+  if readonly[t] then return raise_bare, 'Attempt to modify a readonly table' end
+  return lua_rawset(t, k, v)
+end)
+readonly[_G] = true
+lua_setmetatable(_G, {
   __index = function(_, k)
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
   end,
-  __newindex = function(_, k, _)
-    error('Attempt to modify a readonly table', 2)
-  end,
+  __newindex = refuse_write,
 })
 "#;
 
@@ -334,9 +351,8 @@ impl Vm {
                     limit_state.busy.store(true, Ordering::Release);
                 }
                 if limit_state.kill.swap(false, Ordering::AcqRel) {
-                    return Err(mlua::Error::runtime(
-                        "ERR Script killed by user with SCRIPT KILL...",
-                    ));
+                    limit_state.killed.store(true, Ordering::Release);
+                    return Err(mlua::Error::runtime(super::script::KILLED));
                 }
                 Ok(VmState::Continue)
             },
@@ -348,7 +364,11 @@ impl Vm {
         match result {
             Ok((true, v)) => reply_from_lua(&v, &mut r, resp3_script, 0),
             Ok((false, LuaValue::Table(t))) => {
-                let msg = t.raw_get::<LuaValue>("err").ok().and_then(|v| text(&v));
+                let msg = if state.killed.load(Ordering::Acquire) {
+                    Some(super::script::KILLED.as_bytes().to_vec())
+                } else {
+                    t.raw_get::<LuaValue>("err").ok().and_then(|v| text(&v))
+                };
                 let source = t.raw_get::<LuaValue>("source").ok().and_then(|v| text(&v));
                 let line = t.raw_get::<LuaValue>("line").ok().and_then(|v| text(&v));
                 let msg = msg.unwrap_or_else(|| b"ERR unknown error".to_vec());
@@ -450,7 +470,7 @@ fn compile_message(e: &mlua::Error) -> String {
 fn text(v: &LuaValue) -> Option<Vec<u8>> {
     match v {
         LuaValue::String(s) => Some(s.as_bytes().to_vec()),
-        LuaValue::Integer(n) => Some(n.to_string().into_bytes()),
+        LuaValue::Integer(n) => Some(super::lua_libs::lua_number_text(*n as f64).into_bytes()),
         LuaValue::Number(n) => Some(super::lua_libs::lua_number_text(*n).into_bytes()),
         _ => None,
     }
@@ -509,8 +529,9 @@ fn raw_call(
     for a in args {
         match a {
             LuaValue::String(s) => argv.push(s.as_bytes().to_vec()),
-            LuaValue::Integer(n) => argv.push(n.to_string().into_bytes()),
-            LuaValue::Number(n) => argv.push(super::lua_libs::lua_number_text(n).into_bytes()),
+            LuaValue::Integer(n) => argv.push(super::lua_libs::format_g(n as f64, 17).into_bytes()),
+            // `%.17g`, as Redis 7.0 (Lua's own `%.14g` loses digits).
+            LuaValue::Number(n) => argv.push(super::lua_libs::format_g(n, 17).into_bytes()),
             _ => {
                 return fail(b"Lua redis lib command arguments must be strings or integers");
             }
@@ -604,6 +625,16 @@ fn to_lua(lua: &Lua, v: Value) -> mlua::Result<LuaValue> {
     })
 }
 
+/// C's `(long long)` of a double as x86-64 computes it, which is what
+/// Redis answers: out of range or NaN gives the minimum.
+fn c_long_long(n: f64) -> i64 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
 /// A script's result as a reply (Redis's `luaReplyToRedisReply`).
 fn reply_from_lua(v: &LuaValue, r: &mut Reply<'_>, resp3_script: bool, depth: usize) {
     if depth > REPLY_DEPTH_MAX {
@@ -621,7 +652,7 @@ fn reply_from_lua(v: &LuaValue, r: &mut Reply<'_>, resp3_script: bool, depth: us
             }
         }
         LuaValue::Integer(n) => r.integer(*n),
-        LuaValue::Number(n) => r.integer(*n as i64),
+        LuaValue::Number(n) => r.integer(c_long_long(*n)),
         LuaValue::Table(t) => {
             let field = |k: &str| t.raw_get::<LuaValue>(k).unwrap_or(LuaValue::Nil);
             if let LuaValue::String(e) = field("err") {

@@ -11,9 +11,95 @@ const JSON_DEPTH_MAX: usize = 1000;
 
 pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
-    g.set("bit", bit(lua)?)?;
-    g.set("cjson", cjson(lua)?)?;
+    // For the bootstrap's own C-framed functions (it removes them).
+    // SAFETY: see `wrap`.
+    g.set("__nv_wrap", unsafe { lua.create_c_function(wrap)? })?;
+    g.set("__nv_raise", raise_marker())?;
+    g.set(
+        "__nv_raise_bare",
+        LuaValue::LightUserData(LightUserData(std::ptr::addr_of!(RAISE_BARE) as *mut _)),
+    )?;
+    g.set("bit", raising_table(lua, bit(lua)?)?)?;
+    g.set("cjson", raising_table(lua, cjson(lua)?)?)?;
     Ok(())
+}
+
+/// What a library function returns first to raise the error message it
+/// returns second (see [`raising`]).
+static RAISE: u8 = 0;
+/// The same, raising the message without a position (as Lua's own C
+/// functions' runtime errors, such as a refused `rawset`).
+static RAISE_BARE: u8 = 0;
+
+fn raise_marker() -> LuaValue {
+    LuaValue::LightUserData(LightUserData(std::ptr::addr_of!(RAISE) as *mut _))
+}
+
+/// A library function: `f`'s error becomes the raise marker and the
+/// message, which [`raising`] raises.
+fn lib_fn<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+where
+    F: Fn(&Lua, MultiValue) -> Result<MultiValue, String> + 'static,
+{
+    lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
+        Ok(v) => Ok(v),
+        Err(msg) => Ok(MultiValue::from_iter([
+            raise_marker(),
+            LuaValue::String(lua.create_string(&msg)?),
+        ])),
+    })
+}
+
+fn one(v: LuaValue) -> MultiValue {
+    MultiValue::from_iter([v])
+}
+
+/// Every function of `t` wrapped by [`raising`].
+fn raising_table(lua: &Lua, t: Table) -> mlua::Result<Table> {
+    // SAFETY: `wrap` and `raising` follow the Lua C API's rules (see
+    // them).
+    let wrap = unsafe { lua.create_c_function(wrap)? };
+    for pair in t.clone().pairs::<LuaValue, LuaValue>() {
+        let (k, v) = pair?;
+        if let LuaValue::Function(f) = v {
+            t.raw_set(k, wrap.call::<mlua::Function>(f)?)?;
+        }
+    }
+    Ok(t)
+}
+
+/// `wrap(f)`: a C closure over `f` that raises what `f` reports.
+unsafe extern "C-unwind" fn wrap(state: *mut mlua::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    ffi::lua_settop(state, 1);
+    ffi::lua_pushcclosure(state, raising, 1);
+    1
+}
+
+/// Calls its upvalue with its arguments; if that returns the raise
+/// marker and a message, raises the message with the caller's position
+/// (a C function's frame keeps the script's line even in a tail call),
+/// else returns what it returned.
+unsafe extern "C-unwind" fn raising(state: *mut mlua::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_insert(state, 1);
+    ffi::lua_call(state, n, ffi::LUA_MULTRET);
+    let top = ffi::lua_gettop(state);
+    let marker = std::ptr::addr_of!(RAISE) as *mut std::ffi::c_void;
+    let bare = std::ptr::addr_of!(RAISE_BARE) as *mut std::ffi::c_void;
+    if top >= 2 && ffi::lua_touserdata(state, 1) == marker {
+        ffi::luaL_where(state, 1);
+        ffi::lua_pushvalue(state, 2);
+        ffi::lua_concat(state, 2);
+        ffi::lua_error(state)
+    }
+    if top >= 2 && ffi::lua_touserdata(state, 1) == bare {
+        ffi::lua_pushvalue(state, 2);
+        ffi::lua_error(state)
+    }
+    top
 }
 
 /// A number as Lua 5.1 prints it (`%.14g`).
@@ -77,60 +163,75 @@ fn tobit(x: f64) -> i32 {
     (x + 6_755_399_441_055_744.0).to_bits() as u32 as i32
 }
 
+type Unary = fn(i32) -> i32;
+type Fold = fn(i32, i32) -> i32;
+type Shift = fn(i32, u32) -> i32;
+
 fn bit(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let arg = |args: &MultiValue, i: usize| -> mlua::Result<i32> {
-        args.get(i).and_then(number).map(tobit).ok_or_else(|| {
-            mlua::Error::runtime(format!("bad argument #{} (number expected)", i + 1))
-        })
-    };
-    let unary = |f: fn(i32) -> i32| {
-        move |_: &Lua, args: MultiValue| -> mlua::Result<f64> { Ok(f64::from(f(arg(&args, 0)?))) }
-    };
-    t.set("tobit", lua.create_function(unary(|x| x))?)?;
-    t.set("bnot", lua.create_function(unary(|x| !x))?)?;
-    t.set("bswap", lua.create_function(unary(i32::swap_bytes))?)?;
-    let fold = |f: fn(i32, i32) -> i32| {
-        move |_: &Lua, args: MultiValue| -> mlua::Result<f64> {
-            let mut acc = arg(&args, 0)?;
-            for i in 1..args.len() {
-                acc = f(acc, arg(&args, i)?);
-            }
-            Ok(f64::from(acc))
+    fn arg(args: &MultiValue, i: usize, name: &str) -> Result<i32, String> {
+        match args.get(i) {
+            Some(v) => number(v).map(tobit).ok_or_else(|| {
+                format!(
+                    "bad argument #{} to '{name}' (number expected, got {})",
+                    i + 1,
+                    v.type_name()
+                )
+            }),
+            None => Err(format!(
+                "bad argument #{} to '{name}' (number expected, got no value)",
+                i + 1
+            )),
         }
-    };
-    t.set("band", lua.create_function(fold(|a, b| a & b))?)?;
-    t.set("bor", lua.create_function(fold(|a, b| a | b))?)?;
-    t.set("bxor", lua.create_function(fold(|a, b| a ^ b))?)?;
-    let shift = |f: fn(i32, u32) -> i32| {
-        move |_: &Lua, args: MultiValue| -> mlua::Result<f64> {
-            let x = arg(&args, 0)?;
-            let n = (arg(&args, 1)? & 31) as u32;
-            Ok(f64::from(f(x, n)))
-        }
-    };
-    t.set(
-        "lshift",
-        lua.create_function(shift(|x, n| ((x as u32) << n) as i32))?,
-    )?;
-    t.set(
-        "rshift",
-        lua.create_function(shift(|x, n| ((x as u32) >> n) as i32))?,
-    )?;
-    t.set("arshift", lua.create_function(shift(|x, n| x >> n))?)?;
-    t.set(
-        "rol",
-        lua.create_function(shift(|x, n| (x as u32).rotate_left(n) as i32))?,
-    )?;
-    t.set(
-        "ror",
-        lua.create_function(shift(|x, n| (x as u32).rotate_right(n) as i32))?,
-    )?;
+    }
+    let num = |x: i32| Ok(one(LuaValue::Number(f64::from(x))));
+    let unary: [(&str, Unary); 3] = [
+        ("tobit", |x| x),
+        ("bnot", |x| !x),
+        ("bswap", i32::swap_bytes),
+    ];
+    for (name, f) in unary {
+        t.set(name, lib_fn(lua, move |_, a| num(f(arg(&a, 0, name)?)))?)?;
+    }
+    let folds: [(&str, Fold); 3] = [
+        ("band", |a, b| a & b),
+        ("bor", |a, b| a | b),
+        ("bxor", |a, b| a ^ b),
+    ];
+    for (name, f) in folds {
+        t.set(
+            name,
+            lib_fn(lua, move |_, a| {
+                let mut acc = arg(&a, 0, name)?;
+                for i in 1..a.len() {
+                    acc = f(acc, arg(&a, i, name)?);
+                }
+                num(acc)
+            })?,
+        )?;
+    }
+    let shifts: [(&str, Shift); 5] = [
+        ("lshift", |x, n| ((x as u32) << n) as i32),
+        ("rshift", |x, n| ((x as u32) >> n) as i32),
+        ("arshift", |x, n| x >> n),
+        ("rol", |x, n| (x as u32).rotate_left(n) as i32),
+        ("ror", |x, n| (x as u32).rotate_right(n) as i32),
+    ];
+    for (name, f) in shifts {
+        t.set(
+            name,
+            lib_fn(lua, move |_, a| {
+                let x = arg(&a, 0, name)?;
+                let n = (arg(&a, 1, name)? & 31) as u32;
+                num(f(x, n))
+            })?,
+        )?;
+    }
     t.set(
         "tohex",
-        lua.create_function(move |_, args: MultiValue| {
-            let x = arg(&args, 0)? as u32;
-            let mut n = if args.len() > 1 { arg(&args, 1)? } else { 8 };
+        lib_fn(lua, |lua, a| {
+            let x = arg(&a, 0, "tohex")? as u32;
+            let mut n = if a.len() > 1 { arg(&a, 1, "tohex")? } else { 8 };
             let upper = n < 0;
             if upper {
                 n = -n;
@@ -141,7 +242,10 @@ fn bit(lua: &Lua) -> mlua::Result<Table> {
             } else {
                 format!("{x:08x}")
             };
-            Ok(full[8 - n..].to_string())
+            let s = lua
+                .create_string(&full[8 - n..])
+                .map_err(|e| e.to_string())?;
+            Ok(one(LuaValue::String(s)))
         })?,
     )?;
     Ok(t)
@@ -151,27 +255,35 @@ fn cjson(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
         "encode",
-        lua.create_function(|lua, v: LuaValue| {
+        lib_fn(lua, |lua, a| {
+            if a.len() != 1 {
+                return Err("expected 1 argument".into());
+            }
             let mut out = Vec::new();
-            encode(&v, &mut out, 0).map_err(mlua::Error::runtime)?;
-            lua.create_string(&out)
+            encode(&a[0], &mut out, 0)?;
+            Ok(one(LuaValue::String(
+                lua.create_string(&out).map_err(|e| e.to_string())?,
+            )))
         })?,
     )?;
     t.set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
+        lib_fn(lua, |lua, a| {
+            let Some(LuaValue::String(s)) = a.front() else {
+                return Err("expected 1 argument".into());
+            };
             let bytes = s.as_bytes();
             let mut p = Parser { s: &bytes, at: 0 };
             p.ws();
-            let v = p.value(lua, 0).map_err(mlua::Error::runtime)?;
+            let v = p.value(lua, 0)?;
             p.ws();
             if p.at < p.s.len() {
-                return Err(mlua::Error::runtime(format!(
+                return Err(format!(
                     "Expected the end but found invalid token at character {}",
                     p.at + 1
-                )));
+                ));
             }
-            Ok(v)
+            Ok(one(v))
         })?,
     )?;
     t.set(
@@ -186,7 +298,7 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
         LuaValue::Nil => out.extend_from_slice(b"null"),
         LuaValue::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         LuaValue::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        LuaValue::Integer(n) => out.extend_from_slice(n.to_string().as_bytes()),
+        LuaValue::Integer(n) => out.extend_from_slice(lua_number_text(*n as f64).as_bytes()),
         LuaValue::Number(n) => {
             if !n.is_finite() {
                 return Err("Cannot serialise number: must not be NaN or Inf".into());
@@ -207,6 +319,9 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
                 .collect::<mlua::Result<_>>()
                 .map_err(|e| e.to_string())?;
             match array_len(&pairs) {
+                Some(n) if n > 10 && n > pairs.len() * 2 => {
+                    return Err("Cannot serialise table: excessively sparse array".into());
+                }
                 Some(n) if n > 0 => {
                     out.push(b'[');
                     for i in 1..=n {
@@ -226,7 +341,9 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
                         }
                         match k {
                             LuaValue::String(s) => escape(&s.as_bytes(), out),
-                            LuaValue::Integer(n) => escape(n.to_string().as_bytes(), out),
+                            LuaValue::Integer(n) => {
+                                escape(lua_number_text(*n as f64).as_bytes(), out)
+                            }
                             LuaValue::Number(n) => escape(lua_number_text(*n).as_bytes(), out),
                             _ => {
                                 return Err(
@@ -252,9 +369,9 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// lua-cjson's array test: every key a positive integer, and not
-/// excessively sparse (more than half holes past 10 elements): the
-/// length, or `None` for an object.
+/// lua-cjson's array test: every key a positive integer: the largest
+/// (the caller refuses an excessively sparse one), or `None` for an
+/// object.
 fn array_len(pairs: &[(LuaValue, LuaValue)]) -> Option<usize> {
     let mut max = 0usize;
     for (k, _) in pairs {
@@ -267,9 +384,6 @@ fn array_len(pairs: &[(LuaValue, LuaValue)]) -> Option<usize> {
             return None;
         }
         max = max.max(n as usize);
-    }
-    if max > 10 && max > pairs.len() * 2 {
-        return None;
     }
     Some(max)
 }
@@ -307,9 +421,29 @@ impl Parser<'_> {
 
     fn invalid(&self, what: &str) -> String {
         format!(
-            "Expected {what} but found invalid token at character {}",
+            "Expected {what} but found {} at character {}",
+            self.found(),
             self.at + 1
         )
+    }
+
+    /// lua-cjson's name of the token at the cursor.
+    fn found(&self) -> &'static str {
+        let rest = &self.s[self.at.min(self.s.len())..];
+        match rest.first() {
+            None => "T_END",
+            Some(b'{') => "T_OBJ_BEGIN",
+            Some(b'}') => "T_OBJ_END",
+            Some(b'[') => "T_ARR_BEGIN",
+            Some(b']') => "T_ARR_END",
+            Some(b':') => "T_COLON",
+            Some(b',') => "T_COMMA",
+            Some(b'"') => "T_STRING",
+            Some(b'-' | b'0'..=b'9') => "T_NUMBER",
+            _ if rest.starts_with(b"true") || rest.starts_with(b"false") => "T_BOOLEAN",
+            _ if rest.starts_with(b"null") => "T_NULL",
+            _ => "invalid token",
+        }
     }
 
     fn value(&mut self, lua: &Lua, depth: usize) -> Result<LuaValue, String> {

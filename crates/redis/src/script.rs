@@ -27,7 +27,10 @@ use super::face::{arity, RespSession, Shared};
 use super::lua::Vm;
 
 /// `busy-reply-threshold` (`lua-time-limit`) by default, in milliseconds.
-pub const BUSY_REPLY_THRESHOLD_MS: u64 = 5000;
+pub(super) const BUSY_REPLY_THRESHOLD_MS: u64 = 5000;
+
+/// What a script stopped by SCRIPT KILL answers (then where it was).
+pub(super) const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -42,8 +45,10 @@ pub struct ScriptState {
     running: AtomicBool,
     /// … past the threshold: others are answered BUSY.
     pub busy: AtomicBool,
-    /// SCRIPT KILL asked the running script to stop.
+    /// SCRIPT KILL asked the running script to stop …
     pub kill: AtomicBool,
+    /// … and it stopped.
+    pub killed: AtomicBool,
     /// The running script has written (it can no longer be killed).
     pub wrote: AtomicBool,
     pub threshold_ms: AtomicU64,
@@ -58,6 +63,7 @@ impl Default for ScriptState {
             running: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             kill: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
             threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
         }
@@ -414,7 +420,10 @@ impl RespSession {
             read_only: no_writes || name.ends_with(b"_RO"),
         };
         let state = &shared.scripts;
+        let threshold = shared.tunables.value("busy-reply-threshold").max(0) as u64;
+        state.threshold_ms.store(threshold, Ordering::Relaxed);
         state.kill.store(false, Ordering::Release);
+        state.killed.store(false, Ordering::Release);
         state.wrote.store(false, Ordering::Release);
         state.running.store(true, Ordering::Release);
         let done = Arc::new(Done::default());

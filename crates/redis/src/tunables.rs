@@ -98,6 +98,16 @@ const SPECS: &[Spec] = &[
         LONG_MAX,
         100,
     ),
+    // Not an encoding: how long a script runs before others are answered
+    // BUSY (milliseconds).
+    spec(
+        "busy-reply-threshold",
+        Some("lua-time-limit"),
+        Kind::Integer,
+        0,
+        LONG_MAX,
+        5000,
+    ),
 ];
 
 const fn spec(
