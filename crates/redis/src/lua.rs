@@ -728,7 +728,23 @@ pub fn serve(jobs: std::sync::mpsc::Receiver<super::script::Work>) {
             return;
         }
     };
-    for work in jobs {
-        work.run(&mut vm);
+    loop {
+        // Spin a little for the next script before sleeping (see
+        // `script::SPIN`).
+        let spin_until = Instant::now() + super::script::SPIN;
+        let work = loop {
+            match jobs.try_recv() {
+                Ok(w) => break Some(w),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => break None,
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < spin_until => {
+                    std::hint::spin_loop()
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => break jobs.recv().ok(),
+            }
+        };
+        match work {
+            Some(w) => w.run(&mut vm),
+            None => return,
+        }
     }
 }
