@@ -1,7 +1,7 @@
 //! The libraries Redis adds to its Lua: `bit` (LuaBitOp's semantics) and
 //! `cjson` (encode and decode with lua-cjson's formatting), and Lua 5.1's
 //! number formatting (`%.14g`), which both and the reply conversions use.
-//! (`cmsgpack` and `struct` are not built yet.)
+//! (`cmsgpack` is in `lua_msgpack.rs`; `struct` is not built yet.)
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value as LuaValue};
 
@@ -21,6 +21,10 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     )?;
     g.set("bit", raising_table(lua, bit(lua)?)?)?;
     g.set("cjson", raising_table(lua, cjson(lua)?)?)?;
+    g.set(
+        "cmsgpack",
+        raising_table(lua, super::lua_msgpack::library(lua)?)?,
+    )?;
     Ok(())
 }
 
@@ -37,7 +41,7 @@ fn raise_marker() -> LuaValue {
 
 /// A library function: `f`'s error becomes the raise marker and the
 /// message, which [`raising`] raises.
-fn lib_fn<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
+pub(super) fn lib_fn<F>(lua: &Lua, f: F) -> mlua::Result<mlua::Function>
 where
     F: Fn(&Lua, MultiValue) -> Result<MultiValue, String> + 'static,
 {
@@ -50,7 +54,7 @@ where
     })
 }
 
-fn one(v: LuaValue) -> MultiValue {
+pub(super) fn one(v: LuaValue) -> MultiValue {
     MultiValue::from_iter([v])
 }
 
