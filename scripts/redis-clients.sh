@@ -5,7 +5,8 @@
 # RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
 # transactions, WATCH, hashes, lists, sets, sorted sets, a blocking job
 # queue, Pub/Sub with patterns and a listener thread, Lock (EVALSHA) under
-# contention of 16 processes, a rate-limiter script). Installs redis-tools (apt) and redis-py (pip) if missing.
+# contention of 16 processes, a rate-limiter script) and an RQ job queue
+# end to end (rq, pip). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
 set -euo pipefail
@@ -225,6 +226,42 @@ if __name__ == "__main__":
     assert limiter(keys=["py:rate:user2"], args=[5, 60000]) == [1, 4]
     print("redis-py Lock x16 processes, rate limiter: ok")
 PY
+
+echo "== RQ: a job queue end to end (enqueue, a burst worker, results, a failed job)"
+if ! python3 -c 'import rq' 2>/dev/null; then
+    python3 -m pip install --quiet rq || python3 -m pip install --quiet --break-system-packages rq
+fi
+mkdir -p "$work/rq"
+cat >"$work/rq/rqjobs.py" <<'PY'
+def add(a, b):
+    return a + b
+
+def fail():
+    raise ValueError("boom")
+PY
+(cd "$work/rq" && python3 - "$port" <<'PY'
+import subprocess, sys
+from redis import Redis
+from rq import Queue
+import rqjobs
+
+port = sys.argv[1]
+q = Queue("ci", connection=Redis(port=int(port)))
+jobs = [q.enqueue(rqjobs.add, i, i) for i in range(20)]
+bad = q.enqueue(rqjobs.fail)
+worker = subprocess.run(["rq", "worker", "--burst", "-u", f"redis://127.0.0.1:{port}", "ci"],
+                        capture_output=True, text=True, timeout=300)
+assert worker.returncode == 0, worker.stderr[-2000:]
+for j in jobs:
+    j.refresh()
+assert [j.get_status() for j in jobs] == ["finished"] * 20, [j.get_status() for j in jobs]
+assert [j.return_value() for j in jobs] == [2 * i for i in range(20)]
+bad.refresh()
+assert bad.get_status() == "failed" and "ValueError: boom" in bad.latest_result().exc_string
+assert len(q) == 0
+print("RQ: 20 jobs done, 1 failed as raised: ok")
+PY
+)
 
 kill -TERM "$pid"
 wait "$pid" && echo "== clean stop on SIGTERM"
