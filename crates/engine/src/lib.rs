@@ -40,6 +40,7 @@ mod check;
 mod checkpoint;
 mod commit;
 mod damage;
+mod deferred;
 mod error;
 pub mod format;
 #[doc(hidden)]
@@ -72,6 +73,7 @@ mod writer;
 
 pub use check::{check, check_devices, CheckReport};
 pub use damage::{Damage, DamageKind};
+pub use deferred::defer_durability;
 pub use error::{Error, Result};
 pub use iter::{IterPlan, NamespaceIter};
 pub use large::LARGE_VALUE_BYTES_MAX;

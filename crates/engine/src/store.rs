@@ -448,6 +448,18 @@ impl Store {
         crate::stats::collect(&self.inner)
     }
 
+    /// Waits, parked on the calling task's runtime (blocking outside
+    /// one), until the log is on the device up to `lsn` (a position
+    /// [`crate::defer_durability`] returned).
+    pub async fn wait_durable_async(&self, lsn: u64) -> Result<()> {
+        let mode = if nvdepot_io::uring::in_runtime() {
+            crate::aio::Mode::Ring
+        } else {
+            crate::aio::Mode::Blocking
+        };
+        self.inner.writer.wait_durable_in(mode, lsn).await
+    }
+
     /// Writes out what write-behind puts left in the write buffer, then
     /// flushes the devices' volatile caches. With `sync` off, every write
     /// acknowledged before the call is then on the device (the background

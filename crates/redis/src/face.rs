@@ -125,6 +125,9 @@ pub struct RespSession {
     pub(super) retry_args: Option<Vec<Vec<u8>>>,
     /// Its subscriptions, once it has subscribed.
     pub(super) subscriber: Option<Box<super::pubsub::Subscriber>>,
+    /// The log position its last command's writes must reach on the
+    /// device before it is answered (a script's deferred durability).
+    pub(super) owed_durability: Option<u64>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -152,6 +155,7 @@ impl Face for RespFace {
             would_block: None,
             retry_args: None,
             subscriber: None,
+            owed_durability: None,
         }
     }
 
@@ -332,8 +336,9 @@ impl RespSession {
                     .store(true, std::sync::atomic::Ordering::Release);
             }
         }
+        let start = out.len();
         if self.authed && self.transaction(&name, args, out).await {
-            return;
+            return self.pay_durability(start, out).await;
         }
         let shared = self.shared();
         let xread_block =
@@ -347,6 +352,25 @@ impl RespSession {
         } else {
             let _pass = shared.gate.shared().await;
             self.execute(args, out).await;
+        }
+        self.pay_durability(start, out).await;
+    }
+
+    /// After a command whose writes deferred their durability (a script:
+    /// see `nvdepot_engine::defer_durability`), with the gate released so
+    /// that other clients' writes join the same group commit: waits for
+    /// it, and answers an error instead of the reply (from `start` in
+    /// `out`) if the writes cannot be made durable.
+    async fn pay_durability(&mut self, start: usize, out: &mut Vec<u8>) {
+        let Some(lsn) = self.owed_durability.take() else {
+            return;
+        };
+        let engine = self.shared.store.cache().engine();
+        if let Err(e) = engine.wait_durable_async(lsn).await {
+            out.truncate(start);
+            Reply::new(out, self.version).error(format!(
+                "ERR the script's writes could not be made durable: {e}"
+            ));
         }
     }
 

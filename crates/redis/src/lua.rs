@@ -320,6 +320,7 @@ impl Vm {
                             reply: out,
                             wakes: Vec::new(),
                             compiled: false,
+                            owed: None,
                         };
                     }
                 }
@@ -331,6 +332,7 @@ impl Vm {
                 reply: out,
                 wakes: Vec::new(),
                 compiled: true,
+                owed: None,
             };
         }
         *self.running.borrow_mut() = Some(Running {
@@ -357,7 +359,10 @@ impl Vm {
                 Ok(VmState::Continue)
             },
         );
-        let result = self.run.call::<(bool, LuaValue)>(f);
+        // The script's puts wait for their durability once, after it
+        // (see `nvdepot_engine::defer_durability`).
+        let (result, owed) =
+            nvdepot_engine::defer_durability(|| self.run.call::<(bool, LuaValue)>(f));
         self.lua.remove_hook();
         let running = self.running.borrow_mut().take();
         let resp3_script = running.as_ref().is_some_and(|r| r.resp3);
@@ -398,6 +403,7 @@ impl Vm {
             reply: out,
             wakes: running.map(|r| r.wakes).unwrap_or_default(),
             compiled: true,
+            owed,
         }
     }
 

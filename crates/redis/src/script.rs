@@ -118,6 +118,9 @@ pub struct Outcome {
     pub wakes: Vec<(usize, Vec<u8>)>,
     /// It compiled (SCRIPT LOAD caches only then).
     pub compiled: bool,
+    /// The log position its writes must reach on the device before the
+    /// reply is sent (their durability was deferred).
+    pub owed: Option<u64>,
 }
 
 /// Work for the Lua thread and where to leave its outcome.
@@ -140,11 +143,13 @@ impl Work {
                     reply: Vec::new(),
                     wakes: Vec::new(),
                     compiled: true,
+                    owed: None,
                 },
                 Err(e) => Outcome {
                     reply: e.into_bytes(),
                     wakes: Vec::new(),
                     compiled: false,
+                    owed: None,
                 },
             },
         };
@@ -158,6 +163,7 @@ impl Work {
             reply,
             wakes: Vec::new(),
             compiled: false,
+            owed: None,
         });
     }
 }
@@ -448,6 +454,10 @@ impl RespSession {
         let outcome = done.wait().await;
         state.running.store(false, Ordering::Release);
         state.busy.store(false, Ordering::Release);
+        if let Some(lsn) = outcome.owed {
+            // Waited for by `dispatch` once the gate is released.
+            self.owed_durability = Some(self.owed_durability.map_or(lsn, |o| o.max(lsn)));
+        }
         if outcome.compiled && !by_sha {
             state.bodies.lock().entry(sha).or_insert(body);
         }
