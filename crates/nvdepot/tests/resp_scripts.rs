@@ -483,3 +483,116 @@ fn kill_9_loses_no_acknowledged_script() {
         "kill -9 under scripts: acknowledged {acked:?}, none lost; {half} script(s) cut mid-way"
     );
 }
+
+/// FUNCTION LIST with each library's functions sorted (Redis lists them
+/// in its hash table's order).
+fn functions_sorted(v: Value) -> Value {
+    let Value::Array(Some(libs)) = v else {
+        return v;
+    };
+    let libs = libs
+        .into_iter()
+        .map(|lib| match lib {
+            Value::Array(Some(mut fields)) => {
+                for i in 0..fields.len() {
+                    if fields[i] == Value::Bulk(Some(b"functions".to_vec())) && i + 1 < fields.len()
+                    {
+                        if let Value::Array(Some(fns)) = &mut fields[i + 1] {
+                            fns.sort_by_key(show);
+                        }
+                    }
+                }
+                Value::Array(Some(fields))
+            }
+            v => v,
+        })
+        .collect();
+    Value::Array(Some(libs))
+}
+
+/// FUNCTION LOAD / FCALL / LIST / DELETE / FLUSH / STATS side by side with
+/// redis-server (errors of metadata, registration and calls included),
+/// then the libraries survive kill -9.
+#[test]
+fn functions_as_redis_and_kept_across_kill_9() {
+    let Some(reference) = RefServer::start_or_skip(
+        "redis-server",
+        &["--save", "", "--appendonly", "no"],
+        "--port",
+        "redis-server",
+    ) else {
+        return;
+    };
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let args = ["--size", "128M", "--segment-size", "8M"];
+    let server = Server::start_serve(&data, &args);
+    let lib = "#!lua name=mylib\n\
+        redis.register_function('incr_it', function(keys, args) return redis.call('INCR', keys[1]) end)\n\
+        redis.register_function{function_name='echo_ro', callback=function(keys, args) return {#keys, args[1]} end, flags={'no-writes'}, description='d'}\n\
+        redis.register_function('fails', function(keys, args)\n  return redis.call('INCR', 'text')\nend)\n\
+        redis.register_function('writes_global', function() x = 1 end)";
+    let steps: Vec<Vec<&str>> = vec![
+        vec!["SET", "text", "v"],
+        vec!["FUNCTION", "FLUSH"],
+        vec!["FUNCTION", "LOAD", lib],
+        vec!["FUNCTION", "LOAD", lib],
+        vec!["FCALL", "incr_it", "1", "n"],
+        vec!["FCALL", "incr_it", "1", "n"],
+        vec!["FCALL_RO", "incr_it", "1", "n"],
+        vec!["FCALL_RO", "echo_ro", "2", "a", "b", "arg"],
+        vec!["FCALL", "fails", "0"],
+        vec!["FCALL", "writes_global", "0"],
+        vec!["FCALL", "nosuch", "0"],
+        vec!["FCALL", "incr_it", "x"],
+        vec!["FCALL", "incr_it", "-1"],
+        vec!["FCALL", "incr_it", "5", "a"],
+        vec!["FUNCTION", "LIST"],
+        vec!["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "my*"],
+        vec!["FUNCTION", "LIST", "LIBRARYNAME", "zz*"],
+        vec!["FUNCTION", "STATS"],
+        vec!["FUNCTION", "LOAD", "return 1"],
+        vec!["FUNCTION", "LOAD", "#!lua name=bad-name\nreturn 1"],
+        vec!["FUNCTION", "LOAD", "#!lua name=empty\nlocal x = 1"],
+        vec!["FUNCTION", "LOAD", "#!lua name=calls\nredis.call('PING')"],
+        vec!["FUNCTION", "LOAD", "#!lua name=dup\nredis.register_function('incr_it', function() return 1 end)"],
+        vec!["FUNCTION", "LOAD", "#!lua name=x engine=y\nredis.register_function('z', function() end)"],
+        vec!["FUNCTION", "LOAD", "#!js name=x\nx"],
+        vec!["FUNCTION", "LOAD", "#!lua name=x\nsyntax error"],
+        vec!["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f')"],
+        vec!["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', callback=function() end, flags={'bogus'}}"],
+        vec!["FUNCTION", "LOAD", "REPLACE", "#!lua name=mylib\nredis.register_function('incr_it', function(keys, args) return #keys .. ':' .. #args end)"],
+        vec!["FCALL", "incr_it", "2", "a", "b", "c"],
+        vec!["FCALL", "echo_ro", "0"],
+        vec!["FUNCTION", "DELETE", "nolib"],
+        vec!["FUNCTION", "KILL"],
+    ];
+    let mut want = Resp::connect_to(reference.addr);
+    let mut got = Resp::connect(&server);
+    for (i, step) in steps.iter().enumerate() {
+        let (w, g) = (want.call(step), got.call(step));
+        let (w, g) = (functions_sorted(w), functions_sorted(g));
+        assert_eq!(
+            show(&w),
+            show(&g),
+            "step {i}: {:?}",
+            &step[..step.len().min(2)]
+        );
+    }
+    // The libraries are in the store: kill -9, restart, call.
+    server.kill_9();
+    let server = Server::start_serve(&data, &args);
+    let mut c = Resp::connect(&server);
+    assert_eq!(
+        c.call(&["FCALL", "incr_it", "1", "k", "v"]),
+        Value::Bulk(Some(b"1:1".to_vec()))
+    );
+    assert_eq!(
+        c.call(&["FUNCTION", "DELETE", "mylib"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    server.kill_9();
+    let server = Server::start_serve(&data, &args);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["FUNCTION", "LIST"]), Value::Array(Some(vec![])));
+}

@@ -237,6 +237,9 @@ pub const COMMANDS: &[Spec] = &[
     spec("EVAL_RO", -3, 0, 0, 0),
     spec("EVALSHA_RO", -3, 0, 0, 0),
     spec("SCRIPT", -2, 0, 0, 0),
+    write("FCALL", -3, 0, 0, 0),
+    spec("FCALL_RO", -3, 0, 0, 0),
+    spec("FUNCTION", -2, 0, 0, 0),
 ];
 
 /// The spec of command `name` (upper case).
@@ -251,7 +254,10 @@ pub fn arity_of(name: &[u8]) -> Option<i32> {
 
 /// The keys of a command (`args[0]` its upper-cased name), by its spec.
 pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    if matches!(name, b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO") {
+    if matches!(
+        name,
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO"
+    ) {
         let n = args
             .get(2)
             .and_then(|a| std::str::from_utf8(a).ok()?.parse::<usize>().ok())

@@ -318,7 +318,7 @@ impl RespSession {
             }
             // The running script holds the gate: SCRIPT KILL is served
             // without it, and once the script is slow, the rest is BUSY.
-            let kill = name.as_slice() == b"SCRIPT"
+            let kill = matches!(name.as_slice(), b"SCRIPT" | b"FUNCTION")
                 && args.len() == 2
                 && args[1].eq_ignore_ascii_case(b"KILL");
             if kill {
@@ -566,9 +566,10 @@ impl RespSession {
             },
             n if super::pubsub::is_pubsub(n) => self.pubsub(n, args, &mut r),
             b"SCRIPT" => self.script(args, &mut r).await,
-            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" => {
+            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
                 self.eval(&name, args, &mut r).await
             }
+            b"FUNCTION" => self.function(args, &mut r).await,
             b"XREAD" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
             | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
                 self.try_blocking(&shared, &name, args, &mut r).await;
@@ -854,7 +855,10 @@ pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<St
 /// several keys as one step.
 pub(super) fn needs_exclusive(name: &[u8]) -> bool {
     super::strings::needs_exclusive(name)
-        || matches!(name, b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO")
+        || matches!(
+            name,
+            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO"
+        )
         || super::set::needs_exclusive(name)
         || super::list::needs_exclusive(name)
         || super::zset_ops::needs_exclusive(name)

@@ -82,6 +82,9 @@ local run_handler = __redis__err__handler
 function __nv_run(f)
   return xpcall(f, run_handler)
 end
+function __nv_run_fn(f, keys, args)
+  return xpcall(function() return f(keys, args) end, run_handler)
+end
 for _, name in ipairs({'getfenv', 'setfenv', 'newproxy', 'dofile', 'loadfile', 'print',
                        'module', 'require', 'gcinfo'}) do
   _G[name] = nil
@@ -134,10 +137,14 @@ pub(super) struct Running {
 
 /// The VM and the scripts compiled into it.
 pub struct Vm {
-    lua: Lua,
+    pub(super) lua: Lua,
     compiled: HashMap<String, Function>,
     running: Rc<RefCell<Option<Running>>>,
     run: Function,
+    /// `__nv_run_fn`: runs a registered function with its keys and args.
+    run_fn: Function,
+    /// FUNCTION's libraries (see `functions.rs`).
+    pub(super) registry: super::functions::Registry,
     /// SCRIPT FLUSH's count when `compiled` was last emptied.
     flushed: u64,
 }
@@ -281,11 +288,14 @@ impl Vm {
         super::lua_libs::install(&lua)?;
         lua.load(BOOTSTRAP).set_name("=nvdepot").exec()?;
         let run: Function = g.raw_get("__nv_run")?;
+        let run_fn: Function = g.raw_get("__nv_run_fn")?;
         Ok(Vm {
             lua,
             compiled: HashMap::new(),
             running,
             run,
+            run_fn,
+            registry: Default::default(),
             flushed: 0,
         })
     }
@@ -302,26 +312,60 @@ impl Vm {
         }
         let mut out = Vec::new();
         let mut r = Reply::new(&mut out, job.version);
-        let f = match self.compiled.get(&job.sha) {
-            Some(f) => f.clone(),
-            None => {
-                let chunk = self.lua.load(&job.body[..]).set_name("@user_script");
-                match chunk.into_function() {
-                    Ok(f) => {
-                        self.compiled.insert(job.sha.clone(), f.clone());
-                        f
-                    }
-                    Err(e) => {
-                        r.error(format!(
-                            "ERR Error compiling script (new function): {}",
-                            compile_message(&e)
-                        ));
-                        return Outcome {
-                            reply: out,
-                            wakes: Vec::new(),
-                            compiled: false,
-                            owed: None,
-                        };
+        let mut read_only = job.read_only;
+        let f = if let Some(name) = &job.function {
+            self.restore_functions(&job.shared);
+            let found = self
+                .registry
+                .functions
+                .get(name)
+                .map(|d| (d.callback.clone(), d.no_writes()));
+            match found {
+                None => {
+                    r.error("ERR Function not found");
+                    return Outcome {
+                        reply: out,
+                        wakes: Vec::new(),
+                        compiled: false,
+                        owed: None,
+                    };
+                }
+                Some((_, false)) if job.read_only => {
+                    r.error("ERR Can not execute a script with write flag using *_ro command.");
+                    return Outcome {
+                        reply: out,
+                        wakes: Vec::new(),
+                        compiled: false,
+                        owed: None,
+                    };
+                }
+                Some((f, no_writes)) => {
+                    read_only |= no_writes;
+                    f
+                }
+            }
+        } else {
+            match self.compiled.get(&job.sha) {
+                Some(f) => f.clone(),
+                None => {
+                    let chunk = self.lua.load(&job.body[..]).set_name("@user_script");
+                    match chunk.into_function() {
+                        Ok(f) => {
+                            self.compiled.insert(job.sha.clone(), f.clone());
+                            f
+                        }
+                        Err(e) => {
+                            r.error(format!(
+                                "ERR Error compiling script (new function): {}",
+                                compile_message(&e)
+                            ));
+                            return Outcome {
+                                reply: out,
+                                wakes: Vec::new(),
+                                compiled: false,
+                                owed: None,
+                            };
+                        }
                     }
                 }
             }
@@ -338,7 +382,7 @@ impl Vm {
         *self.running.borrow_mut() = Some(Running {
             shared: Arc::clone(&job.shared),
             db: job.db,
-            read_only: job.read_only,
+            read_only,
             resp3: false,
             wakes: Vec::new(),
             state: Arc::clone(&state),
@@ -361,8 +405,14 @@ impl Vm {
         );
         // The script's puts wait for their durability once, after it
         // (see `nvdepot_engine::defer_durability`).
-        let (result, owed) =
-            nvdepot_engine::defer_durability(|| self.run.call::<(bool, LuaValue)>(f));
+        let (result, owed) = nvdepot_engine::defer_durability(|| match &job.function {
+            None => self.run.call::<(bool, LuaValue)>(f),
+            Some(_) => {
+                let keys = self.lua.globals().raw_get::<LuaValue>("KEYS")?;
+                let argv = self.lua.globals().raw_get::<LuaValue>("ARGV")?;
+                self.run_fn.call::<(bool, LuaValue)>((f, keys, argv))
+            }
+        });
         self.lua.remove_hook();
         let running = self.running.borrow_mut().take();
         let resp3_script = running.as_ref().is_some_and(|r| r.resp3);
@@ -381,7 +431,7 @@ impl Vm {
                 e.extend_from_slice(
                     format!(
                         " script: {}, on {}:{}.",
-                        job.sha,
+                        job.function.as_deref().unwrap_or(&job.sha),
                         source.map_or_else(
                             || "?".into(),
                             |s| String::from_utf8_lossy(&s).into_owned()
@@ -465,7 +515,7 @@ unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::os::
 }
 
 /// A compile error's message as Lua gives it (`user_script:1: …`).
-fn compile_message(e: &mlua::Error) -> String {
+pub(super) fn compile_message(e: &mlua::Error) -> String {
     match e {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         e => e.to_string(),

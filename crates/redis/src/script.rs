@@ -108,6 +108,8 @@ pub struct Job {
     /// The calling client's protocol: the reply is composed in it.
     pub version: Version,
     pub read_only: bool,
+    /// FCALL: the registered function to run instead of the body.
+    pub function: Option<String>,
 }
 
 /// What a script left.
@@ -132,12 +134,20 @@ pub struct Work {
 enum What {
     Eval(Job),
     Load(String, Arc<[u8]>),
+    /// A FUNCTION subcommand: its arguments, the client's protocol.
+    Function(Arc<Shared>, Vec<Vec<u8>>, Version),
 }
 
 impl Work {
     pub fn run(self, vm: &mut Vm) {
         let outcome = match self.what {
             What::Eval(job) => vm.run(job),
+            What::Function(shared, args, version) => Outcome {
+                reply: vm.function_command(&shared, &args, version),
+                wakes: Vec::new(),
+                compiled: true,
+                owed: None,
+            },
             What::Load(sha, body) => match vm.compile(&sha, &body) {
                 Ok(()) => Outcome {
                     reply: Vec::new(),
@@ -402,6 +412,9 @@ impl RespSession {
             return;
         }
         let Some(numkeys) = super::keys::int_arg(args[2]) else {
+            if name.starts_with(b"FCALL") {
+                return r.error("ERR Bad number of keys provided");
+            }
             return r.error(errors::NOT_INTEGER);
         };
         if numkeys < 0 {
@@ -412,7 +425,10 @@ impl RespSession {
         }
         let shared = self.shared();
         let by_sha = matches!(name, b"EVALSHA" | b"EVALSHA_RO");
-        let (sha, body) = if by_sha {
+        let fcall = matches!(name, b"FCALL" | b"FCALL_RO");
+        let (sha, body) = if fcall {
+            (String::new(), Arc::from(&b""[..]))
+        } else if by_sha {
             let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
             match shared.scripts.bodies.lock().get(&sha) {
                 Some(b) => (sha, Arc::clone(b)),
@@ -423,7 +439,11 @@ impl RespSession {
             let body: Arc<[u8]> = Arc::from(args[1]);
             (sha, body)
         };
-        let (no_writes, stripped) = match shebang(&body) {
+        let (no_writes, stripped) = match if fcall {
+            Ok((false, None))
+        } else {
+            shebang(&body)
+        } {
             Ok(s) => s,
             Err(e) => return r.error(e),
         };
@@ -438,6 +458,7 @@ impl RespSession {
             db: self.db,
             version: self.version(),
             read_only: no_writes || name.ends_with(b"_RO"),
+            function: fcall.then(|| String::from_utf8_lossy(args[1]).into_owned()),
         };
         let state = &shared.scripts;
         let threshold = shared.tunables.value("busy-reply-threshold").max(0) as u64;
@@ -458,7 +479,7 @@ impl RespSession {
             // Waited for by `dispatch` once the gate is released.
             self.owed_durability = Some(self.owed_durability.map_or(lsn, |o| o.max(lsn)));
         }
-        if outcome.compiled && !by_sha {
+        if outcome.compiled && !by_sha && !fcall {
             state.bodies.lock().entry(sha).or_insert(body);
         }
         // The script's messages to this client go before its reply.
@@ -467,6 +488,26 @@ impl RespSession {
         for (db, key) in &outcome.wakes {
             shared.blocked.signal(*db, key);
         }
+    }
+
+    /// `FUNCTION …`: answered by the Lua thread, which holds the
+    /// libraries (`functions.rs`); KILL as SCRIPT KILL.
+    pub(super) async fn function(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        if args.len() < 2 {
+            return r.error(errors::wrong_arity(args[0]));
+        }
+        let shared = self.shared();
+        if args[1].eq_ignore_ascii_case(b"KILL") {
+            return script_kill(&shared.scripts, r);
+        }
+        let done = Arc::new(Done::default());
+        let owned = args.iter().map(|a| a.to_vec()).collect();
+        shared.scripts.send(Work {
+            what: What::Function(Arc::clone(&shared), owned, self.version()),
+            done: Arc::clone(&done),
+        });
+        let outcome = done.wait().await;
+        r.out.extend_from_slice(&outcome.reply);
     }
 
     /// `SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP`.
