@@ -249,7 +249,9 @@ port = sys.argv[1]
 q = Queue("ci", connection=Redis(port=int(port)))
 jobs = [q.enqueue(rqjobs.add, i, i) for i in range(20)]
 bad = q.enqueue(rqjobs.fail)
-worker = subprocess.run(["rq", "worker", "--burst", "-u", f"redis://127.0.0.1:{port}", "ci"],
+# `python -m rq.cli`: the `rq` script may not be on PATH where pip put it.
+worker = subprocess.run([sys.executable, "-m", "rq.cli", "worker", "--burst", "-u",
+                         f"redis://127.0.0.1:{port}", "ci"],
                         capture_output=True, text=True, timeout=300)
 assert worker.returncode == 0, worker.stderr[-2000:]
 for j in jobs:
