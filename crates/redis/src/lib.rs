@@ -12,7 +12,7 @@
 //! `zset`, `zset_ops` and `zset_range` (sorted sets), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
-//! (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
+//! (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
 //! CONFIG SET may change), `commands` (COMMAND and the key
 //! specifications), [`cluster`] and `migrate` (Redis Cluster), [`expiry`]
 //! (the background sweep), `gate` (the exclusive gate of multi-key
@@ -38,6 +38,7 @@ mod list;
 mod lua;
 mod lua_libs;
 mod lua_msgpack;
+mod lua_struct;
 mod migrate;
 mod multi;
 mod pubsub;

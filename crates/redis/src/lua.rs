@@ -95,7 +95,7 @@ end
 local readonly = setmetatable({}, {__mode = 'k'})
 local lua_setmetatable, lua_getmetatable, lua_rawset = setmetatable, getmetatable, rawset
 local function refuse_write() error('Attempt to modify a readonly table', 2) end
-for _, name in ipairs({'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'redis'}) do
+for _, name in ipairs({'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'struct', 'redis'}) do
   local t = _G[name]
   readonly[t] = true
   lua_setmetatable(t, {__newindex = refuse_write})

@@ -1,7 +1,7 @@
 //! The libraries Redis adds to its Lua: `bit` (LuaBitOp's semantics) and
 //! `cjson` (encode and decode with lua-cjson's formatting), and Lua 5.1's
 //! number formatting (`%.14g`), which both and the reply conversions use.
-//! (`cmsgpack` is in `lua_msgpack.rs`; `struct` is not built yet.)
+//! (`cmsgpack` is in `lua_msgpack.rs`, `struct` in `lua_struct.rs`.)
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value as LuaValue};
 
@@ -24,6 +24,10 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     g.set(
         "cmsgpack",
         raising_table(lua, super::lua_msgpack::library(lua)?)?,
+    )?;
+    g.set(
+        "struct",
+        raising_table(lua, super::lua_struct::library(lua)?)?,
     )?;
     Ok(())
 }
