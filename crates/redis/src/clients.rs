@@ -248,7 +248,6 @@ impl RespSession {
             r.error(errors::wrong_arity(args[0]));
             return;
         };
-        let lower = String::from_utf8_lossy(&sub).to_lowercase();
         match (sub.as_slice(), args.len()) {
             (b"SETNAME", 3) => {
                 if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
@@ -279,9 +278,7 @@ impl RespSession {
             (b"KILL", n) if n >= 3 => self.client_kill(args, r),
             (b"UNBLOCK", 3 | 4) => self.client_unblock(args, r),
             (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {
-                r.error(format!(
-                    "ERR wrong number of arguments for 'client|{lower}' command"
-                ));
+                r.error(errors::wrong_sub_arity("client", args[1]));
             }
             _ => r.error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",

@@ -144,10 +144,9 @@ impl RespSession {
             }
             Some(b"SET") if args.len() >= 4 => r.error(errors::SYNTAX),
             Some(b"RESETSTAT") if args.len() == 2 => r.ok(),
-            Some(b"GET" | b"SET" | b"RESETSTAT") => r.error(format!(
-                "ERR wrong number of arguments for 'config|{}' command",
-                String::from_utf8_lossy(args[1]).to_lowercase()
-            )),
+            Some(b"GET" | b"SET" | b"RESETSTAT") => {
+                r.error(errors::wrong_sub_arity("config", args[1]))
+            }
             Some(_) => r.error(errors::quoting(
                 "ERR unknown subcommand '",
                 args[1],

@@ -506,31 +506,10 @@ impl RespSession {
             }
             b"FLUSHDB" | b"FLUSHALL" => {
                 if arity(args, 1, Some(2), &mut r) {
-                    let dbs = if name.as_slice() == b"FLUSHDB" {
-                        self.db..self.db + 1
-                    } else {
-                        0..shared.store.databases()
-                    };
-                    let mut failed = None;
-                    for db in dbs {
-                        if let Err(e) = shared.store.flushdb(db) {
-                            failed = Some(e);
-                        }
-                    }
-                    match failed {
-                        Some(e) => r.error(format!("ERR {e}")),
-                        None => r.ok(),
-                    }
+                    flush(&shared, self.db, name.as_slice() == b"FLUSHALL", &mut r);
                 }
             }
-            b"TIME" => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                r.array(2);
-                r.bulk(now.as_secs().to_string().as_bytes());
-                r.bulk(now.subsec_micros().to_string().as_bytes());
-            }
+            b"TIME" => time(&mut r),
             b"CONFIG" => self.config(args, &mut r),
             b"WAIT" => {
                 // Writes are on the device when answered; no replicas.
@@ -801,6 +780,36 @@ impl RespSession {
         }
         out
     }
+}
+
+/// FLUSHDB (database `db`) or FLUSHALL: every database asked for is
+/// flushed; the last error, if any, is the reply.
+pub(super) fn flush(shared: &Shared, db: usize, all: bool, r: &mut Reply<'_>) {
+    let dbs = if all {
+        0..shared.store.databases()
+    } else {
+        db..db + 1
+    };
+    let mut failed = None;
+    for db in dbs {
+        if let Err(e) = shared.store.flushdb(db) {
+            failed = Some(e);
+        }
+    }
+    match failed {
+        Some(e) => r.error(format!("ERR {e}")),
+        None => r.ok(),
+    }
+}
+
+/// TIME: seconds and microseconds since the epoch.
+pub(super) fn time(r: &mut Reply<'_>) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    r.array(2);
+    r.bulk(now.as_secs().to_string().as_bytes());
+    r.bulk(now.subsec_micros().to_string().as_bytes());
 }
 
 /// Cluster routing of a command, run holding its pass of the isolation

@@ -109,12 +109,7 @@ struct Pending {
 /// `redis.register_function{function_name=…, callback=…, flags=…,
 /// description=…}`.
 fn register(args: MultiValue) -> Result<Pending, String> {
-    let text = |v: &LuaValue| match v {
-        LuaValue::String(s) => Some(s.as_bytes().to_vec()),
-        LuaValue::Integer(n) => Some(n.to_string().into_bytes()),
-        LuaValue::Number(n) => Some(super::lua_libs::lua_number_text(*n).into_bytes()),
-        _ => None,
-    };
+    let text = super::lua::text;
     let (name, callback, description, flags) = match args.len() {
         1 => {
             let Some(LuaValue::Table(t)) = args.front() else {
@@ -392,12 +387,7 @@ impl Vm {
             .get(1)
             .map(|a| a.to_ascii_uppercase())
             .unwrap_or_default();
-        let wrong = |r: &mut Reply<'_>| {
-            r.error(format!(
-                "ERR wrong number of arguments for 'function|{}' command",
-                String::from_utf8_lossy(&sub).to_lowercase()
-            ))
-        };
+        let wrong = |r: &mut Reply<'_>| r.error(errors::wrong_sub_arity("function", &sub));
         match sub.as_slice() {
             b"LOAD" => {
                 let (replace, code) = match args.len() {

@@ -522,8 +522,8 @@ pub(super) fn compile_message(e: &mlua::Error) -> String {
     }
 }
 
-/// A Lua string or number as bytes.
-fn text(v: &LuaValue) -> Option<Vec<u8>> {
+/// A Lua string or number as bytes (numbers as Lua prints them).
+pub(super) fn text(v: &LuaValue) -> Option<Vec<u8>> {
     match v {
         LuaValue::String(s) => Some(s.as_bytes().to_vec()),
         LuaValue::Integer(n) => Some(super::lua_libs::lua_number_text(*n as f64).into_bytes()),
@@ -683,7 +683,7 @@ fn to_lua(lua: &Lua, v: Value) -> mlua::Result<LuaValue> {
 
 /// C's `(long long)` of a double as x86-64 computes it, which is what
 /// Redis answers: out of range or NaN gives the minimum.
-fn c_long_long(n: f64) -> i64 {
+pub(super) fn c_long_long(n: f64) -> i64 {
     if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
         i64::MIN
     } else {

@@ -70,9 +70,8 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, level: usize) {
         LuaValue::Integer(n) => encode_int(*n, out),
         LuaValue::Number(n) => {
             let n = *n;
-            // C's `(int64_t)n == n` on x86-64: out of range is not.
-            let in_range = (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n);
-            if in_range && (n as i64) as f64 == n {
+            // C's `(int64_t)n == n` on x86-64 (out of range is not).
+            if super::lua::c_long_long(n) as f64 == n {
                 encode_int(n as i64, out);
             } else if f64::from(n as f32) == n || n.is_nan() {
                 out.push(0xca);

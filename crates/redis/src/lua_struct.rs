@@ -127,19 +127,26 @@ fn number(v: Option<&LuaValue>, arg: usize, func: &str) -> Result<f64, String> {
     }
 }
 
-fn format_arg(args: &MultiValue, func: &str) -> Result<Vec<u8>, String> {
-    match args.front() {
-        Some(LuaValue::String(s)) => Ok(s.as_bytes().to_vec()),
-        Some(LuaValue::Integer(n)) => Ok(n.to_string().into_bytes()),
-        Some(LuaValue::Number(n)) => Ok(super::lua_libs::lua_number_text(*n).into_bytes()),
-        Some(v) => Err(format!(
-            "bad argument #1 to '{func}' (string expected, got {})",
-            v.type_name()
-        )),
+/// Argument `i` (0-based) as a string, as `luaL_checklstring` takes it
+/// (a number as Lua prints it).
+fn string_arg(args: &MultiValue, i: usize, func: &str) -> Result<Vec<u8>, String> {
+    match args.get(i) {
+        Some(v) => super::lua::text(v).ok_or_else(|| {
+            format!(
+                "bad argument #{} to '{func}' (string expected, got {})",
+                i + 1,
+                v.type_name()
+            )
+        }),
         None => Err(format!(
-            "bad argument #1 to '{func}' (string expected, got no value)"
+            "bad argument #{} to '{func}' (string expected, got no value)",
+            i + 1
         )),
     }
+}
+
+fn format_arg(args: &MultiValue, func: &str) -> Result<Vec<u8>, String> {
+    string_arg(args, 0, func)
 }
 
 fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
@@ -190,24 +197,7 @@ fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
                 });
             }
             b'c' | b's' => {
-                let s = match args.get(arg) {
-                    Some(LuaValue::String(s)) => s.as_bytes().to_vec(),
-                    Some(LuaValue::Integer(n)) => n.to_string().into_bytes(),
-                    Some(LuaValue::Number(n)) => super::lua_libs::lua_number_text(*n).into_bytes(),
-                    Some(v) => {
-                        return Err(format!(
-                            "bad argument #{} to 'pack' (string expected, got {})",
-                            arg + 1,
-                            v.type_name()
-                        ))
-                    }
-                    None => {
-                        return Err(format!(
-                            "bad argument #{} to 'pack' (string expected, got no value)",
-                            arg + 1
-                        ))
-                    }
-                };
+                let s = string_arg(&args, arg, "pack")?;
                 arg += 1;
                 if size == 0 {
                     size = s.len();

@@ -602,12 +602,7 @@ fn pubsub_command(hub: &Hub, args: &[&[u8]], r: &mut Reply<'_>) {
         return r.error(errors::wrong_arity(args[0]));
     };
     let sub_upper = sub.to_ascii_uppercase();
-    let wrong = |r: &mut Reply<'_>| {
-        r.error(format!(
-            "ERR wrong number of arguments for 'pubsub|{}' command",
-            String::from_utf8_lossy(sub).to_lowercase()
-        ))
-    };
+    let wrong = |r: &mut Reply<'_>| r.error(errors::wrong_sub_arity("pubsub", sub));
     match sub_upper.as_slice() {
         b"CHANNELS" | b"SHARDCHANNELS" => {
             if args.len() > 3 {
@@ -660,10 +655,7 @@ fn pubsub_command(hub: &Hub, args: &[&[u8]], r: &mut Reply<'_>) {
                 "HELP",
                 "    Prints this help.",
             ];
-            r.array(lines.len());
-            for l in lines {
-                r.simple(l);
-            }
+            r.simple_lines(&lines);
         }
         _ => r.error(errors::quoting(
             "ERR unknown subcommand '",

@@ -318,14 +318,7 @@ pub(super) fn call_from_script(
             None => r.simple("PONG"),
         },
         b"ECHO" => r.bulk(args[1]),
-        b"TIME" => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            r.array(2);
-            r.bulk(now.as_secs().to_string().as_bytes());
-            r.bulk(now.subsec_micros().to_string().as_bytes());
-        }
+        b"TIME" => super::face::time(r),
         b"SELECT" => match super::keys::int_arg(args[1]) {
             Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
                 run.db = db as usize;
@@ -338,18 +331,7 @@ pub(super) fn call_from_script(
         b"PUBLISH" => r.integer(shared.hub.publish(args[1], args[2]) as i64),
         b"SPUBLISH" => r.integer(shared.hub.spublish(args[1], args[2]) as i64),
         b"FLUSHDB" | b"FLUSHALL" => {
-            let dbs = if name.as_slice() == b"FLUSHDB" {
-                run.db..run.db + 1
-            } else {
-                0..shared.store.databases()
-            };
-            for db in dbs {
-                if let Err(e) = shared.store.flushdb(db) {
-                    r.error(format!("ERR {e}"));
-                    return Ok(());
-                }
-            }
-            r.ok();
+            super::face::flush(&shared, run.db, name.as_slice() == b"FLUSHALL", r)
         }
         b"COMMAND" => super::commands::command(args, r),
         // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
@@ -517,12 +499,7 @@ impl RespSession {
         let Some(sub) = args.get(1).map(|a| a.to_ascii_uppercase()) else {
             return r.error(errors::wrong_arity(args[0]));
         };
-        let wrong = |r: &mut Reply<'_>| {
-            r.error(format!(
-                "ERR wrong number of arguments for 'script|{}' command",
-                String::from_utf8_lossy(&sub).to_lowercase()
-            ))
-        };
+        let wrong = |r: &mut Reply<'_>| r.error(errors::wrong_sub_arity("script", &sub));
         match sub.as_slice() {
             b"LOAD" => {
                 if args.len() != 3 {
@@ -599,10 +576,7 @@ impl RespSession {
                     "HELP",
                     "    Prints this help.",
                 ];
-                r.array(lines.len());
-                for l in lines {
-                    r.simple(l);
-                }
+                r.simple_lines(&lines);
             }
             b"DEBUG" => r.error("ERR SCRIPT DEBUG is not supported by nvdepot"),
             _ => r.error(errors::quoting(

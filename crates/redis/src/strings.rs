@@ -408,10 +408,7 @@ async fn object(
             "HELP",
             "    Prints this help.",
         ];
-        r.array(lines.len());
-        for l in lines {
-            r.simple(l);
-        }
+        r.simple_lines(&lines);
         return Ok(());
     }
     let Some(v) = store.get(db, args[2], now).await? else {

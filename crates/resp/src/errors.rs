@@ -24,6 +24,15 @@ pub fn wrong_arity(name: &[u8]) -> String {
     )
 }
 
+/// `ERR wrong number of arguments for 'config|get' command`: a container
+/// command's subcommand (`sub` as the client sent it).
+pub fn wrong_sub_arity(container: &str, sub: &[u8]) -> String {
+    let mut full = container.as_bytes().to_vec();
+    full.push(b'|');
+    full.extend_from_slice(sub);
+    wrong_arity(&full)
+}
+
 /// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `, byte
 /// for byte as Redis 7.0 builds it: the name up to 128 bytes, then the
 /// arguments while their list is under 128 bytes, each cut to what is

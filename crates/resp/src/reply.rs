@@ -49,6 +49,14 @@ impl<'a> Reply<'a> {
         self.out.extend_from_slice(CRLF);
     }
 
+    /// An array of status lines (the HELP replies).
+    pub fn simple_lines(&mut self, lines: &[&str]) {
+        self.array(lines.len());
+        for l in lines {
+            self.simple(l);
+        }
+    }
+
     pub fn ok(&mut self) {
         self.out.extend_from_slice(b"+OK\r\n");
     }
