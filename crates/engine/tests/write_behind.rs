@@ -157,18 +157,24 @@ fn cache_mode_eviction_and_gc_never_read_unwritten_data() {
     assert!(s.stats().evictions > 0, "the store never filled up");
 }
 
+/// Synced puts that wait for durability after their key's lock
+/// (`unlock_before_durable`, as `nvdepot serve` runs them).
+fn synced_unlocked() -> Options {
+    Options {
+        segment_bytes: MIB,
+        sync: true,
+        unlock_before_durable: true,
+        ..Options::default()
+    }
+}
+
 /// `unlock_before_durable`: writers of one key share group commits, and
 /// every put is durable when it returns (a crash right after keeps it).
 #[test]
 fn unlocked_puts_are_durable_when_they_return() {
     for seed in 0..10u64 {
         let dev = Arc::new(MemDevice::named("ub", 32 * MIB, 512));
-        let o = Options {
-            segment_bytes: MIB,
-            sync: true,
-            unlock_before_durable: true,
-            ..Options::default()
-        };
+        let o = synced_unlocked();
         let s = Arc::new(open(&dev, &o, true));
         let ns = s.default_namespace();
         std::thread::scope(|scope| {
@@ -206,12 +212,7 @@ fn unlocked_puts_are_durable_when_they_return() {
 fn deferred_puts_are_durable_once_waited_for() {
     for seed in 0..10u64 {
         let dev = Arc::new(MemDevice::named("dd", 32 * MIB, 512));
-        let o = Options {
-            segment_bytes: MIB,
-            sync: true,
-            unlock_before_durable: true,
-            ..Options::default()
-        };
+        let o = synced_unlocked();
         let s = open(&dev, &o, true);
         let ns = s.default_namespace();
         let ((), owed) = nvdepot_engine::defer_durability(|| {
@@ -239,12 +240,7 @@ fn deferred_puts_are_durable_once_waited_for() {
     }
     // Outside a scope nothing is deferred.
     let dev = Arc::new(MemDevice::named("dd", 32 * MIB, 512));
-    let o = Options {
-        segment_bytes: MIB,
-        sync: true,
-        unlock_before_durable: true,
-        ..Options::default()
-    };
+    let o = synced_unlocked();
     let s = open(&dev, &o, true);
     let ((), owed) = nvdepot_engine::defer_durability(|| {});
     assert_eq!(owed, None);

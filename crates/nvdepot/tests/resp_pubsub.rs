@@ -26,7 +26,7 @@ use nvdepot_resp::Value;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::{env_or, temp_dir, RefServer, Resp, Server};
+use common::{env_or, show_value as show, temp_dir, RefServer, Resp, Server};
 
 const CHANNELS: &[&str] = &[
     "a", "b", "news.x", "news.y", "hello", "hallo", "x*", "", "é", "[ab]",
@@ -153,31 +153,6 @@ fn until_barrier(c: &mut Resp, marker: &str) -> Vec<String> {
     }
     got.sort();
     got
-}
-
-/// A value as text (bulk strings as lossy UTF-8, long ones cut).
-fn show(v: &Value) -> String {
-    let text = |b: &[u8]| {
-        let t = String::from_utf8_lossy(b);
-        if t.len() > 40 {
-            format!(
-                "{:?}…({} bytes)",
-                t.chars().take(20).collect::<String>(),
-                b.len()
-            )
-        } else {
-            format!("{t:?}")
-        }
-    };
-    let list = |a: &[Value]| a.iter().map(show).collect::<Vec<_>>().join(", ");
-    match v {
-        Value::Bulk(Some(b)) => text(b),
-        Value::Simple(b) => format!("+{}", String::from_utf8_lossy(b)),
-        Value::Error(b) => format!("-{}", String::from_utf8_lossy(b)),
-        Value::Array(Some(a)) => format!("[{}]", list(a)),
-        Value::Push(a) => format!(">[{}]", list(a)),
-        v => format!("{v:?}"),
-    }
 }
 
 fn brief(s: &[String]) -> String {

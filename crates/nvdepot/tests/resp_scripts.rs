@@ -20,7 +20,7 @@ use nvdepot_resp::Value;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::{env_or, temp_dir, RefServer, Resp, Server};
+use common::{env_or, show_value as show, temp_dir, RefServer, Resp, Server};
 
 const KEYS: &[&str] = &["s", "n", "h", "l", "z", "st", "none", "f"];
 
@@ -304,27 +304,6 @@ fn scripts_answer_as_redis() {
             );
         }
         eprintln!("resp_scripts: seed {seed}: {ops} commands, every reply the same");
-    }
-}
-
-/// A reply as text (bulk strings as lossy UTF-8).
-fn show(v: &Value) -> String {
-    let list = |a: &[Value]| a.iter().map(show).collect::<Vec<_>>().join(", ");
-    match v {
-        Value::Bulk(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
-        Value::Simple(b) => format!("+{}", String::from_utf8_lossy(b)),
-        Value::Error(b) => format!("-{}", String::from_utf8_lossy(b)),
-        Value::Array(Some(a)) => format!("[{}]", list(a)),
-        Value::Push(a) => format!(">[{}]", list(a)),
-        Value::Set(a) => format!("~[{}]", list(a)),
-        Value::Map(m) => format!(
-            "%{{{}}}",
-            m.iter()
-                .map(|(k, v)| format!("{}: {}", show(k), show(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        v => format!("{v:?}"),
     }
 }
 

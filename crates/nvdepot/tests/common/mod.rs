@@ -313,3 +313,27 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A RESP value as text for comparisons and failure messages: bulk
+/// strings as lossy UTF-8 (whole), simple strings `+…`, errors `-…`,
+/// arrays `[…]`, pushes `>[…]`, sets `~[…]`, maps `%{k: v}`.
+pub fn show_value(v: &nvdepot_resp::Value) -> String {
+    use nvdepot_resp::Value;
+    let list = |a: &[Value]| a.iter().map(show_value).collect::<Vec<_>>().join(", ");
+    match v {
+        Value::Bulk(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
+        Value::Simple(b) => format!("+{}", String::from_utf8_lossy(b)),
+        Value::Error(b) => format!("-{}", String::from_utf8_lossy(b)),
+        Value::Array(Some(a)) => format!("[{}]", list(a)),
+        Value::Push(a) => format!(">[{}]", list(a)),
+        Value::Set(a) => format!("~[{}]", list(a)),
+        Value::Map(m) => format!(
+            "%{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", show_value(k), show_value(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        v => format!("{v:?}"),
+    }
+}
