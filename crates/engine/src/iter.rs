@@ -328,6 +328,38 @@ pub(crate) fn index_entries(inner: &Inner) -> Vec<(u64, Location)> {
     entries
 }
 
+/// The live value an index entry points to, if its record holds a value
+/// of a physical namespace `accept` takes: (physical namespace, key,
+/// value). `None` for a record of another namespace, a tombstone, or one
+/// replaced since the entry was listed; damage where the index still
+/// points is an error (a segment scan would have skipped the record
+/// without a word).
+pub(crate) fn read_entry(
+    inner: &Inner,
+    fp: u64,
+    loc: Location,
+    accept: impl Fn(u32) -> bool,
+) -> Result<Option<(u32, Vec<u8>, Vec<u8>)>> {
+    let r = match now(inner.read_at(Mode::Blocking, loc, Span::Whole))? {
+        Fetched::Record(r) => r,
+        Fetched::Invalid(e) if inner.still_indexed(fp, loc) => return Err(e),
+        Fetched::Invalid(_) => return Ok(None),
+    };
+    let physical = r.header.namespace;
+    if !r.header.kind.is_value() || !accept(physical) || !inner.still_indexed(fp, loc) {
+        return Ok(None);
+    }
+    if r.header.kind == RecordKind::LargeHead {
+        // The chunks' bytes, if the head read is still the key's value.
+        let value = now(inner.get_value(Mode::Blocking, physical, r.key()))?;
+        return Ok(match value {
+            Some((v, seq, _)) if seq == r.header.seq => Some((physical, r.key().to_vec(), v)),
+            _ => None,
+        });
+    }
+    Ok(Some((physical, r.key().to_vec(), r.value().to_vec())))
+}
+
 /// Unordered iteration over the keys and values of a namespace.
 ///
 /// Reads the log segment by segment (large sequential reads) and yields the
@@ -398,32 +430,10 @@ impl<'a> NamespaceIter<'a> {
         let Some(physical) = self.physical else {
             return Ok(());
         };
-        let inner = self.inner;
         for &(fp, loc) in &self.entries[from..upto] {
-            let r = match now(inner.read_at(Mode::Blocking, loc, Span::Whole))? {
-                Fetched::Record(r) => r,
-                // Damage where the index points: report it (a segment scan
-                // would have skipped the record without a word). A record
-                // replaced since the snapshot is no longer indexed.
-                Fetched::Invalid(e) if inner.still_indexed(fp, loc) => return Err(e),
-                Fetched::Invalid(_) => continue,
-            };
-            if !r.header.kind.is_value()
-                || r.header.namespace != physical
-                || !inner.still_indexed(fp, loc)
-            {
-                continue;
+            if let Some((_, key, value)) = read_entry(self.inner, fp, loc, |p| p == physical)? {
+                self.ready.push_back((key, value));
             }
-            if r.header.kind == RecordKind::LargeHead {
-                let value = now(inner.get_value(Mode::Blocking, physical, r.key()))?;
-                if let Some((v, seq, _)) = value {
-                    if seq == r.header.seq {
-                        self.ready.push_back((r.key().to_vec(), v));
-                    }
-                }
-                continue;
-            }
-            self.ready.push_back((r.key().to_vec(), r.value().to_vec()));
         }
         Ok(())
     }

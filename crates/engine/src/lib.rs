@@ -39,6 +39,7 @@ mod aio;
 mod check;
 mod checkpoint;
 mod commit;
+mod cursor;
 mod damage;
 mod deferred;
 mod error;
@@ -72,6 +73,7 @@ mod value_reader;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};
+pub use cursor::{ScanItem, ScanPage};
 pub use damage::{Damage, DamageKind};
 pub use deferred::defer_durability;
 pub use error::{Error, Result};

@@ -215,6 +215,52 @@ impl Store {
         crate::large::get_range(&self.inner, physical, key, offset, len)
     }
 
+    /// Writes `data` over bytes `[offset, offset + data.len())` of the
+    /// value, as Redis's SETRANGE does: an absent key counts as an empty
+    /// value, and a value shorter than `offset` is padded with zero bytes.
+    /// Returns the value's new length. Atomic per key (the update step: no
+    /// write of the key comes between the read and the write) and durable
+    /// on return. One device read and one record written for a value one
+    /// record holds; a large value is read and rewritten whole (its chunks
+    /// are named by its generation, so a rewrite is a new generation).
+    pub fn put_range(&self, ns: Namespace, key: &[u8], offset: u64, data: &[u8]) -> Result<u64> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= self.value_bytes_max() as u64)
+            .ok_or(crate::Error::ValueTooLarge {
+                len: offset
+                    .saturating_add(data.len() as u64)
+                    .min(usize::MAX as u64) as usize,
+                max: self.value_bytes_max(),
+            })?;
+        let (len, _) = self.update(ns, key, |current| {
+            let mut value = current.map(|c| c.value.to_vec()).unwrap_or_default();
+            if data.is_empty() {
+                let len = value.len() as u64;
+                return (Change::Keep, len);
+            }
+            if (value.len() as u64) < end {
+                value.resize(end as usize, 0);
+            }
+            value[offset as usize..end as usize].copy_from_slice(data);
+            let len = value.len() as u64;
+            (Change::Put(value), len)
+        })?;
+        Ok(len)
+    }
+
+    /// One page of a resumable walk over the keys and values of namespace
+    /// `ns` (or, with `None`, of every namespace): start with cursor 0 and
+    /// go on with [`crate::ScanPage::next`] until it is `None`. A key
+    /// present and unmodified for the whole walk is returned exactly once,
+    /// whatever garbage collection or the index's growth do meanwhile; a
+    /// key written or deleted during the walk may or may not be. `hint`:
+    /// index entries wanted per page (pages are larger in a large store,
+    /// so a walk makes at most 64 passes over the index). See `cursor.rs`.
+    pub fn scan(&self, ns: Option<Namespace>, cursor: u64, hint: usize) -> Result<crate::ScanPage> {
+        crate::cursor::scan(&self.inner, ns, cursor, hint)
+    }
+
     /// A streaming read of `key`'s value (`std::io::Read + Seek`), or
     /// `None` if the key is absent: a large value is read a chunk at a
     /// time, only the chunks read. If the value is replaced or deleted
