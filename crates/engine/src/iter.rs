@@ -328,6 +328,9 @@ pub(crate) fn index_entries(inner: &Inner) -> Vec<(u64, Location)> {
     entries
 }
 
+/// (physical namespace, key, value) of a live record.
+pub(crate) type EntryValue = (u32, Vec<u8>, Vec<u8>);
+
 /// The live value an index entry points to, if its record holds a value
 /// of a physical namespace `accept` takes: (physical namespace, key,
 /// value). `None` for a record of another namespace, a tombstone, or one
@@ -339,7 +342,7 @@ pub(crate) fn read_entry(
     fp: u64,
     loc: Location,
     accept: impl Fn(u32) -> bool,
-) -> Result<Option<(u32, Vec<u8>, Vec<u8>)>> {
+) -> Result<Option<EntryValue>> {
     let r = match now(inner.read_at(Mode::Blocking, loc, Span::Whole))? {
         Fetched::Record(r) => r,
         Fetched::Invalid(e) if inner.still_indexed(fp, loc) => return Err(e),
