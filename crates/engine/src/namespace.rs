@@ -26,6 +26,15 @@ impl Namespace {
     pub fn id(self) -> u32 {
         self.0
     }
+
+    /// The namespace of a logical id that [`Namespace::id`] gave (the
+    /// handle the bindings pass across their boundary). An id is not
+    /// reused while the store is open: one whose namespace was dropped, or
+    /// that never named one, makes operations fail with
+    /// `Error::NoSuchNamespace`.
+    pub fn from_id(id: u32) -> Namespace {
+        Namespace(id)
+    }
 }
 
 /// Physical id of the registry.

@@ -27,7 +27,9 @@ mod kv;
 mod memcache;
 mod serve;
 mod signals;
-mod size;
+mod size {
+    pub use nvdepot_embed::parse_size;
+}
 mod store_dir;
 mod workload;
 

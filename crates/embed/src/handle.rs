@@ -1,0 +1,71 @@
+//! An open store shared by threads and closed by one of them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use nvdepot_engine::{Options, Store};
+use parking_lot::RwLock;
+
+use crate::code::{Code, Failure};
+
+/// An open store. Operations borrow it for their duration (a read lock,
+/// uncontended unless a close is waiting); cursors hold a share of it.
+pub struct Handle {
+    store: RwLock<Option<Arc<Store>>>,
+}
+
+impl Handle {
+    /// Opens (or, with `create_bytes` set, creates) the store at `path`.
+    pub fn open(path: &Path, opts: &Options) -> Result<Handle, Failure> {
+        let store = Store::open(path, opts)?;
+        Ok(Handle {
+            store: RwLock::new(Some(Arc::new(store))),
+        })
+    }
+
+    /// Runs `f` on the store, unless it was closed.
+    pub fn with<R>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<R, nvdepot_engine::Error>,
+    ) -> Result<R, Failure> {
+        let guard = self.store.read();
+        let store = guard.as_ref().ok_or_else(closed)?;
+        Ok(f(store)?)
+    }
+
+    /// A share of the store for a cursor; the store cannot close while it
+    /// lives.
+    pub fn share(&self) -> Result<Arc<Store>, Failure> {
+        self.store.read().clone().ok_or_else(closed)
+    }
+
+    /// Writes everything out, saves the index checkpoint (the next open is
+    /// fast) and closes; later calls fail with [`Code::Closed`]. Fails
+    /// with [`Code::Busy`], the store still open, while cursors hold it.
+    pub fn close(&self) -> Result<(), Failure> {
+        let mut guard = self.store.write();
+        let Some(store) = guard.take() else {
+            return Ok(());
+        };
+        match Arc::try_unwrap(store) {
+            Ok(store) => Ok(store.close()?),
+            Err(shared) => {
+                let cursors = Arc::strong_count(&shared) - 1;
+                *guard = Some(shared);
+                Err(Failure::new(
+                    Code::Busy,
+                    format!("cannot close the store: {cursors} iterator(s) still use it; free them first"),
+                ))
+            }
+        }
+    }
+
+    /// Whether [`Handle::close`] succeeded.
+    pub fn is_closed(&self) -> bool {
+        self.store.read().is_none()
+    }
+}
+
+fn closed() -> Failure {
+    Failure::new(Code::Closed, "the store is closed")
+}

@@ -1,0 +1,32 @@
+//! The binding layer's core: what the C, Python and Java skins share, so
+//! each is a thin translation of its language's conventions onto one
+//! implementation (docs/ARCHITECTURE.md, "Bindings").
+//!
+//! - [`Handle`]: an open store that any thread may use and one may close;
+//!   closing waits for operations in flight, refuses while cursors hold
+//!   the store ([`Code::Busy`]), and makes later calls fail with
+//!   [`Code::Closed`] instead of touching freed memory.
+//! - [`Failure`]: every error as a stable [`Code`] plus the engine's
+//!   message (the C API returns the code, Python and Java raise a class
+//!   per code).
+//! - [`set_option`]: the engine's [`Options`] by name and text, so a C
+//!   caller, Python keyword arguments and a Java `Properties` configure a
+//!   store the same way.
+//! - [`Cursor`]: the engine's resumable scan as NVMKV's
+//!   begin/next/get-current iterator that owns its share of the store.
+//! - [`destroy`]: removing a store's data files (RocksDB's `DestroyDB`).
+
+mod code;
+mod cursor;
+mod destroy;
+mod handle;
+mod options;
+mod size;
+
+pub use code::{Code, Failure};
+pub use cursor::Cursor;
+pub use destroy::destroy;
+pub use handle::Handle;
+pub use nvdepot_engine::{Namespace, Options, PutMode, ScanItem, Stats, Store, WriteOp};
+pub use options::{option_names, set_option};
+pub use size::parse_size;
