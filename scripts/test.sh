@@ -19,3 +19,7 @@ if [ $# -eq 0 ]; then
   echo "== engine tests again on the io_uring backend (NVDEPOT_BACKEND=uring)"
   NVDEPOT_BACKEND=uring cargo test -p nvdepot-engine --no-fail-fast
 fi
+if [ $# -eq 0 ]; then
+  echo "== the bindings' tests (scripts/bindings.sh)"
+  bash scripts/bindings.sh
+fi

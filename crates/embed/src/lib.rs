@@ -27,6 +27,19 @@ pub use code::{Code, Failure};
 pub use cursor::Cursor;
 pub use destroy::destroy;
 pub use handle::Handle;
-pub use nvdepot_engine::{Namespace, Options, PutMode, ScanItem, Stats, Store, WriteOp};
+pub use nvdepot_engine::{
+    DeleteOutcome, Error, Namespace, Options, PutMode, ScanItem, Stats, Store, WriteOp,
+};
 pub use options::{option_names, set_option};
 pub use size::parse_size;
+
+/// The namespace of id `id`, if the store has one (`Error::NoSuchNamespace`
+/// if not): for calls that would otherwise treat an unknown id as empty.
+pub fn existing(store: &Store, id: u32) -> Result<Namespace, Error> {
+    let ns = Namespace::from_id(id);
+    if store.namespaces().iter().any(|(_, n, _)| *n == ns) {
+        Ok(ns)
+    } else {
+        Err(Error::NoSuchNamespace(format!("id {id}")))
+    }
+}
