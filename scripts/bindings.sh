@@ -6,6 +6,9 @@
 #   libnvdepot.so, then `make install` into a scratch prefix and a program
 #   built with `pkg-config --cflags --libs nvdepot` (shared) and
 #   `--static`.
+# - Python: `pip install ./bindings/python` (maturin builds the abi3 wheel
+#   from the crate registry and PyPI) into a fresh virtual environment,
+#   then its pytest tests and the parameter-server example (NumPy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)
@@ -31,3 +34,20 @@ for program in hello-installed hello-static; do
     rm -rf "$target/c-tests/$program-data"
 done
 echo "C API: installed library and pkg-config file work (shared and static)"
+
+echo "== Python: pip install ./bindings/python into a fresh venv, then pytest"
+venv=$target/python-venv
+rm -rf "$venv"
+if ! python3 -m venv "$venv" 2>/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q && apt-get install -y -q python3-venv
+    python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --upgrade pip
+"$venv/bin/pip" install --quiet pytest numpy
+# The wheel's build has a target directory of its own (release, abi3).
+CARGO_TARGET_DIR=$target/python-wheel "$venv/bin/pip" install --quiet ./bindings/python
+(cd bindings/python && "$venv/bin/python" -m pytest -q tests)
+rm -rf "$target/params"
+"$venv/bin/python" bindings/python/examples/parameter_server.py "$target/params" --rounds 3
+rm -rf "$target/params"
