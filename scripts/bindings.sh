@@ -9,6 +9,9 @@
 # - Python: `pip install ./bindings/python` (maturin builds the abi3 wheel
 #   from the crate registry and PyPI) into a fresh virtual environment,
 #   then its pytest tests and the parameter-server example (NumPy).
+# - Java: the JNI library (cargo build -p nvdepot-jni), then `mvn test` in
+#   bindings/java: JUnit 5 tests with the JVM checking every JNI call
+#   (-Xcheck:jni). Installs a JDK and Maven (apt) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)
@@ -51,3 +54,12 @@ CARGO_TARGET_DIR=$target/python-wheel "$venv/bin/pip" install --quiet ./bindings
 rm -rf "$target/params"
 "$venv/bin/python" bindings/python/examples/parameter_server.py "$target/params" --rounds 3
 rm -rf "$target/params"
+
+echo "== Java: cargo build -p nvdepot-jni, then mvn test (JUnit 5, -Xcheck:jni)"
+if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q && apt-get install -y -q default-jdk-headless maven
+fi
+cargo build --quiet -p nvdepot-jni
+(cd bindings/java && mvn -q -B test -Dnvdepot.native.dir="$target/debug")
+grep -h "Tests run" bindings/java/target/surefire-reports/*.txt
