@@ -153,6 +153,10 @@ typedef struct nvdepot_stats {
   uint64_t flushes;
   // DRAM the index takes.
   uint64_t index_memory_bytes;
+  // Reads the value cache answered (`value_cache_bytes`; 0 when off).
+  uint64_t value_cache_hits;
+  // Reads the value cache sent to the store.
+  uint64_t value_cache_misses;
 } nvdepot_stats;
 
 #ifdef __cplusplus
@@ -338,7 +342,9 @@ struct nvdepot_options *nvdepot_options_new(void);
 // `key_bytes_max`, `value_bytes_max`, `sync` (`"true"`/`"false"`),
 // `flush_interval_ms`, `location_cache_entries`, `cache_mode`,
 // `eviction` (`"segment_lru"`/`"fifo"`), `background_gc`, `salvage`,
-// `buffered_io`, `write_behind`, `unlock_before_durable`.
+// `buffered_io`, `write_behind`, `unlock_before_durable`, and
+// `value_cache_bytes` (a DRAM cache of values in front of the store,
+// e.g. `"256M"`; default 0, off).
 // `NVDEPOT_INVALID_ARGUMENT` for an unknown name or a bad value.
 int nvdepot_options_set(struct nvdepot_options *options, const char *name, const char *value);
 

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn nvdepot_get(
         }
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        let Some((value, v)) = h.with(|s| s.get_versioned(Namespace::from_id(ns), key))? else {
+        let Some((value, v)) = h.get_versioned(Namespace::from_id(ns), key)? else {
             return not_found();
         };
         let n = value.len().min(cap);
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn nvdepot_get_alloc(
         let key = unsafe { bytes(key, key_len, "key")? };
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        let Some((v, ver)) = h.with(|s| s.get_versioned(Namespace::from_id(ns), key))? else {
+        let Some((v, ver)) = h.get_versioned(Namespace::from_id(ns), key)? else {
             return not_found();
         };
         let p = malloc_copy(&v)?;
@@ -131,9 +131,10 @@ pub unsafe extern "C" fn nvdepot_exists(
         let key = unsafe { bytes(key, key_len, "key")? };
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        match h.with(|s| s.get_range(Namespace::from_id(ns), key, 0, 0))? {
-            Some(_) => Ok(NVDEPOT_OK),
-            None => not_found(),
+        if h.exists(Namespace::from_id(ns), key)? {
+            Ok(NVDEPOT_OK)
+        } else {
+            not_found()
         }
     })
 }
@@ -199,7 +200,7 @@ pub unsafe extern "C" fn nvdepot_put_if(
         };
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        match h.with(|s| s.put_versioned(Namespace::from_id(ns), key, value, mode))? {
+        match h.put_versioned(Namespace::from_id(ns), key, value, mode)? {
             Some(v) => {
                 // SAFETY: may be null.
                 unsafe { put_out(new_version, v) };
@@ -253,7 +254,7 @@ unsafe fn delete(
         let key = unsafe { bytes(key, key_len, "key")? };
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        match h.with(|s| s.delete_versioned(Namespace::from_id(ns), key, version))? {
+        match h.delete_versioned(Namespace::from_id(ns), key, version)? {
             DeleteOutcome::Deleted => Ok(NVDEPOT_OK),
             DeleteOutcome::NotFound => not_found(),
             DeleteOutcome::VersionMismatch => status(
@@ -287,7 +288,7 @@ pub unsafe extern "C" fn nvdepot_get_range(
         }
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        let Some(part) = h.with(|s| s.get_range(Namespace::from_id(ns), key, offset, len))? else {
+        let Some(part) = h.get_range(Namespace::from_id(ns), key, offset, len)? else {
             return not_found();
         };
         debug_assert!(part.len() <= len);
@@ -320,7 +321,7 @@ pub unsafe extern "C" fn nvdepot_put_range(
         let (key, data) = unsafe { (bytes(key, key_len, "key")?, bytes(data, data_len, "data")?) };
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        let n = h.with(|s| s.put_range(Namespace::from_id(ns), key, offset, data))?;
+        let n = h.put_range(Namespace::from_id(ns), key, offset, data)?;
         // SAFETY: may be null.
         unsafe { put_out(new_len, n) };
         Ok(NVDEPOT_OK)
@@ -369,7 +370,7 @@ pub unsafe extern "C" fn nvdepot_write_batch(
             });
         }
         // SAFETY: a store from nvdepot_open.
-        unsafe { handle(store)? }.with(|s| s.write_batch(Namespace::from_id(ns), &batch))?;
+        unsafe { handle(store)? }.write_batch(Namespace::from_id(ns), &batch)?;
         Ok(NVDEPOT_OK)
     })
 }
@@ -418,8 +419,7 @@ pub unsafe extern "C" fn nvdepot_get_batch(
             wanted.push(unsafe { bytes(*k, *l, "a key")? });
         }
         // SAFETY: a store from nvdepot_open.
-        let found =
-            unsafe { handle(store)? }.with(|s| s.get_many(Namespace::from_id(ns), &wanted))?;
+        let found = unsafe { handle(store)? }.get_many(Namespace::from_id(ns), &wanted)?;
         let mut out = Vec::with_capacity(count);
         for v in &found {
             match v.as_deref().map(malloc_copy).transpose() {

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::path::Path;
 
-use nvdepot_embed::{set_option, Code, Failure, Handle, Namespace, Options};
+use nvdepot_embed::{set_option, Code, Config, Failure, Handle, Namespace};
 
 use crate::{call, malloc_copy, required, text, NVDEPOT_OK};
 
@@ -16,7 +16,7 @@ pub struct nvdepot_store {
 
 /// Options for `nvdepot_open` (opaque).
 pub struct nvdepot_options {
-    opts: Options,
+    config: Config,
 }
 
 /// Namespace id meaning "every namespace" (`nvdepot_iter_begin`).
@@ -61,6 +61,10 @@ pub struct nvdepot_stats {
     pub flushes: u64,
     /// DRAM the index takes.
     pub index_memory_bytes: u64,
+    /// Reads the value cache answered (`value_cache_bytes`; 0 when off).
+    pub value_cache_hits: u64,
+    /// Reads the value cache sent to the store.
+    pub value_cache_misses: u64,
 }
 
 /// A new set of options, all defaults (see `nvdepot_options_set`). Null
@@ -69,7 +73,7 @@ pub struct nvdepot_stats {
 pub extern "C" fn nvdepot_options_new() -> *mut nvdepot_options {
     std::panic::catch_unwind(|| {
         Box::into_raw(Box::new(nvdepot_options {
-            opts: Options::default(),
+            config: Config::default(),
         }))
     })
     .unwrap_or(std::ptr::null_mut())
@@ -80,7 +84,9 @@ pub extern "C" fn nvdepot_options_new() -> *mut nvdepot_options {
 /// `key_bytes_max`, `value_bytes_max`, `sync` (`"true"`/`"false"`),
 /// `flush_interval_ms`, `location_cache_entries`, `cache_mode`,
 /// `eviction` (`"segment_lru"`/`"fifo"`), `background_gc`, `salvage`,
-/// `buffered_io`, `write_behind`, `unlock_before_durable`.
+/// `buffered_io`, `write_behind`, `unlock_before_durable`, and
+/// `value_cache_bytes` (a DRAM cache of values in front of the store,
+/// e.g. `"256M"`; default 0, off).
 /// `NVDEPOT_INVALID_ARGUMENT` for an unknown name or a bad value.
 #[no_mangle]
 pub unsafe extern "C" fn nvdepot_options_set(
@@ -93,7 +99,7 @@ pub unsafe extern "C" fn nvdepot_options_set(
         let o = unsafe { required(options, "options")?.as_mut() }.expect("checked");
         // SAFETY: NUL-terminated strings, per the header.
         let (name, value) = unsafe { (text(name, "name")?, text(value, "value")?) };
-        set_option(&mut o.opts, name, value)?;
+        set_option(&mut o.config, name, value)?;
         Ok(NVDEPOT_OK)
     })
 }
@@ -121,10 +127,10 @@ pub unsafe extern "C" fn nvdepot_open(
         let out = required(out, "out")?;
         // SAFETY: a NUL-terminated path, per the header.
         let path = unsafe { text(path, "path")? };
-        let defaults = Options::default();
+        let defaults = Config::default();
         // SAFETY: null or options from nvdepot_options_new.
-        let opts = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.opts);
-        let handle = Handle::open(Path::new(path), opts)?;
+        let config = unsafe { options.as_ref() }.map_or(&defaults, |o| &o.config);
+        let handle = Handle::open(Path::new(path), config)?;
         let store = Box::into_raw(Box::new(nvdepot_store { handle }));
         // SAFETY: checked non-null; the caller's pointer to write.
         unsafe { out.write(store) };
@@ -230,7 +236,7 @@ pub unsafe extern "C" fn nvdepot_ns_drop(store: *mut nvdepot_store, name: *const
         // SAFETY: a NUL-terminated name, per the header.
         let name = unsafe { text(name, "name")? };
         // SAFETY: a store from nvdepot_open.
-        unsafe { handle(store)? }.with(|s| s.drop_namespace(name))?;
+        unsafe { handle(store)? }.drop_namespace(name)?;
         Ok(NVDEPOT_OK)
     })
 }
@@ -322,7 +328,9 @@ pub unsafe extern "C" fn nvdepot_stats_get(
     call(|| {
         let out = required(out, "out")?;
         // SAFETY: a store from nvdepot_open.
-        let s = unsafe { handle(store)? }.with(|s| Ok(s.stats()))?;
+        let h = unsafe { handle(store)? };
+        let s = h.with(|s| Ok(s.stats()))?;
+        let (value_cache_hits, value_cache_misses) = h.cache_counters().unwrap_or_default();
         let stats = nvdepot_stats {
             keys: s.keys,
             namespaces: s.namespaces,
@@ -342,6 +350,8 @@ pub unsafe extern "C" fn nvdepot_stats_get(
             evictions: s.evictions,
             flushes: s.flushes,
             index_memory_bytes: s.index_memory_bytes,
+            value_cache_hits,
+            value_cache_misses,
         };
         // SAFETY: checked non-null.
         unsafe { out.write(stats) };

@@ -325,6 +325,21 @@ int main(void) {
     CHECK(len == 5 && memcmp(buf, "three", 5) == 0);
     CODE(NVDEPOT_OK, nvdepot_get(s, ns, "t3-199", 6, buf, sizeof buf, &len, NULL));
     CODE(NVDEPOT_OK, nvdepot_close(s));
+    /* With the value cache: hits, and never a stale value. */
+    nvdepot_options *o = nvdepot_options_new();
+    CODE(NVDEPOT_OK, nvdepot_options_set(o, "value_cache_bytes", "1M"));
+    CODE(NVDEPOT_OK, nvdepot_open(dir, o, &s));
+    nvdepot_options_free(o);
+    CODE(NVDEPOT_OK, nvdepot_put(s, ns, "c", 1, "one", 3));
+    for (int i = 0; i < 3; i++) CODE(NVDEPOT_OK, nvdepot_get(s, ns, "c", 1, buf, sizeof buf, &len, NULL));
+    CODE(NVDEPOT_OK, nvdepot_put(s, ns, "c", 1, "two", 3));
+    CODE(NVDEPOT_OK, nvdepot_get(s, ns, "c", 1, buf, sizeof buf, &len, NULL));
+    CHECK(len == 3 && memcmp(buf, "two", 3) == 0);
+    CODE(NVDEPOT_OK, nvdepot_delete(s, ns, "c", 1));
+    CODE(NVDEPOT_NOT_FOUND, nvdepot_get(s, ns, "c", 1, buf, sizeof buf, &len, NULL));
+    CODE(NVDEPOT_OK, nvdepot_stats_get(s, &st));
+    CHECK(st.value_cache_hits >= 2 && st.value_cache_misses >= 1);
+    CODE(NVDEPOT_OK, nvdepot_close(s));
     CODE(NVDEPOT_OK, nvdepot_destroy(dir));
     CHECK(access(dir, F_OK) != 0);
     CODE(NVDEPOT_NOT_A_STORE, nvdepot_destroy(dir));

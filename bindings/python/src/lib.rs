@@ -14,7 +14,7 @@ mod errors;
 use std::sync::Arc;
 
 use nvdepot_embed::{
-    set_option, Cursor as CoreCursor, Handle, Namespace as Ns, Options, PutMode, WriteOp,
+    set_option, Config, Cursor as CoreCursor, Failure, Handle, Namespace as Ns, PutMode, WriteOp,
 };
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -33,6 +33,16 @@ pub struct Namespace {
 }
 
 impl Namespace {
+    /// Runs one of the handle's data operations with the GIL released.
+    fn op<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Handle, Ns) -> Result<R, Failure> + Send,
+    ) -> PyResult<R> {
+        let (handle, ns) = (&*self.handle, self.ns);
+        py.allow_threads(|| f(handle, ns)).map_err(fail)
+    }
+
     /// Runs `f` on the store with the GIL released.
     fn with<R: Send>(
         &self,
@@ -56,7 +66,7 @@ impl Namespace {
     #[pyo3(signature = (key, default=None))]
     fn get(&self, py: Python<'_>, key: Bytes, default: Option<PyObject>) -> PyResult<PyObject> {
         let k = key.as_slice();
-        match self.with(py, |s, ns| s.get(ns, k))? {
+        match self.op(py, |h, ns| h.get(ns, k))? {
             Some(v) => Ok(PyBytes::new(py, &v).into_any().unbind()),
             None => Ok(default.unwrap_or_else(|| py.None())),
         }
@@ -70,7 +80,7 @@ impl Namespace {
         key: Bytes,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let k = key.as_slice();
-        let got = self.with(py, |s, ns| s.get_versioned(ns, k))?;
+        let got = self.op(py, |h, ns| h.get_versioned(ns, k))?;
         got.map(|(v, ver)| (PyBytes::new(py, &v), ver).into_pyobject(py))
             .transpose()
     }
@@ -103,7 +113,7 @@ impl Namespace {
             }
         };
         let (k, v) = (key.as_slice(), value.as_slice());
-        self.with(py, |s, ns| s.put_versioned(ns, k, v, mode))
+        self.op(py, |h, ns| h.put_versioned(ns, k, v, mode))
     }
 
     /// Deletes `key`; False if it was absent (or, with `version`, had
@@ -111,7 +121,7 @@ impl Namespace {
     #[pyo3(signature = (key, *, version=None))]
     fn delete(&self, py: Python<'_>, key: Bytes, version: Option<u64>) -> PyResult<bool> {
         let k = key.as_slice();
-        let outcome = self.with(py, |s, ns| s.delete_versioned(ns, k, version))?;
+        let outcome = self.op(py, |h, ns| h.delete_versioned(ns, k, version))?;
         Ok(outcome == nvdepot_embed::DeleteOutcome::Deleted)
     }
 
@@ -125,7 +135,7 @@ impl Namespace {
         length: usize,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let k = key.as_slice();
-        let got = self.with(py, |s, ns| s.get_range(ns, k, offset, length))?;
+        let got = self.op(py, |h, ns| h.get_range(ns, k, offset, length))?;
         Ok(got.map(|v| PyBytes::new(py, &v)))
     }
 
@@ -144,7 +154,7 @@ impl Namespace {
         let mut out = Writable::new(buffer)?;
         let k = key.as_slice();
         let len = out.len();
-        let got = self.with(py, |s, ns| s.get_range(ns, k, offset, len))?;
+        let got = self.op(py, |h, ns| h.get_range(ns, k, offset, len))?;
         Ok(got.map(|part| out.fill(&part)))
     }
 
@@ -153,14 +163,14 @@ impl Namespace {
     /// shorter value is padded with zero bytes. Returns the new length.
     fn put_range(&self, py: Python<'_>, key: Bytes, offset: u64, data: Bytes) -> PyResult<u64> {
         let (k, d) = (key.as_slice(), data.as_slice());
-        self.with(py, |s, ns| s.put_range(ns, k, offset, d))
+        self.op(py, |h, ns| h.put_range(ns, k, offset, d))
     }
 
     /// The values of `keys` (None for an absent key), their index lookups
     /// overlapped.
     fn get_many<'py>(&self, py: Python<'py>, keys: Vec<Bytes>) -> PyResult<Bound<'py, PyList>> {
         let ks: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-        let got = self.with(py, |s, ns| s.get_many(ns, &ks))?;
+        let got = self.op(py, |h, ns| h.get_many(ns, &ks))?;
         let items: Vec<PyObject> = got
             .into_iter()
             .map(|v| v.map_or_else(|| py.None(), |v| PyBytes::new(py, &v).into_any().unbind()))
@@ -181,7 +191,7 @@ impl Namespace {
                 None => WriteOp::Delete { key: k.as_slice() },
             })
             .collect();
-        self.with(py, |s, ns| s.write_batch(ns, &batch))
+        self.op(py, |h, ns| h.write_batch(ns, &batch))
     }
 
     /// Keys in the namespace.
@@ -194,7 +204,7 @@ impl Namespace {
 
     /// Deletes every key (durable on return).
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |s, ns| s.clear(ns))
+        self.op(py, |h, ns| h.clear(ns))
     }
 
     /// A resumable walk over `(key, value)` pairs, from `cursor` (0, or a
@@ -241,12 +251,12 @@ impl Namespace {
 
     fn __contains__(&self, py: Python<'_>, key: Bytes) -> PyResult<bool> {
         let k = key.as_slice();
-        Ok(self.with(py, |s, ns| s.get_range(ns, k, 0, 0))?.is_some())
+        self.op(py, |h, ns| h.exists(ns, k))
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: Bytes) -> PyResult<Bound<'py, PyBytes>> {
         let k = key.as_slice();
-        match self.with(py, |s, ns| s.get(ns, k))? {
+        match self.op(py, |h, ns| h.get(ns, k))? {
             Some(v) => Ok(PyBytes::new(py, &v)),
             None => Err(PyKeyError::new_err(PyBytes::new(py, k).unbind())),
         }
@@ -254,12 +264,12 @@ impl Namespace {
 
     fn __setitem__(&self, py: Python<'_>, key: Bytes, value: Bytes) -> PyResult<()> {
         let (k, v) = (key.as_slice(), value.as_slice());
-        self.with(py, |s, ns| s.put(ns, k, v))
+        self.op(py, |h, ns| h.put(ns, k, v))
     }
 
     fn __delitem__(&self, py: Python<'_>, key: Bytes) -> PyResult<()> {
         let k = key.as_slice();
-        if self.with(py, |s, ns| s.delete(ns, k))? {
+        if self.op(py, |h, ns| h.delete(ns, k))? {
             Ok(())
         } else {
             Err(PyKeyError::new_err(PyBytes::new(py, k).unbind()))
@@ -308,7 +318,7 @@ impl Store {
         path: std::path::PathBuf,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<(Store, Namespace)> {
-        let mut opts = Options::default();
+        let mut opts = Config::default();
         if let Some(options) = options {
             for (name, value) in options.iter() {
                 let name: String = name.extract()?;
@@ -355,7 +365,7 @@ impl Store {
 
     /// Drops namespace `name` and its keys (durable on return).
     fn drop_namespace(self_: PyRef<'_, Self>, py: Python<'_>, name: String) -> PyResult<()> {
-        self_.as_super().with(py, |s, _| s.drop_namespace(&name))
+        self_.as_super().op(py, |h, _| h.drop_namespace(&name))
     }
 
     /// `{name: keys}` of every namespace.
@@ -383,7 +393,9 @@ impl Store {
 
     /// Counters and gauges, as a dict.
     fn stats<'py>(self_: PyRef<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self_.as_super().with(py, |s, _| Ok(s.stats()))?;
+        let base = self_.as_super();
+        let s = base.with(py, |s, _| Ok(s.stats()))?;
+        let (hits, misses) = base.handle.cache_counters().unwrap_or_default();
         let d = PyDict::new(py);
         for (k, v) in [
             ("keys", s.keys),
@@ -402,6 +414,8 @@ impl Store {
             ("evictions", s.evictions),
             ("flushes", s.flushes),
             ("index_memory_bytes", s.index_memory_bytes),
+            ("value_cache_hits", hits),
+            ("value_cache_misses", misses),
         ] {
             d.set_item(k, v)?;
         }

@@ -191,3 +191,19 @@ def test_threads_share_a_store(store):
 
 def test_options_are_listed():
     assert "create_bytes" in nvdepot.OPTIONS and "sync" in nvdepot.OPTIONS
+
+
+def test_value_cache_serves_hot_keys_and_never_stale_values(path):
+    with nvdepot.Store(path, create_bytes="64M", segment_bytes="1M", value_cache_bytes="1M") as s:
+        s[b"k"] = b"one"
+        assert s[b"k"] == b"one"  # a miss, filled
+        assert s[b"k"] == b"one"  # a hit
+        s[b"k"] = b"two"
+        assert s[b"k"] == b"two"
+        assert s.get_range(b"k", 1, 5) == b"wo"
+        s.put_range(b"k", 0, b"T")
+        assert s[b"k"] == b"Two"
+        del s[b"k"]
+        assert s.get(b"k") is None
+        stats = s.stats()
+        assert stats["value_cache_hits"] >= 1 and stats["value_cache_misses"] >= 1

@@ -3,27 +3,35 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nvdepot_engine::{Options, Store};
+use nvdepot_engine::Store;
 use parking_lot::RwLock;
 
 use crate::code::{Code, Failure};
+use crate::options::Config;
+use crate::value_cache::ValueCache;
 
 /// An open store. Operations borrow it for their duration (a read lock,
 /// uncontended unless a close is waiting); cursors hold a share of it.
 pub struct Handle {
     store: RwLock<Option<Arc<Store>>>,
+    /// The DRAM value cache, when `value_cache_bytes` is set.
+    pub(crate) cache: Option<ValueCache>,
 }
 
 impl Handle {
     /// Opens (or, with `create_bytes` set, creates) the store at `path`.
-    pub fn open(path: &Path, opts: &Options) -> Result<Handle, Failure> {
-        let store = Store::open(path, opts)?;
+    pub fn open(path: &Path, config: &Config) -> Result<Handle, Failure> {
+        let store = Store::open(path, &config.engine)?;
         Ok(Handle {
             store: RwLock::new(Some(Arc::new(store))),
+            cache: (config.value_cache_bytes > 0)
+                .then(|| ValueCache::new(config.value_cache_bytes)),
         })
     }
 
-    /// Runs `f` on the store, unless it was closed.
+    /// Runs `f` on the store, unless it was closed. For reads and
+    /// administration only: writes of keys go through the data operations
+    /// (`ops.rs`), which keep the value cache current.
     pub fn with<R>(
         &self,
         f: impl FnOnce(&Store) -> Result<R, nvdepot_engine::Error>,

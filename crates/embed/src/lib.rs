@@ -15,13 +15,18 @@
 //! - [`Cursor`]: the engine's resumable scan as NVMKV's
 //!   begin/next/get-current iterator that owns its share of the store.
 //! - [`destroy`]: removing a store's data files (RocksDB's `DestroyDB`).
+//! - The data operations on [`Handle`] (`ops.rs`), which keep the optional
+//!   DRAM value cache (`value_cache.rs`) in step with the store: the skins
+//!   call those, never the engine's writes directly.
 
 mod code;
 mod cursor;
 mod destroy;
 mod handle;
+mod ops;
 mod options;
 mod size;
+mod value_cache;
 
 pub use code::{Code, Failure};
 pub use cursor::Cursor;
@@ -30,7 +35,7 @@ pub use handle::Handle;
 pub use nvdepot_engine::{
     DeleteOutcome, Error, Namespace, Options, PutMode, ScanItem, Stats, Store, WriteOp,
 };
-pub use options::{option_names, set_option};
+pub use options::{option_names, set_option, Config};
 pub use size::parse_size;
 
 /// The namespace of id `id`, if the store has one (`Error::NoSuchNamespace`

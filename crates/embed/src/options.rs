@@ -3,6 +3,16 @@
 
 use nvdepot_engine::{Eviction, Options};
 
+/// How a binding opens a store: the engine's options and the binding
+/// layer's own (the value cache).
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub engine: Options,
+    /// Bytes of DRAM for a cache of values in front of the store (see
+    /// `value_cache.rs`). Default 0: every read goes to the device.
+    pub value_cache_bytes: u64,
+}
+
 use crate::code::Failure;
 use crate::size::parse_size;
 
@@ -25,12 +35,14 @@ pub fn option_names() -> &'static [(&'static str, &'static str)] {
         ("buffered_io", "no O_DIRECT, for filesystems that refuse it such as tmpfs (default false)"),
         ("write_behind", "acknowledge puts from the write buffer; a crash loses the last ~1 ms (default false)"),
         ("unlock_before_durable", "writers of one key share group commits (default false)"),
+        ("value_cache_bytes", "DRAM cache of values in front of the store, e.g. 256M (default 0: off)"),
     ]
 }
 
 /// Sets option `name` from its text form: sizes take K/M/G/T suffixes,
 /// booleans `true`/`false`/`1`/`0`/`yes`/`no`/`on`/`off`.
-pub fn set_option(opts: &mut Options, name: &str, value: &str) -> Result<(), Failure> {
+pub fn set_option(config: &mut Config, name: &str, value: &str) -> Result<(), Failure> {
+    let opts = &mut config.engine;
     let size = || parse_size(value).map_err(|e| bad(name, &e));
     let count = || -> Result<usize, Failure> {
         usize::try_from(size()?).map_err(|_| bad(name, "too large"))
@@ -64,6 +76,7 @@ pub fn set_option(opts: &mut Options, name: &str, value: &str) -> Result<(), Fai
         "buffered_io" => opts.buffered_io = flag()?,
         "write_behind" => opts.write_behind = flag()?,
         "unlock_before_durable" => opts.unlock_before_durable = flag()?,
+        "value_cache_bytes" => config.value_cache_bytes = size()?,
         _ => {
             let known: Vec<&str> = option_names().iter().map(|(n, _)| *n).collect();
             return Err(Failure::invalid(format!(
@@ -85,7 +98,7 @@ mod tests {
 
     #[test]
     fn every_listed_option_is_taken_and_bad_ones_say_why() {
-        let mut o = Options::default();
+        let mut o = Config::default();
         for (name, _) in option_names() {
             let value = match *name {
                 "eviction" => "fifo",
@@ -100,8 +113,9 @@ mod tests {
             };
             set_option(&mut o, name, value).unwrap();
         }
-        assert_eq!(o.create_bytes, Some(4096));
-        assert!(!o.sync);
+        assert_eq!(o.engine.create_bytes, Some(4096));
+        assert!(!o.engine.sync);
+        assert_eq!(o.value_cache_bytes, 4096);
         let e = set_option(&mut o, "sync", "maybe").unwrap_err();
         assert!(e.message.contains("expected true or false"), "{e}");
         let e = set_option(&mut o, "nope", "1").unwrap_err();

@@ -1,9 +1,9 @@
 //! The handle, cursor and destroy as the bindings use them.
 
-use nvdepot_embed::{destroy, set_option, Code, Cursor, Handle, Options};
+use nvdepot_embed::{destroy, set_option, Code, Config, Cursor, Handle};
 
-fn options() -> Options {
-    let mut o = Options::default();
+fn options() -> Config {
+    let mut o = Config::default();
     for (k, v) in [
         ("create_bytes", "32M"),
         ("segment_bytes", "1M"),
@@ -21,7 +21,7 @@ fn close_waits_for_cursors_and_later_calls_fail_cleanly() {
     let h = Handle::open(&path, &options()).unwrap();
     let ns = h.with(|s| Ok(s.default_namespace())).unwrap();
     for i in 0..100u32 {
-        h.with(|s| s.put(ns, &i.to_le_bytes(), b"v")).unwrap();
+        h.put(ns, &i.to_le_bytes(), b"v").unwrap();
     }
     let mut c = Cursor::new(h.share().unwrap(), Some(ns), 0);
     assert!(c.advance().unwrap());
@@ -37,7 +37,7 @@ fn close_waits_for_cursors_and_later_calls_fail_cleanly() {
     assert_eq!(c.resume_at(), None);
     drop(c);
     h.close().unwrap();
-    let e = h.with(|s| s.get(ns, b"x")).unwrap_err();
+    let e = h.get(ns, b"x").unwrap_err();
     assert_eq!(e.code, Code::Closed);
     // Reopened from the checkpoint, then destroyed.
     let h = Handle::open(&path, &options()).unwrap();
@@ -67,7 +67,7 @@ fn a_resumed_cursor_finishes_the_walk() {
     let h = Handle::open(dir.path(), &options()).unwrap();
     let ns = h.with(|s| Ok(s.default_namespace())).unwrap();
     for i in 0..5000u32 {
-        h.with(|s| s.put(ns, &i.to_le_bytes(), b"v")).unwrap();
+        h.put(ns, &i.to_le_bytes(), b"v").unwrap();
     }
     let mut seen = std::collections::HashSet::new();
     let mut c = Cursor::new(h.share().unwrap(), None, 0);
@@ -82,4 +82,109 @@ fn a_resumed_cursor_finishes_the_walk() {
         seen.insert(c.current().unwrap().key.clone());
     }
     assert_eq!(seen.len(), 5000);
+}
+
+/// With the value cache on, every read returns what the store holds,
+/// while many threads write and read the same few keys in every way
+/// (puts, conditional puts, deletes, range writes, batches, clears).
+#[test]
+fn the_value_cache_never_serves_a_stale_value() {
+    use nvdepot_embed::{PutMode, WriteOp};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = options();
+    set_option(&mut config, "value_cache_bytes", "1M").unwrap();
+    let h = std::sync::Arc::new(Handle::open(dir.path(), &config).unwrap());
+    let ns = h.with(|s| Ok(s.default_namespace())).unwrap();
+    let keys: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'k', i]).collect();
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let (h, keys) = (h.clone(), keys.clone());
+            scope.spawn(move || {
+                let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                for i in 0..600u64 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = &keys[(x % keys.len() as u64) as usize];
+                    let v = format!("{t}-{i}").into_bytes();
+                    match x >> 60 {
+                        0..=5 => h.put(ns, k, &v).unwrap(),
+                        6 => drop(h.put_versioned(ns, k, &v, PutMode::IfAbsent).unwrap()),
+                        7 => drop(h.delete(ns, k).unwrap()),
+                        8 => drop(h.put_range(ns, k, 2, b"RANGE").unwrap()),
+                        9 => {
+                            let other = &keys[((x >> 8) % keys.len() as u64) as usize];
+                            h.write_batch(
+                                ns,
+                                &[
+                                    WriteOp::Put { key: k, value: &v },
+                                    WriteOp::Delete { key: other },
+                                ],
+                            )
+                            .unwrap()
+                        }
+                        10 if i % 50 == 0 => h.clear(ns).unwrap(),
+                        _ => {
+                            // A read through the cache, then one straight
+                            // from the store: the cached one may only be
+                            // older if a write came between the two.
+                            let _ = h.get(ns, k).unwrap();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    // Quiet now: every key's cached answer is the store's.
+    for k in &keys {
+        let cached = h.get_versioned(ns, k).unwrap();
+        let stored = h.with(|s| s.get_versioned(ns, k)).unwrap();
+        assert_eq!(cached, stored, "key {k:?}");
+        // Twice: the second is served from the cache when present.
+        assert_eq!(h.get_versioned(ns, k).unwrap(), stored);
+    }
+    let (hits, misses) = h.cache_counters().unwrap();
+    assert!(hits > 0 && misses > 0, "hits {hits} misses {misses}");
+}
+
+/// One writer raises a counter, readers read the store directly and then
+/// through the cache: the cache may never answer with a value older than
+/// one the store already showed the same reader.
+#[test]
+fn the_value_cache_is_never_behind_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = options();
+    set_option(&mut config, "value_cache_bytes", "1M").unwrap();
+    set_option(&mut config, "sync", "false").unwrap();
+    let h = std::sync::Arc::new(Handle::open(dir.path(), &config).unwrap());
+    let ns = h.with(|s| Ok(s.default_namespace())).unwrap();
+    let n = |v: Option<Vec<u8>>| u64::from_le_bytes(v.unwrap().try_into().unwrap());
+    h.put(ns, b"counter", &0u64.to_le_bytes()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            let h = h.clone();
+            let stop = &stop;
+            scope.spawn(move || {
+                let mut checks = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let stored = n(h.with(|s| s.get(ns, b"counter")).unwrap());
+                    let cached = n(h.get(ns, b"counter").unwrap());
+                    assert!(
+                        cached >= stored,
+                        "cache answered {cached} after the store showed {stored}"
+                    );
+                    checks += 1;
+                }
+                assert!(checks > 0);
+            });
+        }
+        for i in 1..=3000u64 {
+            h.put(ns, b"counter", &i.to_le_bytes()).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(n(h.get(ns, b"counter").unwrap()), 3000);
+    let (hits, _) = h.cache_counters().unwrap();
+    assert!(hits > 0);
 }

@@ -19,8 +19,7 @@ use jni::objects::{JByteArray, JClass, JLongArray, JObject, JObjectArray, JStrin
 use jni::sys::{jboolean, jbyteArray, jint, jlong, jlongArray, jobjectArray, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
 use nvdepot_embed::{
-    set_option, Code, Cursor, DeleteOutcome, Failure, Handle, Namespace, Options, PutMode, Store,
-    WriteOp,
+    set_option, Code, Config, Cursor, DeleteOutcome, Failure, Handle, Namespace, PutMode, WriteOp,
 };
 
 /// `ns` meaning every namespace (cursors).
@@ -110,13 +109,13 @@ fn new_bytes(env: &mut JNIEnv<'_>, v: &[u8]) -> Result<jbyteArray, Failure> {
     Ok(env.byte_array_from_slice(v).map_err(jni_failed)?.into_raw())
 }
 
-/// One call on the store and namespace `ns`.
+/// One data operation of the handle on namespace `ns`.
 fn on<R>(
     h: jlong,
     ns: jint,
-    f: impl FnOnce(&Store, Namespace) -> Result<R, nvdepot_embed::Error>,
+    f: impl FnOnce(&Handle, Namespace) -> Result<R, Failure>,
 ) -> Result<R, Failure> {
-    handle(h)?.with(|s| f(s, Namespace::from_id(ns as u32)))
+    f(handle(h)?, Namespace::from_id(ns as u32))
 }
 
 #[no_mangle]
@@ -129,7 +128,7 @@ pub extern "system" fn Java_io_nvdepot_Native_open<'l>(
 ) -> jlong {
     run(&mut env, 0, |env| {
         let path = text(env, &path, "path")?;
-        let mut opts = Options::default();
+        let mut opts = Config::default();
         let n = if names.is_null() {
             0
         } else {
@@ -226,7 +225,7 @@ pub extern "system" fn Java_io_nvdepot_Native_dropNamespace<'l>(
 ) {
     run(&mut env, (), |env| {
         let name = text(env, &name, "name")?;
-        handle(h)?.with(|s| s.drop_namespace(&name))
+        handle(h)?.drop_namespace(&name)
     })
 }
 
@@ -270,7 +269,7 @@ pub extern "system" fn Java_io_nvdepot_Native_clear<'l>(
     h: jlong,
     ns: jint,
 ) {
-    run(&mut env, (), |_| on(h, ns, |s, ns| s.clear(ns)))
+    run(&mut env, (), |_| on(h, ns, |h, ns| h.clear(ns)))
 }
 
 /// The value, or null; `version[0]` receives its version when `version`
@@ -286,7 +285,7 @@ pub extern "system" fn Java_io_nvdepot_Native_get<'l>(
 ) -> jbyteArray {
     run(&mut env, std::ptr::null_mut(), |env| {
         let key = bytes(env, &key, "key")?;
-        let Some((value, v)) = on(h, ns, |s, ns| s.get_versioned(ns, &key))? else {
+        let Some((value, v)) = on(h, ns, |h, ns| h.get_versioned(ns, &key))? else {
             return Ok(std::ptr::null_mut());
         };
         if !version.is_null() {
@@ -324,7 +323,7 @@ pub extern "system" fn Java_io_nvdepot_Native_put<'l>(
             IF_VERSION => PutMode::IfVersion(version as u64),
             other => return Err(Failure::invalid(format!("unknown put mode {other}"))),
         };
-        let written = on(h, ns, |s, ns| s.put_versioned(ns, &key, &value, mode))?;
+        let written = on(h, ns, |h, ns| h.put_versioned(ns, &key, &value, mode))?;
         Ok(written.map_or(-1, |v| v as jlong))
     })
 }
@@ -344,7 +343,7 @@ pub extern "system" fn Java_io_nvdepot_Native_delete<'l>(
         let key = bytes(env, &key, "key")?;
         let version = (has_version == JNI_TRUE).then_some(version as u64);
         Ok(
-            match on(h, ns, |s, ns| s.delete_versioned(ns, &key, version))? {
+            match on(h, ns, |h, ns| h.delete_versioned(ns, &key, version))? {
                 DeleteOutcome::Deleted => 0,
                 DeleteOutcome::NotFound => 1,
                 DeleteOutcome::VersionMismatch => 2,
@@ -370,8 +369,8 @@ pub extern "system" fn Java_io_nvdepot_Native_getRange<'l>(
                 "offset {offset} and length {len} must not be negative"
             )));
         }
-        match on(h, ns, |s, ns| {
-            s.get_range(ns, &key, offset as u64, len as usize)
+        match on(h, ns, |h, ns| {
+            h.get_range(ns, &key, offset as u64, len as usize)
         })? {
             Some(part) => new_bytes(env, &part),
             None => Ok(std::ptr::null_mut()),
@@ -396,7 +395,7 @@ pub extern "system" fn Java_io_nvdepot_Native_putRange<'l>(
                 "offset {offset} must not be negative"
             )));
         }
-        Ok(on(h, ns, |s, ns| s.put_range(ns, &key, offset as u64, &data))? as jlong)
+        Ok(on(h, ns, |h, ns| h.put_range(ns, &key, offset as u64, &data))? as jlong)
     })
 }
 
@@ -441,7 +440,7 @@ pub extern "system" fn Java_io_nvdepot_Native_getMany<'l>(
             .map(|k| k.ok_or_else(|| Failure::invalid("a key is null")))
             .collect::<Result<_, _>>()?;
         let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-        let values = on(h, ns, |s, ns| s.get_many(ns, &refs))?;
+        let values = on(h, ns, |h, ns| h.get_many(ns, &refs))?;
         let array = env
             .new_object_array(values.len() as jint, "[B", JObject::null())
             .map_err(jni_failed)?;
@@ -483,7 +482,7 @@ pub extern "system" fn Java_io_nvdepot_Native_writeBatch<'l>(
                 None => WriteOp::Delete { key },
             });
         }
-        on(h, ns, |s, ns| s.write_batch(ns, &ops))
+        on(h, ns, |h, ns| h.write_batch(ns, &ops))
     })
 }
 
@@ -599,7 +598,9 @@ pub extern "system" fn Java_io_nvdepot_Native_stats<'l>(
     h: jlong,
 ) -> jlongArray {
     run(&mut env, std::ptr::null_mut(), |env| {
-        let s = handle(h)?.with(|s| Ok(s.stats()))?;
+        let handle = handle(h)?;
+        let s = handle.with(|s| Ok(s.stats()))?;
+        let (hits, misses) = handle.cache_counters().unwrap_or_default();
         let values = [
             s.keys,
             s.namespaces,
@@ -613,6 +614,8 @@ pub extern "system" fn Java_io_nvdepot_Native_stats<'l>(
             s.gc_bytes_written,
             s.flushes,
             s.index_memory_bytes,
+            hits,
+            misses,
         ]
         .map(|v| v as jlong);
         let a = env

@@ -90,7 +90,7 @@ public final class Store extends Namespace implements AutoCloseable {
         String[] names = {
             "keys", "namespaces", "capacity_bytes", "live_bytes", "gets", "puts", "deletes",
             "user_bytes_written", "device_bytes_written", "gc_bytes_written", "flushes",
-            "index_memory_bytes"
+            "index_memory_bytes", "value_cache_hits", "value_cache_misses"
         };
         long[] v = Native.stats(nativeHandle);
         Map<String, Long> m = new LinkedHashMap<>();

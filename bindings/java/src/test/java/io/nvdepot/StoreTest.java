@@ -155,6 +155,21 @@ class StoreTest {
     }
 
     @Test
+    void valueCacheServesHotKeysAndNeverStaleValues() {
+        try (Store s = Store.open(dir.resolve("cached").toString(), new Options()
+                .set("create_bytes", "64M").set("segment_bytes", "1M").set("value_cache_bytes", "1M"))) {
+            s.put(b("k"), b("one"));
+            assertArrayEquals(b("one"), s.get(b("k")));
+            assertArrayEquals(b("one"), s.get(b("k")));
+            s.put(b("k"), b("two"));
+            assertArrayEquals(b("two"), s.get(b("k")));
+            assertTrue(s.delete(b("k")));
+            assertNull(s.get(b("k")));
+            assertTrue(s.stats().get("value_cache_hits") >= 1);
+        }
+    }
+
+    @Test
     void threadsShareAStore() throws Exception {
         try (Store s = create()) {
             AtomicInteger errors = new AtomicInteger();
