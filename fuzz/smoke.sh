@@ -19,7 +19,7 @@ cd "$(dirname "$0")"
 # smallest index table alone is 8 KiB; records start 4 KiB into a segment).
 max_len() {
     case "$1" in
-        headers | large) echo 256 ;;
+        headers | large | options) echo 256 ;;
         record) echo 16384 ;;
         *) echo 65536 ;;
     esac

@@ -96,6 +96,19 @@ fn bad(name: &str, why: &str) -> Failure {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Any name and text: a value or an error naming the option,
+        /// never a panic (fuzz/fuzz_targets/options.rs runs the same).
+        #[test]
+        fn any_text_is_taken_or_refused_clearly(name in "[a-z_]{0,24}|.{0,12}", value in ".{0,24}") {
+            let mut c = Config::default();
+            match set_option(&mut c, &name, &value) {
+                Ok(()) => proptest::prop_assert!(option_names().iter().any(|(n, _)| *n == name)),
+                Err(e) => proptest::prop_assert!(!e.message.is_empty()),
+            }
+        }
+    }
+
     #[test]
     fn every_listed_option_is_taken_and_bad_ones_say_why() {
         let mut o = Config::default();
