@@ -39,6 +39,11 @@ HEAP=${HEAP:-256m}
 # counted; RocksDB has its block cache and the page cache in the same
 # budget. NV_CACHE=0 runs without it.
 NV_CACHE=${NV_CACHE:-448M}
+# More store options for nvdepot, as YCSB properties, e.g.
+# NV_EXTRA="-p nvdepot.option.unlock_before_durable=true"; SYSTEMS="nvdepot"
+# runs one store only (no ratio line then).
+NV_EXTRA=${NV_EXTRA:-}
+SYSTEMS=${SYSTEMS:-"nvdepot rocksdb"}
 LOAD_THREADS=${LOAD_THREADS:-32}
 WORKLOADS=${WORKLOADS:-"a b c d f"}
 DIR=${DIR:-$ROOT/bench/work/ycsb}
@@ -67,6 +72,8 @@ ycsb() {
     db=site.ycsb.db.nvdepot.NvdepotClient
     props=(-p nvdepot.dir="$DIR/nvdepot" -p nvdepot.option.create_bytes="$CREATE" -p nvdepot.option.sync="$sync"
       -p nvdepot.option.value_cache_bytes="$NV_CACHE")
+    # shellcheck disable=SC2206 # NV_EXTRA is split into -p pairs on purpose
+    props+=($NV_EXTRA)
   else
     db=site.ycsb.db.nvdepot.RocksDbClient
     props=(-p rocksdb.dir="$DIR/rocksdb" -p rocksdb.sync="$sync")
@@ -124,7 +131,7 @@ mkdir -p "$DIR" "$(dirname "$OUT")"
 declare -A best
 for sync in $SYNC; do
   declare -A res=()
-  for system in nvdepot rocksdb; do
+  for system in $SYSTEMS; do
     rm -rf "${DIR:?}/$system"
     sync; echo 3 > /proc/sys/vm/drop_caches
     echo "== $system, sync=$sync: loading $RECORDS records with $LOAD_THREADS threads"
@@ -141,6 +148,9 @@ for sync in $SYNC; do
     done
     rm -rf "${DIR:?}/$system"
   done
+  if [ "$SYSTEMS" != "nvdepot rocksdb" ]; then
+    continue # one store: its lines above are the result
+  fi
   read -r nl _ _ nr nw <<< "${res[load,nvdepot]}"
   read -r rl _ _ rr rw <<< "${res[load,rocksdb]}"
   echo "| $sync | load | $LOAD_THREADS | $nl | $rl | $(python3 -c "print(f'{$nl/max($rl,1):.2f}')") | | | $nr / $rr | $nw / $rw |" >> "$OUT.tmp"
@@ -155,6 +165,11 @@ for sync in $SYNC; do
     best[$sync,$w]=$(python3 -c "print(f'{$bn/max($br,1):.2f}')")
   done
 done
+if [ "$SYSTEMS" != "nvdepot rocksdb" ]; then
+  echo "one store ($SYSTEMS): no comparison written; its runs are above and in $DIR/*.log"
+  rm -f "$OUT.tmp"
+  exit 0
+fi
 {
   echo
   line="ratio"
