@@ -56,7 +56,7 @@ fi
 
 echo "== building: the JNI library (release), io.nvdepot, the YCSB bindings"
 cargo build --release --quiet -p nvdepot-jni
-(cd bindings/java && mvn -q -B install -DskipTests)
+(cd bindings/java && mvn -q -B install -DskipTests -Dnvdepot.native.dir="$ROOT/target/release")
 (cd bindings/java/ycsb && mvn -q -B package && mvn -q -B dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
 CP=$ROOT/bindings/java/ycsb/target/classes:$(cat bindings/java/ycsb/target/classpath.txt)
 LIB=$ROOT/target/release/libnvdepot_jni.so

@@ -9,9 +9,10 @@
 # - Python: `pip install ./bindings/python` (maturin builds the abi3 wheel
 #   from the crate registry and PyPI) into a fresh virtual environment,
 #   then its pytest tests and the parameter-server example (NumPy).
-# - Java: the JNI library (cargo build -p nvdepot-jni), then `mvn test` in
-#   bindings/java: JUnit 5 tests with the JVM checking every JNI call
-#   (-Xcheck:jni). Installs a JDK and Maven (apt) if missing.
+# - Java: the JNI library (cargo build -p nvdepot-jni), then `mvn package`
+#   in bindings/java: JUnit 5 tests with the JVM checking every JNI call
+#   (-Xcheck:jni), then the jar run on its own (it carries the library).
+#   Installs a JDK and Maven (apt) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)
@@ -55,11 +56,15 @@ rm -rf "$target/params"
 "$venv/bin/python" bindings/python/examples/parameter_server.py "$target/params" --rounds 3
 rm -rf "$target/params"
 
-echo "== Java: cargo build -p nvdepot-jni, then mvn test (JUnit 5, -Xcheck:jni)"
+echo "== Java: cargo build -p nvdepot-jni, then mvn package (JUnit 5 under -Xcheck:jni) and the jar alone"
 if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q && apt-get install -y -q default-jdk-headless maven
 fi
 cargo build --quiet -p nvdepot-jni
-(cd bindings/java && mvn -q -B test -Dnvdepot.native.dir="$target/debug")
+(cd bindings/java && mvn -q -B package -Dnvdepot.native.dir="$target/debug")
 grep -h "Tests run" bindings/java/target/surefire-reports/*.txt
+# The jar alone (its own copy of the JNI library, no -Dnvdepot.library):
+rm -rf "$target/jar-check"
+java -jar bindings/java/target/nvdepot-0.1.0.jar "$target/jar-check" | grep -qx "hello = world"
+echo "Java: the jar runs on its bundled native library"

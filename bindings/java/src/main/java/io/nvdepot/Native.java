@@ -7,14 +7,39 @@ package io.nvdepot;
 final class Native {
     private Native() {}
 
+    /** Where the jar carries the library for this platform. */
+    private static final String BUNDLED = "/io/nvdepot/native/linux-x86_64/libnvdepot_jni.so";
+
     static {
         // -Dnvdepot.library=/path/to/libnvdepot_jni.so, else the system's
-        // library path (-Djava.library.path, LD_LIBRARY_PATH).
+        // library path (-Djava.library.path, LD_LIBRARY_PATH), else the
+        // copy inside the jar (extracted to a temporary file).
         String explicit = System.getProperty("nvdepot.library");
         if (explicit != null && !explicit.isEmpty()) {
             System.load(explicit);
         } else {
-            System.loadLibrary("nvdepot_jni");
+            try {
+                System.loadLibrary("nvdepot_jni");
+            } catch (UnsatisfiedLinkError notOnPath) {
+                loadBundled(notOnPath);
+            }
+        }
+    }
+
+    private static void loadBundled(UnsatisfiedLinkError notOnPath) {
+        try (java.io.InputStream in = Native.class.getResourceAsStream(BUNDLED)) {
+            if (in == null) {
+                throw notOnPath;
+            }
+            java.nio.file.Path file = java.nio.file.Files.createTempFile("libnvdepot_jni", ".so");
+            file.toFile().deleteOnExit();
+            java.nio.file.Files.copy(in, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            System.load(file.toString());
+        } catch (java.io.IOException e) {
+            UnsatisfiedLinkError err = new UnsatisfiedLinkError(
+                    "cannot extract the bundled libnvdepot_jni.so: " + e.getMessage());
+            err.addSuppressed(notOnPath);
+            throw err;
         }
     }
 
