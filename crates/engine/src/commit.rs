@@ -181,11 +181,13 @@ impl Inner {
         if early && !self.writer.unwritten_over_budget() {
             // The index points to the record now; reads find its buffered
             // copy until it is written.
-            let Some((placed, first)) = self.writer.try_append_buffered(&parts, Appender::Put)?
-            else {
+            let Some((app, first)) = self.writer.try_append_buffered(&parts, Appender::Put)? else {
                 return Ok(None);
             };
+            let placed = app.placed();
             self.linked_put(at, kind, placed, version, existing, cands, count)?;
+            // Indexed: the segment's hold for this record can go.
+            drop(app);
             if self.opts.write_behind {
                 // Acknowledged from the write buffer.
                 self.writer.write_behind(mode, first);

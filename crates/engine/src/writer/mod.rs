@@ -456,7 +456,7 @@ impl Writer {
         &self,
         rec: &RecordParts<'_>,
         who: Appender,
-    ) -> Result<Option<(Placed, bool)>> {
+    ) -> Result<Option<(Appended, bool)>> {
         let len = self.record_len(rec);
         let mut st = self.state.lock();
         if !self.make_room(&mut st, len, who)? {
@@ -467,20 +467,26 @@ impl Writer {
         // first.
         let active = st.active.as_ref().expect("the record's buffer");
         let record: Box<[u8]> = active.buf[active.len - len..active.len].into();
-        let placed = app.placed();
         let mut u = self.unwritten.lock();
         u.bytes += record.len();
         u.order.push_back((app.lsn, app.pba));
+        // Two holds on the segment: the buffered copy's, until it is
+        // written, and the caller's (`app`), until the index points to the
+        // record. The buffer may be written before the caller indexes the
+        // record; with one hold, GC could then evict or collect the sealed
+        // segment, not see the record (not indexed yet), and free the
+        // segment the index is about to point into.
+        let segment = self.layout.segment_of(app.pba);
         u.by_pba.insert(
             app.pba,
             Buffered {
                 record,
-                _in_flight: app._in_flight,
+                _in_flight: InFlight::enter(&self.segments, segment),
             },
         );
         self.unwritten_records
             .store(u.order.len(), Ordering::Release);
-        Ok(Some((placed, u.order.len() == 1)))
+        Ok(Some((app, u.order.len() == 1)))
     }
 
     /// Sees that a just buffered write-behind record gets written. On an
