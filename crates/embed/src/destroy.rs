@@ -3,11 +3,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::code::{Code, Failure};
+use nvdepot_engine::format::SUPERBLOCK_MAGIC;
+use nvdepot_engine::{creating_file_name, data_file_name};
 
-/// What every data file and device of a store starts with
-/// (docs/FORMAT.md, "Superblock").
-const MAGIC: &[u8; 8] = b"NVDEPOT\0";
+use crate::code::{Code, Failure};
 
 /// Removes the store at `path`: a directory's data files (`nvdepot.N`, and
 /// one left half created), then the directory if nothing else is in it; a
@@ -30,14 +29,14 @@ pub fn destroy(path: &Path) -> Result<(), Failure> {
     }
     let mut data = Vec::new();
     for n in 0.. {
-        let file = path.join(format!("nvdepot.{n}"));
+        let file = path.join(data_file_name(n));
         if !file.exists() {
             break;
         }
         check_magic(&file)?;
         data.push(file);
     }
-    let creating = path.join("nvdepot.0.creating");
+    let creating = path.join(creating_file_name());
     if data.is_empty() && !creating.exists() {
         return Err(Failure::new(
             Code::NotAStore,
@@ -60,7 +59,7 @@ fn check_magic(file: &Path) -> Result<(), Failure> {
     std::fs::File::open(file)
         .and_then(|mut f| f.read_exact(&mut head))
         .map_err(|e| Failure::new(Code::NotAStore, format!("{}: {e}", file.display())))?;
-    if &head != MAGIC {
+    if &head != SUPERBLOCK_MAGIC {
         return Err(Failure::new(
             Code::NotAStore,
             format!(

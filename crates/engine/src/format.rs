@@ -11,7 +11,8 @@ pub const DEVICE_HEADER_BYTES: u64 = 1 << 20;
 /// Bytes reserved at the start of every segment for its header.
 pub const SEGMENT_HEADER_BYTES: u64 = 4096;
 
-const SUPERBLOCK_MAGIC: &[u8; 8] = b"NVDEPOT\0";
+/// What every data file and device of a store starts with.
+pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"NVDEPOT\0";
 const SEGMENT_MAGIC: u32 = u32::from_le_bytes(*b"SEGH");
 
 /// Length of the superblock's encoded form.

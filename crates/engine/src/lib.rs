@@ -81,6 +81,7 @@ pub use iter::{IterPlan, NamespaceIter};
 pub use large::LARGE_VALUE_BYTES_MAX;
 pub use namespace::Namespace;
 pub use options::{Eviction, Options, Progress};
+pub use recovery::{creating_file_name, data_file_name};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};
 pub use update::{Change, Current, Updated};

@@ -12,8 +12,14 @@ use crate::layout::Layout;
 use crate::options::Options;
 
 /// Name of the n-th data file in a store directory.
-pub(crate) fn data_file_name(n: usize) -> String {
+pub fn data_file_name(n: usize) -> String {
     format!("nvdepot.{n}")
+}
+
+/// Name of the first data file while a store is being created in a
+/// directory (see [`Creating`]).
+pub fn creating_file_name() -> String {
+    format!("{}{CREATING_SUFFIX}", data_file_name(0))
 }
 
 /// A store being created in a directory: its data file exists only under
@@ -97,7 +103,7 @@ pub(crate) fn open_paths(path: &Path, opts: &Options) -> Result<Opened> {
                 });
             };
             let final_name = path.join(data_file_name(0));
-            let temporary = path.join(format!("{}{CREATING_SUFFIX}", data_file_name(0)));
+            let temporary = path.join(creating_file_name());
             // Left by a creation that did not finish: it never held data.
             match std::fs::remove_file(&temporary) {
                 Ok(()) => tracing::info!(

@@ -25,6 +25,7 @@ pub(crate) mod keys;
 mod large;
 pub(crate) mod scan;
 
+pub use devices::{creating_file_name, data_file_name};
 pub(crate) use devices::{load_layout, open_paths, read_superblocks};
 pub(crate) use headers::{checkpoint_segments, read_segment_headers, SegmentHeaders};
 pub(crate) use scan::{live_entries, registry, scan_log};
