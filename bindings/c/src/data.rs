@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use nvdepot_embed::{Code, DeleteOutcome, Failure, Namespace, PutMode, WriteOp};
+use nvdepot_embed::{Code, DeleteOutcome, Failure, Namespace, WriteOp};
 
 use crate::store::{handle, nvdepot_store};
 use crate::{bytes, call, malloc_copy, put_out, required, status, NVDEPOT_OK};
@@ -191,13 +191,7 @@ pub unsafe extern "C" fn nvdepot_put_if(
                 bytes(value, value_len, "value")?,
             )
         };
-        let mode = match cond {
-            NVDEPOT_ALWAYS => PutMode::Upsert,
-            NVDEPOT_IF_ABSENT => PutMode::IfAbsent,
-            NVDEPOT_IF_PRESENT => PutMode::IfPresent,
-            NVDEPOT_IF_VERSION => PutMode::IfVersion(version),
-            other => return Err(Failure::invalid(format!("unknown condition {other}"))),
-        };
+        let mode = nvdepot_embed::put_mode(cond, version)?;
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
         match h.put_versioned(Namespace::from_id(ns), key, value, mode)? {

@@ -32,12 +32,9 @@ pub unsafe extern "C" fn nvdepot_iter_begin(
         let out = required(out, "out")?;
         // SAFETY: a store from nvdepot_open.
         let h = unsafe { handle(store)? };
-        let ns = match ns {
-            NVDEPOT_ALL_NAMESPACES => None,
-            id => Some(h.with(|s| nvdepot_embed::existing(s, id))?),
-        };
+        let ns = (ns != NVDEPOT_ALL_NAMESPACES).then_some(ns);
         let it = Box::new(nvdepot_iter {
-            cursor: Cursor::new(h.share()?, ns, cursor),
+            cursor: h.cursor(ns, cursor)?,
         });
         // SAFETY: checked non-null.
         unsafe { out.write(Box::into_raw(it)) };

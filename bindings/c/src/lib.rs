@@ -101,7 +101,7 @@ pub extern "C" fn nvdepot_errmsg() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn nvdepot_strerror(code: c_int) -> *const c_char {
     let name: &'static CStr = match Code::ALL.iter().find(|c| **c as c_int == code) {
-        Some(c) => names::of(*c),
+        Some(c) => c.c_name(),
         None => c"UNKNOWN",
     };
     name.as_ptr()
@@ -126,39 +126,6 @@ pub unsafe extern "C" fn nvdepot_free(ptr: *mut c_void) {
     // SAFETY: the caller passes memory nvdepot allocated with malloc (or
     // null, which free ignores).
     unsafe { libc_free(ptr) }
-}
-
-mod names {
-    use std::ffi::CStr;
-
-    use nvdepot_embed::Code;
-
-    /// Static C strings of the codes' names.
-    pub(crate) fn of(code: Code) -> &'static CStr {
-        match code {
-            Code::Ok => c"OK",
-            Code::NotFound => c"NOT_FOUND",
-            Code::ConditionFailed => c"CONDITION_FAILED",
-            Code::BufferTooSmall => c"BUFFER_TOO_SMALL",
-            Code::End => c"END",
-            Code::InvalidArgument => c"INVALID_ARGUMENT",
-            Code::KeyTooLarge => c"KEY_TOO_LARGE",
-            Code::ValueTooLarge => c"VALUE_TOO_LARGE",
-            Code::StoreFull => c"STORE_FULL",
-            Code::Io => c"IO",
-            Code::Corrupt => c"CORRUPT",
-            Code::Damaged => c"DAMAGED",
-            Code::FormatVersion => c"FORMAT_VERSION",
-            Code::NotAStore => c"NOT_A_STORE",
-            Code::NoSuchNamespace => c"NO_SUCH_NAMESPACE",
-            Code::NamespaceExists => c"NAMESPACE_EXISTS",
-            Code::Config => c"CONFIG",
-            Code::Unusable => c"UNUSABLE",
-            Code::Busy => c"BUSY",
-            Code::Closed => c"CLOSED",
-            Code::Internal => c"INTERNAL",
-        }
-    }
 }
 
 extern "C" {
@@ -194,14 +161,7 @@ fn call(f: impl FnOnce() -> Result<c_int, Failure>) -> c_int {
             failure.code as c_int
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            set_message(&format!(
-                "internal error in nvdepot (a bug; please report it): {what}"
-            ));
+            set_message(&Failure::from_panic(&*panic).message);
             NVDEPOT_INTERNAL
         }
     }
@@ -294,9 +254,16 @@ mod tests {
             NVDEPOT_CLOSED,
             NVDEPOT_INTERNAL,
         ];
+        use nvdepot_embed::{put_mode, PutMode};
+        assert_eq!(put_mode(NVDEPOT_ALWAYS, 7).unwrap(), PutMode::Upsert);
+        assert_eq!(put_mode(NVDEPOT_IF_ABSENT, 7).unwrap(), PutMode::IfAbsent);
+        assert_eq!(put_mode(NVDEPOT_IF_PRESENT, 7).unwrap(), PutMode::IfPresent);
+        assert_eq!(
+            put_mode(NVDEPOT_IF_VERSION, 7).unwrap(),
+            PutMode::IfVersion(7)
+        );
         for (c, k) in Code::ALL.iter().zip(constants) {
             assert_eq!(*c as c_int, k, "{c:?}");
-            assert_eq!(names::of(*c).to_str().unwrap(), c.name());
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Error codes: one per thing a caller can act on differently.
 
+use std::ffi::CStr;
+
 use nvdepot_engine::Error;
 
 /// What went wrong (or what an operation found), as a number that stays
@@ -57,31 +59,37 @@ pub enum Code {
 }
 
 impl Code {
+    /// The code's name, as the C header spells it without its prefix,
+    /// NUL-terminated for the C API's `nvdepot_strerror`.
+    pub fn c_name(self) -> &'static CStr {
+        match self {
+            Code::Ok => c"OK",
+            Code::NotFound => c"NOT_FOUND",
+            Code::ConditionFailed => c"CONDITION_FAILED",
+            Code::BufferTooSmall => c"BUFFER_TOO_SMALL",
+            Code::End => c"END",
+            Code::InvalidArgument => c"INVALID_ARGUMENT",
+            Code::KeyTooLarge => c"KEY_TOO_LARGE",
+            Code::ValueTooLarge => c"VALUE_TOO_LARGE",
+            Code::StoreFull => c"STORE_FULL",
+            Code::Io => c"IO",
+            Code::Corrupt => c"CORRUPT",
+            Code::Damaged => c"DAMAGED",
+            Code::FormatVersion => c"FORMAT_VERSION",
+            Code::NotAStore => c"NOT_A_STORE",
+            Code::NoSuchNamespace => c"NO_SUCH_NAMESPACE",
+            Code::NamespaceExists => c"NAMESPACE_EXISTS",
+            Code::Config => c"CONFIG",
+            Code::Unusable => c"UNUSABLE",
+            Code::Busy => c"BUSY",
+            Code::Closed => c"CLOSED",
+            Code::Internal => c"INTERNAL",
+        }
+    }
+
     /// The code's name, as the C header spells it without its prefix.
     pub fn name(self) -> &'static str {
-        match self {
-            Code::Ok => "OK",
-            Code::NotFound => "NOT_FOUND",
-            Code::ConditionFailed => "CONDITION_FAILED",
-            Code::BufferTooSmall => "BUFFER_TOO_SMALL",
-            Code::End => "END",
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::KeyTooLarge => "KEY_TOO_LARGE",
-            Code::ValueTooLarge => "VALUE_TOO_LARGE",
-            Code::StoreFull => "STORE_FULL",
-            Code::Io => "IO",
-            Code::Corrupt => "CORRUPT",
-            Code::Damaged => "DAMAGED",
-            Code::FormatVersion => "FORMAT_VERSION",
-            Code::NotAStore => "NOT_A_STORE",
-            Code::NoSuchNamespace => "NO_SUCH_NAMESPACE",
-            Code::NamespaceExists => "NAMESPACE_EXISTS",
-            Code::Config => "CONFIG",
-            Code::Unusable => "UNUSABLE",
-            Code::Busy => "BUSY",
-            Code::Closed => "CLOSED",
-            Code::Internal => "INTERNAL",
-        }
+        self.c_name().to_str().expect("ASCII names")
     }
 
     /// Every code, for the skins' tables and their tests.
@@ -130,6 +138,31 @@ impl Failure {
     pub fn invalid(message: impl Into<String>) -> Failure {
         Failure::new(Code::InvalidArgument, message)
     }
+
+    /// A panic caught at a binding's boundary (a bug in nvdepot), as
+    /// [`Code::Internal`] with the panic's message: what the C and JNI
+    /// entry points report instead of unwinding into their caller.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> Failure {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Failure::new(
+            Code::Internal,
+            format!("internal error in nvdepot (a bug; please report it): {what}"),
+        )
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_caught_panic_is_internal_with_its_message() {
+    let payload = std::panic::catch_unwind(|| panic!("boom {}", 7)).unwrap_err();
+    let f = Failure::from_panic(&*payload);
+    assert_eq!(f.code, Code::Internal);
+    assert!(f.message.ends_with("boom 7"), "{}", f.message);
+    assert_eq!(Code::NotAStore.name(), "NOT_A_STORE");
 }
 
 impl std::fmt::Display for Failure {

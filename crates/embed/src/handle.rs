@@ -47,6 +47,16 @@ impl Handle {
         self.store.read().clone().ok_or_else(closed)
     }
 
+    /// A cursor over namespace id `ns` (`None`: every namespace) from
+    /// `at`; `NoSuchNamespace` now, not an empty walk, for an id that
+    /// names no namespace.
+    pub fn cursor(&self, ns: Option<u32>, at: u64) -> Result<crate::Cursor, Failure> {
+        let ns = ns
+            .map(|id| self.with(|s| crate::existing(s, id)))
+            .transpose()?;
+        Ok(crate::Cursor::new(self.share()?, ns, at))
+    }
+
     /// Writes everything out, saves the index checkpoint (the next open is
     /// fast) and closes; later calls fail with [`Code::Closed`]. Fails
     /// with [`Code::Busy`], the store still open, while cursors hold it.

@@ -48,3 +48,16 @@ pub fn existing(store: &Store, id: u32) -> Result<Namespace, Error> {
         Err(Error::NoSuchNamespace(format!("id {id}")))
     }
 }
+
+/// A put's condition as the bindings number it across their boundary
+/// (C's `NVDEPOT_ALWAYS` .. `NVDEPOT_IF_VERSION`, Java's Namespace modes):
+/// 0 always, 1 if absent, 2 if present, 3 if the version is `version`.
+pub fn put_mode(condition: i32, version: u64) -> Result<PutMode, Failure> {
+    Ok(match condition {
+        0 => PutMode::Upsert,
+        1 => PutMode::IfAbsent,
+        2 => PutMode::IfPresent,
+        3 => PutMode::IfVersion(version),
+        other => return Err(Failure::invalid(format!("unknown put condition {other}"))),
+    })
+}

@@ -19,7 +19,7 @@ use jni::objects::{JByteArray, JClass, JLongArray, JObject, JObjectArray, JStrin
 use jni::sys::{jboolean, jbyteArray, jint, jlong, jlongArray, jobjectArray, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
 use nvdepot_embed::{
-    set_option, Code, Config, Cursor, DeleteOutcome, Failure, Handle, Namespace, PutMode, WriteOp,
+    set_option, Code, Config, Cursor, DeleteOutcome, Failure, Handle, Namespace, WriteOp,
 };
 
 /// `ns` meaning every namespace (cursors).
@@ -35,17 +35,7 @@ fn run<'l, R>(
     let failure = match catch_unwind(AssertUnwindSafe(|| f(env))) {
         Ok(Ok(r)) => return r,
         Ok(Err(failure)) => failure,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Failure::new(
-                Code::Internal,
-                format!("internal error in nvdepot (a bug; please report it): {what}"),
-            )
-        }
+        Err(panic) => Failure::from_panic(&*panic),
     };
     // A JNI error already pending (an OutOfMemoryError, say) is the one
     // the caller sees.
@@ -296,12 +286,6 @@ pub extern "system" fn Java_io_nvdepot_Native_get<'l>(
     })
 }
 
-/// Put modes, as Namespace.java numbers them.
-const ALWAYS: jint = 0;
-const IF_ABSENT: jint = 1;
-const IF_PRESENT: jint = 2;
-const IF_VERSION: jint = 3;
-
 /// The new version, or -1 if the condition failed.
 #[no_mangle]
 pub extern "system" fn Java_io_nvdepot_Native_put<'l>(
@@ -316,13 +300,8 @@ pub extern "system" fn Java_io_nvdepot_Native_put<'l>(
 ) -> jlong {
     run(&mut env, -1, |env| {
         let (key, value) = (bytes(env, &key, "key")?, bytes(env, &value, "value")?);
-        let mode = match mode {
-            ALWAYS => PutMode::Upsert,
-            IF_ABSENT => PutMode::IfAbsent,
-            IF_PRESENT => PutMode::IfPresent,
-            IF_VERSION => PutMode::IfVersion(version as u64),
-            other => return Err(Failure::invalid(format!("unknown put mode {other}"))),
-        };
+        // Namespace.java numbers its modes as nvdepot_embed::put_mode does.
+        let mode = nvdepot_embed::put_mode(mode, version as u64)?;
         let written = on(h, ns, |h, ns| h.put_versioned(ns, &key, &value, mode))?;
         Ok(written.map_or(-1, |v| v as jlong))
     })
@@ -495,12 +474,8 @@ pub extern "system" fn Java_io_nvdepot_Native_cursorOpen<'l>(
     at: jlong,
 ) -> jlong {
     run(&mut env, 0, |_| {
-        let handle = handle(h)?;
-        let ns = match ns {
-            ALL_NAMESPACES => None,
-            id => Some(handle.with(|s| nvdepot_embed::existing(s, id as u32))?),
-        };
-        let cursor = Cursor::new(handle.share()?, ns, at as u64);
+        let ns = (ns != ALL_NAMESPACES).then_some(ns as u32);
+        let cursor = handle(h)?.cursor(ns, at as u64)?;
         Ok(Box::into_raw(Box::new(cursor)) as jlong)
     })
 }
