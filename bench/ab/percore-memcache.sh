@@ -3,7 +3,8 @@
 # method): every variant's server on core SERVER_CPU [1] with one worker,
 # memcaslap -T 1 on CLIENT_CPU [0], variants interleaved point by point.
 # Prints one line per run: variant, concurrency, repetition, ops/s, server
-# CPU µs per request (utime + stime, /proc), context switches per request.
+# CPU µs per request (utime + stime, /proc), context switches and disk
+# writes (of the whole disk holding the data, /proc/diskstats) per request.
 #   VARIANTS="memcached a b" NVDEPOT_A=old/nvdepot NVDEPOT_B=new/nvdepot \
 #     bash bench/ab/percore-memcache.sh REPS SECS CONC...
 # Variants: memcached (-t 1); a, b (NVDEPOT_A, NVDEPOT_B; extra flags in
@@ -34,6 +35,10 @@ ctx_switches() {
   cat /proc/"$1"/task/*/status 2>/dev/null |
     awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n += $2} END {print n + 0}'
 }
+# disk_writes: writes completed by the disk holding W (/proc/diskstats).
+DISK=$(lsblk -no pkname "$(df --output=source "$W" | tail -1)" 2>/dev/null || true)
+[ -n "$DISK" ] || DISK=$(basename "$(df --output=source "$W" | tail -1)")
+disk_writes() { awk -v d="$DISK" '$3 == d {print $8}' /proc/diskstats; }
 VARIANTS=${VARIANTS:-"memcached a b"}
 declare -A PID PORT
 p=22600
@@ -47,15 +52,15 @@ tck=$(getconf CLK_TCK)
 for c in "${CONCS[@]}"; do
   for r in $(seq "$REPS"); do
     for v in $VARIANTS; do
-      a=$(cpu_ticks "${PID[$v]}") x=$(ctx_switches "${PID[$v]}")
+      a=$(cpu_ticks "${PID[$v]}") x=$(ctx_switches "${PID[$v]}") dw=$(disk_writes)
       out=$(THREADS=1 taskset -c "$CLIENT_CPU" bash "$H/memaslap.sh" 127.0.0.1 "${PORT[$v]}" "$SECS" "$c" 2>&1 | tail -1)
-      b=$(cpu_ticks "${PID[$v]}") y=$(ctx_switches "${PID[$v]}")
+      b=$(cpu_ticks "${PID[$v]}") y=$(ctx_switches "${PID[$v]}") dw=$(( $(disk_writes) - dw ))
       ops=$(grep -o 'ops=[0-9]*' <<<"$out" | cut -d= -f2)
       rate=$(awk '{print $2}' <<<"$out")
       awk -v v="$v" -v c="$c" -v r="$r" -v rate="$rate" -v o="${ops:-0}" -v t=$((b - a)) \
-        -v x=$((y - x)) -v k="$tck" 'BEGIN {
+        -v x=$((y - x)) -v k="$tck" -v dw="$dw" 'BEGIN {
           o = o > 0 ? o : 1
-          printf "%s c=%s rep=%s ops/s=%s cpu_us/req=%.2f ctx/req=%.3f\n", v, c, r, rate, t * 1e6 / k / o, x / o }'
+          printf "%s c=%s rep=%s ops/s=%s cpu_us/req=%.2f ctx/req=%.3f disk_writes/req=%.3f\n", v, c, r, rate, t * 1e6 / k / o, x / o, dw / o }'
     done
   done
 done

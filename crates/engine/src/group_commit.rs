@@ -37,6 +37,7 @@
 
 use std::collections::VecDeque;
 use std::task::Poll;
+use std::time::Instant;
 
 use nvdepot_io::wait_list::{Ticket, WaitList};
 
@@ -48,6 +49,8 @@ use crate::error::{Error, Result};
 struct Taken<B> {
     /// Log position the batch ends at.
     target: u64,
+    /// When its leader took it (its write's duration feeds `Pace`).
+    taken_at: Instant,
     /// Set when its write has finished: whether it succeeded, and the
     /// batch back (retired in log order); no batch when its leader was
     /// dropped mid-write (the batch went with it).
@@ -73,6 +76,59 @@ pub(crate) struct CommitState<B> {
     /// Tasks waiting for a batch to finish (blocking callers wait on the
     /// condition variable instead), one entry per task's wait.
     wakers: WaitList,
+    /// How fast records come and batches are written.
+    pace: Pace,
+}
+
+/// Moving averages of the time between records and of a batch's write:
+/// whether a lone waiter should wait behind the batches in flight.
+///
+/// A waiter whose record is the only one since the last batch leads a
+/// batch of one when it may overlap those in flight: right when records
+/// are rare (at 4 connections of a 9:1 memcache mix, waiting only added
+/// the rest of the write ahead to a SET's latency: 10-25 % fewer ops/s),
+/// wasteful when they come faster than writes finish (at 16 connections
+/// every SET was written alone: one device write each, each with its
+/// doorbell and interrupt, tens of microseconds of CPU in a VM; waiting
+/// there wrote 38 % fewer batches for 10-25 % more ops/s,
+/// bench/results/percore-profile.md). So a lone waiter waits when, on
+/// average, at least two more records arrive during one write: the batch
+/// it then leads is likely to carry more than itself.
+#[derive(Default)]
+struct Pace {
+    last_take: Option<Instant>,
+    /// Nanoseconds between records, averaged.
+    record_ns: f64,
+    /// Nanoseconds of a batch's write (take to finish), averaged.
+    write_ns: f64,
+}
+
+impl Pace {
+    /// Weight of the newest sample in the averages.
+    const ALPHA: f64 = 0.125;
+
+    fn took(&mut self, now: Instant, records: u64) {
+        if let Some(last) = self.last_take {
+            let ns = now.duration_since(last).as_nanos() as f64 / records.max(1) as f64;
+            self.record_ns += Self::ALPHA * (ns - self.record_ns);
+        }
+        self.last_take = Some(now);
+    }
+
+    fn wrote(&mut self, ns: f64) {
+        self.write_ns += Self::ALPHA * (ns - self.write_ns);
+    }
+
+    /// Records arriving during a write, on average, from which a lone
+    /// waiter waits (measured, bench/results/percore-profile.md: 0.46-0.59
+    /// at 4 memcache connections, 0.94-1.33 at 16, 1.1-1.8 at 64).
+    const LONE_WAITS_AT: f64 = 0.75;
+
+    /// Whether records come often enough, during a write, that a lone
+    /// waiter's batch will likely carry more than itself.
+    fn lone_waits(&self) -> bool {
+        self.record_ns > 0.0 && self.write_ns >= Self::LONE_WAITS_AT * self.record_ns
+    }
 }
 
 impl<B> Default for CommitState<B> {
@@ -86,6 +142,7 @@ impl<B> Default for CommitState<B> {
             failed: None,
             failed_after: 0,
             wakers: WaitList::new(),
+            pace: Pace::default(),
         }
     }
 }
@@ -174,9 +231,16 @@ pub(crate) async fn wait_durable<L: Log>(
                 }
             }
             let busy = !c.batches.is_empty();
+            // Records (its own included) that must wait for a batch
+            // before it overlaps those in flight (see `Pace`).
+            let overlap_at = if c.pace.lone_waits() {
+                c.last_batch.max(2)
+            } else {
+                c.last_batch
+            };
             if lsn <= c.taken
                 || c.batches.len() >= L::BATCHES_IN_FLIGHT
-                || (busy && lsn - c.taken < L::RECORDS_TO_OVERLAP.min(c.last_batch))
+                || (busy && lsn - c.taken < L::RECORDS_TO_OVERLAP.min(overlap_at))
             {
                 if mode == Mode::Blocking {
                     drop(done.wait(st));
@@ -200,10 +264,13 @@ pub(crate) async fn wait_durable<L: Log>(
                 let (batch, target) = log.take_batch(&mut st);
                 let c = L::commit(&mut st);
                 debug_assert!(target >= lsn && target > c.taken);
+                let now = Instant::now();
                 c.last_batch = target - c.taken;
+                c.pace.took(now, c.last_batch);
                 c.taken = target;
                 c.batches.push_back(Taken {
                     target,
+                    taken_at: now,
                     finished: None,
                 });
                 Some(Some((number, batch)))
@@ -257,6 +324,8 @@ fn finish<L: Log>(
         let c = L::commit(&mut st);
         let i = (number - c.first_batch) as usize;
         c.batches[i].finished = Some((failure.is_none(), batch));
+        let write_ns = c.batches[i].taken_at.elapsed().as_nanos() as f64;
+        c.pace.wrote(write_ns);
         if let Some(why) = failure {
             // The batches before this one may still succeed.
             let after = if i == 0 {
@@ -320,7 +389,9 @@ fn retire<L: Log>(log: &L, st: &mut L::State) -> Option<u64> {
         if c.batches.front().is_none_or(|b| b.finished.is_none()) {
             break;
         }
-        let Taken { target, finished } = c.batches.pop_front().expect("a finished front");
+        let Taken {
+            target, finished, ..
+        } = c.batches.pop_front().expect("a finished front");
         c.first_batch += 1;
         let (ok, batch) = finished.expect("finished");
         // A batch after a failed one may have reached the device, but the
