@@ -125,6 +125,13 @@ perf_count() {
     -- sleep "$2" >/dev/null 2>&1
 }
 perf_field() { awk -F, -v e="$2" '$3 == e {print $1 + 0}' "$1"; }
+# count_row FACE SERVER CONC TEST OPS PERF_CSV: one line of counts.tsv.
+count_row() {
+  local f=$6
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" \
+    "$(perf_field "$f" context-switches)" "$(perf_field "$f" raw_syscalls:sys_enter)" \
+    "$(perf_field "$f" syscalls:sys_enter_io_uring_enter)" "$(perf_field "$f" syscalls:sys_enter_futex)" >>"$WORK/counts.tsv"
+}
 
 # ---- memcache face ----------------------------------------------------------
 memaslap_run() { # PORT CONC SECS -> "ops_per_s ops"
@@ -172,10 +179,7 @@ if [[ " $FACES " == *" memcache "* ]]; then
         ppid=$!
         read -r _ ops < <(memaslap_run "${MC_PORT[$s]}" "$c" "$SECS")
         wait "$ppid" || true
-        f=$WORK/perf-mc-$s-$c.csv
-        printf 'memcache\t%s\t%s\tmix\t%s\t%s\t%s\t%s\t%s\n' "$s" "$c" "$ops" \
-          "$(perf_field "$f" context-switches)" "$(perf_field "$f" raw_syscalls:sys_enter)" \
-          "$(perf_field "$f" syscalls:sys_enter_io_uring_enter)" "$(perf_field "$f" syscalls:sys_enter_futex)" >>"$WORK/counts.tsv"
+        count_row memcache "$s" "$c" mix "$ops" "$WORK/perf-mc-$s-$c.csv"
       done
     done
   fi
@@ -254,9 +258,7 @@ if [[ " $FACES " == *" redis "* ]]; then
         rate=$(redis_run "${R_PORT[$s]}" "$c" GET "$n")
         wait "$ppid" || true
         ops=$(awk -v r="${rate:-0}" -v n="$n" -v s="$SECS" 'BEGIN {o = r * s; print int(o < n ? o : n)}')
-        printf 'redis\t%s\t%s\tGET\t%s\t%s\t%s\t%s\t%s\n' "$s" "$c" "$ops" \
-          "$(perf_field "$f" context-switches)" "$(perf_field "$f" raw_syscalls:sys_enter)" \
-          "$(perf_field "$f" syscalls:sys_enter_io_uring_enter)" "$(perf_field "$f" syscalls:sys_enter_futex)" >>"$WORK/counts.tsv"
+        count_row redis "$s" "$c" GET "$ops" "$f"
       done
     done
   fi
