@@ -40,7 +40,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-source bench/ab/lib.sh # cpu_ticks
+source bench/ab/lib.sh # cpu_ticks, ctx_switches, wait_serving
 HARNESS=${HARNESS:-$ROOT/../shared/harness}
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then
@@ -93,11 +93,6 @@ cleanup() {
 trap 'cleanup; rm -rf "$WORK"/data-*' EXIT
 trap 'log interrupted; exit 130' INT TERM
 
-# ctx_switches PID: voluntary + involuntary context switches of every thread.
-ctx_switches() {
-  cat /proc/"$1"/task/*/status 2>/dev/null |
-    awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n += $2} END {print n + 0}'
-}
 wait_ping() { # PORT: until a Redis server answers PING (60 s)
   for _ in $(seq 600); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1

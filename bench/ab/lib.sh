@@ -16,6 +16,13 @@ cpu_ticks() {
     echo $((${12} + ${13}))
 }
 
+# ctx_switches PID: voluntary + involuntary context switches of every
+# thread of the process (/proc/PID/task/*/status).
+ctx_switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n += $2} END {print n + 0}'
+}
+
 # wait_serving PORT: returns once the memcache server on 127.0.0.1:PORT
 # answers `version` (at most 100 tries). Accepting is not enough: `nvdepot
 # memcache` listens before it has created its store (a new 4 GiB store is

@@ -31,10 +31,6 @@ start() { # variant port: starts it pinned, in the background
   taskset -c "$SERVER_CPU" "${cmd[@]}" >"$W/$1.log" 2>&1 &
   PID[$1]=$!
 }
-ctx_switches() {
-  cat /proc/"$1"/task/*/status 2>/dev/null |
-    awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ {n += $2} END {print n + 0}'
-}
 # disk_writes: writes completed by the disk holding W (/proc/diskstats).
 DISK=$(lsblk -no pkname "$(df --output=source "$W" | tail -1)" 2>/dev/null || true)
 [ -n "$DISK" ] || DISK=$(basename "$(df --output=source "$W" | tail -1)")
