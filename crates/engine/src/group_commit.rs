@@ -90,10 +90,10 @@ pub(crate) struct CommitState<B> {
 /// wasteful when they come faster than writes finish (at 16 connections
 /// every SET was written alone: one device write each, each with its
 /// doorbell and interrupt, tens of microseconds of CPU in a VM; waiting
-/// there wrote 38 % fewer batches for 10-25 % more ops/s,
-/// bench/results/percore-profile.md). So a lone waiter waits when, on
-/// average, at least two more records arrive during one write: the batch
-/// it then leads is likely to carry more than itself.
+/// there wrote 35 % fewer batches for up to 30 % more ops/s,
+/// bench/results/percore-profile.md). So a lone waiter waits only when
+/// records come at least `LONE_WAITS_AT` times per write, on average:
+/// the batch it then leads is likely to carry more than itself.
 #[derive(Default)]
 struct Pace {
     last_take: Option<Instant>,
