@@ -439,7 +439,30 @@ impl Inner {
         ns: Namespace,
         ops: &[WriteOp<'_>],
     ) -> Result<()> {
-        for op in ops {
+        let ops: Vec<(Namespace, WriteOp<'_>)> = ops.iter().map(|op| (ns, *op)).collect();
+        self.write_batch_guarded_in(mode, &ops, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// A crash-atomic batch over any namespaces, applied only if `guard`'s
+    /// key is still at the version it names (`None`: absent), checked under
+    /// the stripe locks the batch holds until its records are linked. So a
+    /// caller that read a key (its version) and other records, and decided
+    /// a batch from them, commits it only if no write of that key came
+    /// between: optimistic concurrency for a structure of several records
+    /// whose every change also rewrites its guard key (a Redis
+    /// collection's metadata and its pages). Returns `None` when the guard
+    /// failed (nothing written), else each operation's new version (0 for
+    /// a delete, and for an operation a later one on the same key
+    /// overrides).
+    pub async fn write_batch_guarded_in(
+        &self,
+        mode: Mode,
+        ops: &[(Namespace, WriteOp<'_>)],
+        guard: Option<BatchGuard<'_>>,
+    ) -> Result<Option<Vec<u64>>> {
+        for (_, op) in ops {
             match op {
                 WriteOp::Put { key, value } => {
                     self.check_sizes(key, Some(value))?;
@@ -448,17 +471,24 @@ impl Inner {
                 WriteOp::Delete { key } => self.check_sizes(key, None)?,
             }
         }
-        let (physical, count) = self.resolve(ns)?;
+        let mut resolved = Vec::with_capacity(ops.len());
+        for (ns, _) in ops {
+            resolved.push(self.resolve(*ns)?);
+        }
+        let guard_at = match &guard {
+            Some(g) => Some((KeyAt::new(self.resolve(g.ns)?.0, g.key), g)),
+            None => None,
+        };
         // Last operation on a key wins.
-        let mut last: HashMap<&[u8], usize> = HashMap::new();
-        for (i, op) in ops.iter().enumerate() {
-            last.insert(op.key(), i);
+        let mut last: HashMap<(u32, &[u8]), usize> = HashMap::new();
+        for (i, (_, op)) in ops.iter().enumerate() {
+            last.insert((resolved[i].0, op.key()), i);
         }
         let mut order: Vec<usize> = last.into_values().collect();
         order.sort_unstable();
         // All or nothing after a crash needs the whole batch in one
         // segment (docs/FORMAT.md, "Batches").
-        let lens = order.iter().map(|&i| match ops[i] {
+        let lens = order.iter().map(|&i| match ops[i].1 {
             WriteOp::Put { key, value } => (key.len(), value.len()),
             WriteOp::Delete { key } => (key.len(), 0),
         });
@@ -473,13 +503,23 @@ impl Inner {
         }
         let hashes: Vec<u64> = order
             .iter()
-            .map(|&i| key_hash(physical, ops[i].key()))
+            .map(|&i| key_hash(resolved[i].0, ops[i].1.key()))
+            .chain(guard_at.as_ref().map(|(at, _)| at.h))
             .collect();
         // Best effort: make room first, since the stripes must not be held
         // while waiting for GC. If space still runs out, the batch dips
         // into the GC reserve.
         self.writer.wait_for_space_in(mode, Appender::Put).await?;
         let stripes = self.lock_stripes_in(mode, hashes.iter().copied()).await;
+        if let Some((at, g)) = &guard_at {
+            let mut cands = Vec::new();
+            let found = self
+                .existing(mode, at.physical, g.key, at.h, at.h2, &mut cands)
+                .await?;
+            if found.map(|e| e.seq) != g.version {
+                return Ok(None);
+            }
+        }
         struct Planned {
             at: KeyAt,
             seq: u64,
@@ -491,13 +531,14 @@ impl Inner {
         let mut records: Vec<RecordParts<'_>> = Vec::new();
         let mut writes: Vec<usize> = Vec::new();
         for &i in &order {
-            let at = KeyAt::new(physical, ops[i].key());
+            let physical = resolved[i].0;
+            let at = KeyAt::new(physical, ops[i].1.key());
             let mut cands = Vec::new();
             let existing = self
-                .existing(mode, physical, ops[i].key(), at.h, at.h2, &mut cands)
+                .existing(mode, physical, ops[i].1.key(), at.h, at.h2, &mut cands)
                 .await?;
             let mut seq = 0;
-            let record = match ops[i] {
+            let record = match ops[i].1 {
                 WriteOp::Put { key, value } => {
                     let header = self.header(RecordKind::Put, physical, key, value.len());
                     seq = header.seq;
@@ -523,7 +564,10 @@ impl Inner {
             });
         }
         if !records.is_empty() {
-            let frame = self.header(RecordKind::Batch, physical, &[], 0);
+            // Members carry their own namespaces; the frame takes the
+            // first's (recovery reads members by their headers).
+            let frame_ns = resolved[order[0]].0;
+            let frame = self.header(RecordKind::Batch, frame_ns, &[], 0);
             let apps = match self
                 .writer
                 .try_append_batch(frame, &records, Appender::Put)?
@@ -545,27 +589,39 @@ impl Inner {
         {
             self.writer.wait_durable_in(mode, lsn).await?;
         }
+        let mut versions = vec![0u64; ops.len()];
         for (p, &i) in plan.iter().zip(&order) {
             let Some(app) = &p.app else { continue };
-            match ops[i] {
+            let count = &resolved[i].1;
+            match ops[i].1 {
                 WriteOp::Put { .. } => {
                     let placed = app.placed();
                     let kind = RecordKind::Put;
-                    self.linked_put(&p.at, kind, placed, p.seq, p.existing, &p.cands, &count)?
+                    self.linked_put(&p.at, kind, placed, p.seq, p.existing, &p.cands, count)?;
+                    versions[i] = p.seq;
                 }
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
-                    self.unlinked(&p.at, existing, app, &count);
+                    self.unlinked(&p.at, existing, app, count);
                 }
             }
         }
         drop(stripes);
         for (p, &i) in plan.iter().zip(&order) {
             if p.app.is_some() {
-                self.replaced(mode, physical, ops[i].key(), p.existing)
+                self.replaced(mode, resolved[i].0, ops[i].1.key(), p.existing)
                     .await;
             }
         }
-        Ok(())
+        Ok(Some(versions))
     }
+}
+
+/// The condition of [`crate::Store::write_batch_guarded_async`]: `key` of
+/// `ns` is at `version` (`None`: absent).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchGuard<'a> {
+    pub ns: Namespace,
+    pub key: &'a [u8],
+    pub version: Option<u64>,
 }

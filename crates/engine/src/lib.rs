@@ -73,6 +73,7 @@ mod value_reader;
 mod writer;
 
 pub use check::{check, check_devices, CheckReport};
+pub use commit::BatchGuard;
 pub use cursor::{ScanItem, ScanPage};
 pub use damage::{Damage, DamageKind};
 pub use deferred::defer_durability;

@@ -431,6 +431,33 @@ impl Store {
         self.inner.write_batch_in(Mode::Ring, ns, ops).await
     }
 
+    /// [`Store::write_batch`] over several namespaces, applied only if
+    /// `guard`'s key is still at the version it names (`None`: absent),
+    /// checked under the locks the batch takes: `Ok(None)` when it was not
+    /// (nothing written), else each operation's new version (0 for a
+    /// delete or an operation a later one on its key overrides).
+    pub async fn write_batch_guarded_async(
+        &self,
+        ops: &[(Namespace, WriteOp<'_>)],
+        guard: Option<crate::BatchGuard<'_>>,
+    ) -> Result<Option<Vec<u64>>> {
+        self.inner
+            .write_batch_guarded_in(Mode::Ring, ops, guard)
+            .await
+    }
+
+    /// [`Store::write_batch_guarded_async`], blocking.
+    pub fn write_batch_guarded(
+        &self,
+        ops: &[(Namespace, WriteOp<'_>)],
+        guard: Option<crate::BatchGuard<'_>>,
+    ) -> Result<Option<Vec<u64>>> {
+        crate::aio::now(
+            self.inner
+                .write_batch_guarded_in(Mode::Blocking, ops, guard),
+        )
+    }
+
     /// Whether a batch of operations with these (key, value) lengths fits
     /// one segment, as [`Store::write_batch`] needs.
     pub fn batch_fits(&self, lens: impl Iterator<Item = (usize, usize)>) -> bool {

@@ -14,11 +14,15 @@
 //!   the shared keys hold) or all absent (later ones);
 //! - `check` passes.
 //!
+//! The fresh keys live in a namespace of their own and every other batch
+//! is written as a guarded batch over both namespaces
+//! (`write_batch_guarded`), so atomicity holds across namespaces too.
+//!
 //! `NVDEPOT_BATCH_ROUNDS` sets the number of crashes (default 60).
 
 use std::sync::Arc;
 
-use nvdepot_engine::{check_devices, Options, Store, WriteOp};
+use nvdepot_engine::{check_devices, BatchGuard, Namespace, Options, Store, WriteOp};
 use nvdepot_io::{Device, MemDevice};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -61,6 +65,7 @@ fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
     let mut dev = Arc::new(MemDevice::new(64 * MIB, 512));
     let mut store = open(&dev, true);
     let ns = store.default_namespace();
+    let mut fresh_ns = store.create_namespace("fresh").unwrap();
     let mut acked = 0u64; // last acknowledged generation
     let mut gen = 0u64;
     // Fresh keys per generation, for the all-or-nothing check.
@@ -89,13 +94,31 @@ fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
             let values: Vec<Vec<u8>> = (0..keys.len())
                 .map(|i| value(gen, if i % 7 == 0 { big } else { 20 + i }))
                 .collect();
-            let ops: Vec<WriteOp<'_>> = keys
+            let ops: Vec<(Namespace, WriteOp<'_>)> = keys
                 .iter()
                 .zip(&values)
-                .map(|(key, value)| WriteOp::Put { key, value })
+                .enumerate()
+                .map(|(i, (key, value))| {
+                    let in_ns = if i < SHARED { ns } else { fresh_ns };
+                    (in_ns, WriteOp::Put { key, value })
+                })
                 .collect();
             fresh.push((gen, n_fresh));
-            match store.write_batch(ns, &ops) {
+            let done = if gen % 2 == 0 {
+                // Guarded on a shared key's current version: it holds.
+                let version = store.get_versioned(ns, b"s1").unwrap().map(|(_, v)| v);
+                let guard = BatchGuard {
+                    ns,
+                    key: b"s1",
+                    version,
+                };
+                store
+                    .write_batch_guarded(&ops, Some(guard))
+                    .map(|v| assert!(v.is_some(), "the guard holds"))
+            } else {
+                store.write_batch_guarded(&ops, None).map(|_| ())
+            };
+            match done {
                 Ok(()) => acked = gen,
                 Err(_) => break,
             }
@@ -113,6 +136,7 @@ fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
         assert!(report.is_ok(), "round {round}: check failed:\n{report}");
         store = open(&dev, false);
         let ns2 = store.default_namespace();
+        fresh_ns = store.namespace("fresh").expect("namespace kept");
         let shared: Vec<Option<Vec<u8>>> = (0..SHARED)
             .map(|i| store.get(ns2, format!("s{i}").as_bytes()).unwrap())
             .collect();
@@ -129,7 +153,7 @@ fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
             let present = (0..n)
                 .filter(|i| {
                     store
-                        .get(ns2, format!("g{g}-{i}").as_bytes())
+                        .get(fresh_ns, format!("g{g}-{i}").as_bytes())
                         .unwrap()
                         .is_some()
                 })
@@ -167,4 +191,79 @@ fn a_batch_larger_than_a_segment_is_refused() {
     // One that fits goes through whole.
     store.write_batch(ns, &ops[..10]).unwrap();
     assert_eq!(store.count(ns), 10);
+}
+
+/// A guarded batch commits only while its guard key is at the version the
+/// caller saw (or absent, as it saw), and reports each put's new version.
+#[test]
+fn a_guarded_batch_commits_only_on_the_version_seen() {
+    let dev = Arc::new(MemDevice::new(64 * MIB, 512));
+    let store = open(&dev, true);
+    let meta = store.default_namespace();
+    let pages = store.create_namespace("pages").unwrap();
+    let put = |ns, key: &'static [u8], value: &'static [u8]| (ns, WriteOp::Put { key, value });
+    // Absent, as seen: commits; the versions are the records'.
+    let absent = BatchGuard {
+        ns: meta,
+        key: b"m",
+        version: None,
+    };
+    let ops = [
+        put(meta, b"m", b"v1"),
+        put(pages, b"p0", b"a"),
+        put(pages, b"p1", b"b"),
+    ];
+    let versions = store
+        .write_batch_guarded(&ops, Some(absent))
+        .unwrap()
+        .unwrap();
+    let (_, v1) = store.get_versioned(meta, b"m").unwrap().unwrap();
+    assert_eq!(versions[0], v1);
+    assert_eq!(
+        versions[1],
+        store.get_versioned(pages, b"p0").unwrap().unwrap().1
+    );
+    // Seen absent, but it is there now: nothing is written.
+    let ops2 = [
+        put(meta, b"m", b"v2"),
+        (pages, WriteOp::Delete { key: b"p0" }),
+    ];
+    assert_eq!(
+        store.write_batch_guarded(&ops2, Some(absent)).unwrap(),
+        None
+    );
+    assert_eq!(store.get(meta, b"m").unwrap().as_deref(), Some(&b"v1"[..]));
+    assert!(store.get(pages, b"p0").unwrap().is_some());
+    // A stale version: nothing written either.
+    let stale = BatchGuard {
+        version: Some(v1 - 1),
+        ..absent
+    };
+    assert_eq!(store.write_batch_guarded(&ops2, Some(stale)).unwrap(), None);
+    // The version seen: both namespaces change together.
+    let seen = BatchGuard {
+        version: Some(v1),
+        ..absent
+    };
+    let versions = store
+        .write_batch_guarded(&ops2, Some(seen))
+        .unwrap()
+        .unwrap();
+    assert_eq!(versions[1], 0, "a delete has no version");
+    assert_eq!(store.get(meta, b"m").unwrap().as_deref(), Some(&b"v2"[..]));
+    assert!(store.get(pages, b"p0").unwrap().is_none());
+    assert_eq!(store.get(pages, b"p1").unwrap().as_deref(), Some(&b"b"[..]));
+    // Guarded on a key the batch does not write: deleting a page only
+    // while its owner is absent.
+    let owner_gone = BatchGuard {
+        ns: meta,
+        key: b"other",
+        version: None,
+    };
+    let del = [(pages, WriteOp::Delete { key: b"p1" })];
+    assert!(store
+        .write_batch_guarded(&del, Some(owner_gone))
+        .unwrap()
+        .is_some());
+    assert!(store.get(pages, b"p1").unwrap().is_none());
 }
