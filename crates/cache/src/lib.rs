@@ -24,7 +24,7 @@ mod store;
 pub use access::{Access, AccessTable};
 pub use dram::{DramTier, DramTierStats};
 pub use envelope::{Envelope, Item, ItemRef, ENVELOPE_BYTES};
-pub use store::{unix_now, BatchItem, CacheStore, Change, NewItem, Updated};
+pub use store::{unix_now, BatchItem, CacheStore, Change, GuardedOp, NewItem, Updated};
 
 /// Why a cache operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -128,6 +128,9 @@ const STAMP_BUCKETS: usize = 1 << 14;
 pub struct RespStore {
     cache: CacheStore,
     dbs: Vec<Namespace>,
+    /// Per database, the namespace of its collections' pages (records of
+    /// the paged layout, never keys of the database: `pages<n>`).
+    pages: Vec<Namespace>,
     /// Bumped by every write of a key hashing to the bucket (WATCH).
     stamps: Box<[AtomicU64]>,
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
@@ -200,9 +203,19 @@ impl RespStore {
             };
             dbs.push(ns);
         }
+        let mut pages = Vec::with_capacity(databases);
+        for n in 0..databases {
+            let name = format!("pages{n}");
+            let ns = match cache.engine().namespace(&name) {
+                Some(ns) => ns,
+                None => cache.engine().create_namespace(&name)?,
+            };
+            pages.push(ns);
+        }
         Ok(RespStore {
             cache,
             dbs,
+            pages,
             expiring_writes: AtomicU64::new(0),
             stamps: (0..STAMP_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
         })
@@ -242,6 +255,121 @@ impl RespStore {
             None => drop(self.update(db, key, now_ms, |_| (Change::Keep, ())).await?),
         }
         Ok(value)
+    }
+
+    /// For a write decided outside the update step: the live value of
+    /// `key` (`None`: absent or expired) and the version of its record
+    /// (present even when expired), the guard of [`RespStore::commit`].
+    pub async fn get_for_write(
+        &self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<(Option<Value>, Option<u64>), Error> {
+        let Some(item) = self.cache.get(self.ns(db), key).await? else {
+            return Ok((None, None));
+        };
+        let version = item.cas;
+        Ok((live(item, now_ms)?, Some(version)))
+    }
+
+    /// A page of a collection of `db` (its record's data), if stored.
+    pub async fn page(&self, db: usize, page_key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self
+            .cache
+            .get(self.pages[db], page_key)
+            .await?
+            .map(|it| it.value))
+    }
+
+    /// One crash-atomic write of a collection: `key`'s record becomes
+    /// `meta` (type, data, expiry; `None` deletes it) and each page is put
+    /// (`Some(data)`) or deleted, applied only if `key`'s record is still
+    /// at `version` (`None`: absent), as [`RespStore::get_for_write`] gave
+    /// it. `Ok(false)`: it was not (nothing written; read again).
+    pub async fn commit(
+        &self,
+        db: usize,
+        key: &[u8],
+        version: Option<u64>,
+        meta: Option<(Kind, &[u8], u64)>,
+        pages: &[(&[u8], Option<&[u8]>)],
+    ) -> Result<bool, Error> {
+        let expire_at_ms = meta.map_or(0, |m| m.2);
+        let prefix = expire_at_ms.to_le_bytes();
+        let meta_parts = meta.map(|(_, data, _)| [&prefix[..], data]);
+        let page_parts: Vec<Option<[&[u8]; 1]>> =
+            pages.iter().map(|(_, d)| d.map(|d| [d])).collect();
+        let page_envelope = Envelope {
+            flags: 0,
+            expires: 0,
+            marks: 0,
+        };
+        let mut ops: Vec<crate::GuardedOp<'_>> = Vec::with_capacity(1 + pages.len());
+        ops.push((
+            self.ns(db),
+            key,
+            meta.zip(meta_parts.as_ref())
+                .map(|((kind, _, at), parts)| (&parts[..], envelope_of(kind, at))),
+        ));
+        for ((page_key, _), parts) in pages.iter().zip(&page_parts) {
+            ops.push((
+                self.pages[db],
+                page_key,
+                parts.as_ref().map(|p| (&p[..], page_envelope)),
+            ));
+        }
+        if expire_at_ms != 0 {
+            self.expiring_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let done = self
+            .cache
+            .write_guarded(&ops, (self.ns(db), key, version))
+            .await;
+        if !matches!(done, Ok(false)) {
+            self.touch(db, key);
+        }
+        done
+    }
+
+    /// Whether a commit of these (key, data length) records fits one
+    /// crash-atomic batch.
+    pub fn commit_fits(&self, records: impl Iterator<Item = (usize, usize)>) -> bool {
+        self.cache
+            .batch_fits(records.map(|(k, v)| (k, v + EXPIRY_BYTES)))
+    }
+
+    /// Pages stored for `db`'s collections, live and dead (O(1)).
+    pub fn page_count(&self, db: usize) -> u64 {
+        self.cache.items(self.pages[db])
+    }
+
+    /// The page keys of `db`'s collections (a full scan of its pages
+    /// namespace: for the sweeper that drops dead collections' pages).
+    pub fn page_keys(&self, db: usize) -> Result<Vec<Vec<u8>>, Error> {
+        let mut keys = Vec::new();
+        for entry in self.cache.engine().iter(self.pages[db]) {
+            keys.push(entry?.0);
+        }
+        Ok(keys)
+    }
+
+    /// Deletes page `page_key` of `db` only while `owner`'s record is at
+    /// `version` (`None`: absent): the sweeper's drop of a dead page,
+    /// which a collection created or rewritten meanwhile stops.
+    pub async fn drop_page(
+        &self,
+        db: usize,
+        page_key: &[u8],
+        owner: &[u8],
+        version: Option<u64>,
+    ) -> Result<bool, Error> {
+        self.cache
+            .write_guarded(
+                &[(self.pages[db], page_key, None)],
+                (self.ns(db), owner, version),
+            )
+            .await
     }
 
     /// Seconds since `key` was last read or written, as far as the access
@@ -434,9 +562,12 @@ impl RespStore {
         self.cache.items(self.ns(db))
     }
 
-    /// Removes every key of `db`.
+    /// Removes every key of `db` (and its collections' pages).
     pub fn flushdb(&self, db: usize) -> Result<(), Error> {
-        let done = self.cache.clear(self.ns(db));
+        let done = self
+            .cache
+            .clear(self.ns(db))
+            .and_then(|()| self.cache.clear(self.pages[db]));
         // Every key of the database changed (stamps are not per database:
         // the others' watchers abort too, which costs only a retry).
         for s in self.stamps.iter() {

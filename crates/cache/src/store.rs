@@ -275,6 +275,73 @@ impl CacheStore {
         Ok(())
     }
 
+    /// A crash-atomic batch of puts (`Some(item)`) and deletes (`None`)
+    /// over several namespaces, applied only if `guard` (namespace, key,
+    /// version; `None` = absent) still holds under the batch's locks (the
+    /// engine's `write_batch_guarded`): `Ok(false)` when it did not,
+    /// nothing written. Written items are cached in the DRAM tier as
+    /// written (the structure just changed is the hottest there is).
+    pub async fn write_guarded(
+        &self,
+        ops: &[GuardedOp<'_>],
+        guard: (Namespace, &[u8], Option<u64>),
+    ) -> Result<bool, Error> {
+        let raws: Vec<Option<Vec<u8>>> = ops
+            .iter()
+            .map(|(_, _, put)| put.map(|(parts, env)| envelope::encode_parts(parts, env, 0)))
+            .collect();
+        let writes: Vec<DramWrite<'_>> = ops
+            .iter()
+            .map(|(ns, key, _)| DramWrite::begin(&self.dram, ns.id(), key))
+            .collect();
+        let engine_ops: Vec<(Namespace, engine::WriteOp<'_>)> = ops
+            .iter()
+            .zip(&raws)
+            .map(|((ns, key, _), raw)| match raw {
+                Some(value) => (*ns, engine::WriteOp::Put { key, value }),
+                None => (*ns, engine::WriteOp::Delete { key }),
+            })
+            .collect();
+        let guard = engine::BatchGuard {
+            ns: guard.0,
+            key: guard.1,
+            version: guard.2,
+        };
+        let done = self
+            .store
+            .write_batch_guarded_async(&engine_ops, Some(guard))
+            .await;
+        let versions = match done {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                for w in writes {
+                    w.unchanged();
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let now = unix_now();
+        for (((w, raw), (ns, key, put)), version) in
+            writes.into_iter().zip(&raws).zip(ops).zip(versions)
+        {
+            match (raw, put) {
+                // A later operation on the same key overrode this one.
+                (Some(_), _) if version == 0 => w.end(None),
+                (Some(raw), Some((_, envelope))) => {
+                    w.end(Some(ItemRef {
+                        value: &raw[ENVELOPE_BYTES..],
+                        envelope: *envelope,
+                        cas: version,
+                    }));
+                    self.access.written(Self::key_hash(*ns, key), now);
+                }
+                _ => w.end(None),
+            }
+        }
+        Ok(true)
+    }
+
     /// The engine's update step: under the key's stripe lock, one device
     /// read of the record, the decision, and at most one durable write.
     /// `decide` sees the item expired or not.
@@ -429,6 +496,10 @@ impl CacheStore {
 
 /// One item of [`CacheStore::write_many`]: key, data parts, envelope.
 pub type BatchItem<'a> = (&'a [u8], &'a [&'a [u8]], Envelope);
+
+/// One operation of [`CacheStore::write_guarded`]: namespace, key, and
+/// the item's data parts and envelope (`None`: delete the key).
+pub type GuardedOp<'a> = (Namespace, &'a [u8], Option<(&'a [&'a [u8]], Envelope)>);
 
 /// A flash write's bracket in the DRAM tier ([`DramTier::begin_write`] ..
 /// [`DramTier::end_write`]). If the write's future is dropped before it

@@ -104,7 +104,7 @@ fn a_batch_cut_by_a_crash_is_all_there_or_absent() {
                 })
                 .collect();
             fresh.push((gen, n_fresh));
-            let done = if gen % 2 == 0 {
+            let done = if gen.is_multiple_of(2) {
                 // Guarded on a shared key's current version: it holds.
                 let version = store.get_versioned(ns, b"s1").unwrap().map(|(_, v)| v);
                 let guard = BatchGuard {

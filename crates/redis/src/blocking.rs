@@ -31,7 +31,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, RespSession, Shared};
-use super::list::{lmove, pop, read, try_mpop, update, End, MPop};
+use super::list::{len_of, lmove, pop_n, try_mpop, End, MPop};
 use super::strings::parse_float;
 
 /// How long a waiter sleeps before it checks its connection is still
@@ -474,17 +474,14 @@ pub async fn try_blocking(
             let keys = &args[1..args.len() - 1];
             let mut done = false;
             for key in keys {
-                let Ok(l) = read(store, db, key, now, r).await? else {
+                let Ok(len) = len_of(store, db, key, now, r).await? else {
                     return Ok(Attempt::Replied);
                 };
-                if l.is_none_or(|l| l.is_empty()) {
+                if len.unwrap_or(0) == 0 {
                     continue;
                 }
-                let popped = update(store, db, key, now, |l| {
-                    let e = l.as_mut().and_then(|l| pop(l, end));
-                    Ok((e.is_some(), e))
-                })
-                .await?;
+                let popped = pop_n(store, db, key, now, end, 1).await?;
+                let popped = popped.map(|p| p.and_then(|mut p| p.pop()));
                 if let Ok(Some(e)) = popped {
                     r.array(2);
                     r.bulk(key);
@@ -497,10 +494,10 @@ pub async fn try_blocking(
         }
         b"BLMOVE" | b"BRPOPLPUSH" => {
             let (from, to) = ends.unwrap_or((End::Right, End::Left));
-            let Ok(l) = read(store, db, args[1], now, r).await? else {
+            let Ok(len) = len_of(store, db, args[1], now, r).await? else {
                 return Ok(Attempt::Replied);
             };
-            if l.is_none_or(|l| l.is_empty()) {
+            if len.unwrap_or(0) == 0 {
                 false
             } else {
                 lmove(store, db, args[1], args[2], from, to, now, r).await?;

@@ -8,6 +8,11 @@
 //! scans each database's records (sequential reads of the log; GC waits
 //! meanwhile) and removes the keys found expired, each by an atomic update
 //! that deletes only if the key is still expired then.
+//!
+//! The same thread drops the pages of paged lists that are gone
+//! (deleted, overwritten, expired, written whole again): every interval
+//! while any page is stored, a pass over the pages namespaces
+//! (`list_pages::sweep_pages`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -58,6 +63,16 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
             std::thread::sleep(Duration::from_millis(50).min(interval));
         }
         let Some(store) = store.upgrade() else { return };
+        for db in 0..store.databases() {
+            if store.page_count(db) == 0 || stop.load(Ordering::Relaxed) {
+                continue;
+            }
+            match block_on(super::list_pages::sweep_pages(&store, db, unix_now_ms())) {
+                Ok(0) => {}
+                Ok(n) => debug!("page sweep: {n} pages of dead lists dropped in db {db}"),
+                Err(e) => warn!("page sweep: {e}"),
+            }
+        }
         let writes = store.expiring_writes();
         if writes == seen_writes && pending == 0 {
             continue;

@@ -776,7 +776,13 @@ impl RespSession {
             add("Keyspace", lines);
         }
         if want("nvdepot") {
-            add("nvdepot", s.store.cache().stats());
+            let mut lines = s.store.cache().stats();
+            // Pages of paged lists, live and not yet swept.
+            let pages: u64 = (0..s.store.databases())
+                .map(|db| s.store.page_count(db))
+                .sum();
+            lines.push(("collection_pages".into(), pages.to_string()));
+            add("nvdepot", lines);
         }
         out
     }

@@ -35,6 +35,7 @@ mod hash;
 mod join;
 mod keys;
 mod list;
+mod list_pages;
 mod lua;
 mod lua_libs;
 mod lua_msgpack;

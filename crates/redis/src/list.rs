@@ -15,6 +15,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::compact::{self, Compact};
 use super::face::{arity, Shared};
+use super::list_pages::{self as pages, Found, Stop};
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -54,24 +55,62 @@ fn list_of(v: Option<&Value>) -> Result<Option<VecDeque<Vec<u8>>>, Fail> {
     Ok(Some(c.items.into()))
 }
 
-fn change(list: VecDeque<Vec<u8>>, expire_at_ms: u64) -> Change {
-    if list.is_empty() {
-        return Change::Delete;
+/// Whether `data` is a list record's data (as a migration sends it:
+/// compact, see [`compact_data`]).
+pub fn check(data: &[u8]) -> Result<(), Error> {
+    Compact::decode(data).map(|_| ())
+}
+
+/// For a paged list `v` under `key`: the whole list in the compact
+/// layout (what RENAME, COPY, MOVE and a migration write elsewhere), read
+/// from all its pages. `None` for any other value.
+pub(crate) async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    if v.kind() != Kind::List || !pages::is_paged(v.data()) {
+        return Ok(None);
     }
-    Change::Put {
-        kind: Kind::List,
-        data: Compact {
-            large: true,
-            items: list.into(),
+    loop {
+        let (m, version) = match pages::find(store, db, key, 0).await? {
+            Found::Paged(_, m, version) => (m, version),
+            Found::Compact(v, _) => return Ok(Some(v.data().to_vec())),
+            Found::Missing(_) | Found::WrongType => {
+                return Err(Error::Envelope(
+                    "a paged list vanished while read whole".into(),
+                ))
+            }
+        };
+        match pages::load_all(store, db, key, m, version).await {
+            Ok(l) => {
+                let items = l.into();
+                return Ok(Some(Compact { large: true, items }.encode()));
+            }
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
         }
-        .encode(),
-        expire_at_ms,
     }
 }
 
-/// Whether `data` is a list record's data.
-pub fn check(data: &[u8]) -> Result<(), Error> {
-    Compact::decode(data).map(|_| ())
+/// Writes the list `data` (compact layout) under `key` whatever it held,
+/// paged if long (RENAME, COPY, MOVE of a paged list).
+pub(crate) async fn write_whole(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    data: &[u8],
+    expire_at_ms: u64,
+    now: u64,
+) -> Result<(), Error> {
+    let list: VecDeque<Vec<u8>> = Compact::decode(data)?.items.into();
+    loop {
+        let (_, version) = store.get_for_write(db, key, now).await?;
+        if pages::write_whole(store, db, key, version, None, &list, expire_at_ms).await? {
+            return Ok(());
+        }
+    }
 }
 
 /// A pop's end.
@@ -93,13 +132,6 @@ impl End {
     }
 }
 
-pub(crate) fn pop(list: &mut VecDeque<Vec<u8>>, end: End) -> Option<Vec<u8>> {
-    match end {
-        End::Left => list.pop_front(),
-        End::Right => list.pop_back(),
-    }
-}
-
 fn push(list: &mut VecDeque<Vec<u8>>, end: End, e: Vec<u8>) {
     match end {
         End::Left => list.push_front(e),
@@ -109,7 +141,10 @@ fn push(list: &mut VecDeque<Vec<u8>>, end: End, e: Vec<u8>) {
 
 /// One atomic update of list `key`: `apply` sees the list (`None` when
 /// missing) and says whether it changed and what to answer, or the error
-/// to answer (WRONGTYPE is one too).
+/// to answer (WRONGTYPE is one too). The list is read whole (a paged one
+/// from all its pages) and, if changed, written whole as one crash-atomic
+/// step guarded by the version read (read again if another write came
+/// between): for the commands that are O(N) in Redis too.
 pub(crate) async fn update<T>(
     store: &RespStore,
     db: usize,
@@ -117,27 +152,32 @@ pub(crate) async fn update<T>(
     now: u64,
     mut apply: impl FnMut(&mut Option<VecDeque<Vec<u8>>>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
-    let mut damage = None;
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (mut l, at) = match list_of(cur) {
-                Ok(l) => (l, cur.map_or(0, Value::expire_at_ms)),
-                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Err(Fail::Store(e)) => {
-                    damage = Some(e);
-                    return (Change::Keep, Err(""));
-                }
-            };
-            match apply(&mut l) {
-                Ok((true, t)) => (change(l.unwrap_or_default(), at), Ok(t)),
-                Ok((false, t)) => (Change::Keep, Ok(t)),
-                Err(msg) => (Change::Keep, Err(msg)),
+    loop {
+        let (mut l, version, old, at) = match pages::find(store, db, key, now).await? {
+            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
+            Found::Missing(version) => (None, version, None, 0),
+            Found::Compact(v, version) => {
+                let items = Compact::decode(v.data())?.items.into();
+                (Some(items), Some(version), None, v.expire_at_ms())
             }
-        })
-        .await?;
-    match damage {
-        Some(e) => Err(e),
-        None => Ok(out),
+            Found::Paged(v, m, version) => {
+                match pages::load_all(store, db, key, m, version).await {
+                    Ok(l) => (Some(l), Some(version), Some(m), v.expire_at_ms()),
+                    Err(Stop::Retry) => continue,
+                    Err(Stop::Fail(e)) => return Err(e),
+                }
+            }
+        };
+        match apply(&mut l) {
+            Ok((true, t)) => {
+                let l = l.unwrap_or_default();
+                if pages::write_whole(store, db, key, version, old, &l, at).await? {
+                    return Ok(Ok(t));
+                }
+            }
+            Ok((false, t)) => return Ok(Ok(t)),
+            Err(msg) => return Ok(Err(msg)),
+        }
     }
 }
 
@@ -182,7 +222,7 @@ async fn update_raw<T>(
     Ok(out)
 }
 
-/// Reads list `key`: `Ok(Err(()))` once WRONGTYPE is answered.
+/// Reads list `key` whole: `Ok(Err(()))` once WRONGTYPE is answered.
 pub(crate) async fn read(
     store: &RespStore,
     db: usize,
@@ -190,14 +230,229 @@ pub(crate) async fn read(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<VecDeque<Vec<u8>>>, ()>, Error> {
-    let v = store.get(db, key, now).await?;
-    match list_of(v.as_ref()) {
-        Ok(l) => Ok(Ok(l)),
-        Err(Fail::WrongType) => {
-            r.error(errors::WRONGTYPE);
-            Ok(Err(()))
+    loop {
+        let v = store.get(db, key, now).await?;
+        if let Some(v) = v
+            .as_ref()
+            .filter(|v| v.kind() == Kind::List && pages::is_paged(v.data()))
+        {
+            let m = pages::Meta::decode(v.data())?;
+            match pages::load_all(store, db, key, m, v.version()).await {
+                Ok(l) => return Ok(Ok(Some(l))),
+                Err(Stop::Retry) => continue,
+                Err(Stop::Fail(e)) => return Err(e),
+            }
         }
-        Err(Fail::Store(e)) => Err(e),
+        return match list_of(v.as_ref()) {
+            Ok(l) => Ok(Ok(l)),
+            Err(Fail::WrongType) => {
+                r.error(errors::WRONGTYPE);
+                Ok(Err(()))
+            }
+            Err(Fail::Store(e)) => Err(e),
+        };
+    }
+}
+
+/// The length of list `key` (`None`: missing): `Ok(Err(()))` once
+/// WRONGTYPE is answered. One read of its record, whatever its layout.
+pub(crate) async fn len_of(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<Result<Option<u64>, ()>, Error> {
+    let v = store.get(db, key, now).await?;
+    let Some(v) = v else { return Ok(Ok(None)) };
+    if v.kind() != Kind::List {
+        r.error(errors::WRONGTYPE);
+        return Ok(Err(()));
+    }
+    if pages::is_paged(v.data()) {
+        return Ok(Ok(Some(pages::Meta::decode(v.data())?.len)));
+    }
+    let n = compact::items(v.data()).try_fold(0u64, |n, i| i.map(|_| n + 1))?;
+    Ok(Ok(Some(n)))
+}
+
+/// Pushes `elems` at `end` of list `key` (only if it exists, for the X
+/// forms): the new length, or WRONGTYPE. A compact list takes them
+/// spliced into its record's bytes (one update, no decoding of the
+/// others); one that would pass the paged threshold, and a paged one,
+/// take them into its end page and metadata as one guarded commit.
+pub(crate) async fn push_n(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    end: End,
+    elems: &[&[u8]],
+    only_existing: bool,
+) -> Result<Result<i64, &'static str>, Error> {
+    let added: usize = elems.iter().map(|e| e.len() + 5).sum();
+    let mut paged = false;
+    let out = update_raw(store, db, key, now, |old| {
+        if only_existing && old.is_none() {
+            return Ok((Raw::Keep, 0));
+        }
+        let old = old.unwrap_or(&[1]);
+        if pages::is_paged(old)
+            || (old.len() + added > pages::PAGE_AT_BYTES && pages::may_page(key))
+        {
+            paged = true;
+            return Ok((Raw::Keep, 0));
+        }
+        let len = compact::items(old).try_fold(0usize, |n, i| i.map(|_| n + 1));
+        let len = len.map_err(|_| "ERR list record damaged")?;
+        let mut out = Vec::with_capacity(old.len() + added);
+        if end == End::Left {
+            out.push(old[0]);
+            for e in elems.iter().rev() {
+                compact::push_item(&mut out, e);
+            }
+            out.extend_from_slice(&old[1..]);
+        } else {
+            out.extend_from_slice(old);
+            for e in elems {
+                compact::push_item(&mut out, e);
+            }
+        }
+        Ok((Raw::Put(out), (len + elems.len()) as i64))
+    })
+    .await?;
+    if !paged {
+        return Ok(out);
+    }
+    loop {
+        let (list, version, at) = match pages::find(store, db, key, now).await? {
+            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
+            Found::Missing(_) if only_existing => return Ok(Ok(0)),
+            Found::Missing(version) => (VecDeque::new(), version, 0),
+            Found::Compact(v, version) => {
+                let items = Compact::decode(v.data())?.items.into();
+                (items, Some(version), v.expire_at_ms())
+            }
+            Found::Paged(v, m, version) => {
+                let mut edit = pages::Edit::new(store, db, key, m, version);
+                let pushed = async {
+                    for e in elems {
+                        match end {
+                            End::Left => edit.push_front(e.to_vec()).await?,
+                            End::Right => edit.push_back(e.to_vec()).await?,
+                        }
+                    }
+                    Ok::<_, Stop>(edit.meta.len)
+                }
+                .await;
+                let done = match pushed {
+                    Ok(len) => edit.commit(v.expire_at_ms()).await.map(|()| len),
+                    Err(stop) => Err(stop),
+                };
+                match done {
+                    Ok(len) => return Ok(Ok(len as i64)),
+                    Err(Stop::Retry) => continue,
+                    Err(Stop::Fail(e)) => return Err(e),
+                }
+            }
+        };
+        let mut list = list;
+        for e in elems {
+            push(&mut list, end, e.to_vec());
+        }
+        if pages::write_whole(store, db, key, version, None, &list, at).await? {
+            return Ok(Ok(list.len() as i64));
+        }
+    }
+}
+
+/// Pops up to `count` elements from `end` of list `key`: `None` when it
+/// is missing, else what was popped (in pop order), or WRONGTYPE. A
+/// paged list reads and writes only its end pages and metadata.
+pub(crate) async fn pop_n(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    end: End,
+    count: usize,
+) -> Result<Result<Option<Vec<Vec<u8>>>, &'static str>, Error> {
+    let mut paged = false;
+    let out = update_raw(store, db, key, now, |old| {
+        let Some(old) = old else {
+            return Ok((Raw::Keep, None));
+        };
+        if pages::is_paged(old) {
+            paged = true;
+            return Ok((Raw::Keep, None));
+        }
+        // A left pop reads only the items it takes (and where the next
+        // starts); a right pop must find the last ones.
+        let want = count.saturating_add(1);
+        let all: Vec<(usize, &[u8])> = if end == End::Left {
+            compact::items(old).take(want).collect::<Result<_, _>>()
+        } else {
+            compact::items(old).collect::<Result<_, _>>()
+        }
+        .map_err(|_| "ERR list record damaged")?;
+        let n = count.min(all.len());
+        if n == 0 {
+            return Ok((Raw::Keep, Some(Vec::new())));
+        }
+        let (popped, rest): (Vec<Vec<u8>>, Vec<u8>) = if end == End::Left {
+            let popped = all[..n].iter().map(|(_, e)| e.to_vec()).collect();
+            let cut = all.get(n).map_or(old.len(), |(at, _)| *at);
+            (popped, [&old[..1], &old[cut..]].concat())
+        } else {
+            let first = all.len() - n;
+            let popped = all[first..].iter().rev().map(|(_, e)| e.to_vec()).collect();
+            (popped, old[..all[first].0].to_vec())
+        };
+        let raw = if rest.len() <= 1 {
+            Raw::Delete
+        } else {
+            Raw::Put(rest)
+        };
+        Ok((raw, Some(popped)))
+    })
+    .await?;
+    if !paged {
+        return Ok(out);
+    }
+    loop {
+        let (v, m, version) = match pages::find(store, db, key, now).await? {
+            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
+            Found::Missing(_) => return Ok(Ok(None)),
+            // Written whole and small again meanwhile: the compact path.
+            Found::Compact(..) => return Box::pin(pop_n(store, db, key, now, end, count)).await,
+            Found::Paged(v, m, version) => (v, m, version),
+        };
+        let mut edit = pages::Edit::new(store, db, key, m, version);
+        let popped = async {
+            let mut popped = Vec::with_capacity(count.min(m.len as usize));
+            for _ in 0..count {
+                let e = match end {
+                    End::Left => edit.pop_front().await?,
+                    End::Right => edit.pop_back().await?,
+                };
+                match e {
+                    Some(e) => popped.push(e),
+                    None => break,
+                }
+            }
+            Ok::<_, Stop>(popped)
+        }
+        .await;
+        let done = match popped {
+            Ok(p) if p.is_empty() => return Ok(Ok(Some(p))),
+            Ok(p) => edit.commit(v.expire_at_ms()).await.map(|()| p),
+            Err(stop) => Err(stop),
+        };
+        match done {
+            Ok(p) => return Ok(Ok(Some(p))),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
     }
 }
 
@@ -225,35 +480,15 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            let left = name[0] == b'L';
+            let end = if name[0] == b'L' {
+                End::Left
+            } else {
+                End::Right
+            };
             let only_existing = name.ends_with(b"X");
-            let added: usize = args[2..].iter().map(|e| e.len() + 5).sum();
-            // On the encoded list: the new items spliced at one end, no
-            // decoding of the others (a push costs one copy of the list).
-            update_raw(store, db, args[1], now, |old| {
-                if only_existing && old.is_none() {
-                    return Ok((Raw::Keep, 0));
-                }
-                let old = old.unwrap_or(&[1]);
-                let len = compact::items(old).try_fold(0usize, |n, i| i.map(|_| n + 1));
-                let len = len.map_err(|_| "ERR list record damaged")?;
-                let mut out = Vec::with_capacity(old.len() + added);
-                if left {
-                    out.push(old[0]);
-                    for e in args[2..].iter().rev() {
-                        compact::push_item(&mut out, e);
-                    }
-                    out.extend_from_slice(&old[1..]);
-                } else {
-                    out.extend_from_slice(old);
-                    for e in &args[2..] {
-                        compact::push_item(&mut out, e);
-                    }
-                }
-                Ok((Raw::Put(out), (len + args.len() - 2) as i64))
-            })
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            push_n(store, db, args[1], now, end, &args[2..], only_existing)
+                .await
+                .map(|out| out.map(|n| r.integer(n)))
         }
         b"LPOP" | b"RPOP" => {
             if !arity(args, 2, Some(3), r) {
@@ -269,75 +504,35 @@ pub async fn execute(
                     }
                 },
             };
-            let left = name[0] == b'L';
-            // On the encoded list: the popped items copied out, the rest
-            // kept as bytes (no decoding of the others).
-            update_raw(store, db, args[1], now, |old| {
-                let Some(old) = old else {
-                    return Ok((Raw::Keep, None));
-                };
-                // A left pop reads only the items it takes (and where the
-                // next starts); a right pop must find the last ones.
-                let want = count.unwrap_or(1).saturating_add(1);
-                let all: Vec<(usize, &[u8])> = if left {
-                    compact::items(old).take(want).collect::<Result<_, _>>()
-                } else {
-                    compact::items(old).collect::<Result<_, _>>()
-                }
-                .map_err(|_| "ERR list record damaged")?;
-                let n = count.unwrap_or(1).min(all.len());
-                if n == 0 {
-                    return Ok((Raw::Keep, Some(Vec::new())));
-                }
-                let (popped, rest): (Vec<Vec<u8>>, Vec<u8>) = if left {
-                    let popped = all[..n].iter().map(|(_, e)| e.to_vec()).collect();
-                    let cut = all.get(n).map_or(old.len(), |(at, _)| *at);
-                    (popped, [&old[..1], &old[cut..]].concat())
-                } else {
-                    let first = all.len() - n;
-                    let popped = all[first..].iter().rev().map(|(_, e)| e.to_vec()).collect();
-                    (popped, old[..all[first].0].to_vec())
-                };
-                let raw = if rest.len() <= 1 {
-                    Raw::Delete
-                } else {
-                    Raw::Put(rest)
-                };
-                Ok((raw, Some(popped)))
-            })
-            .await
-            .map(|out| {
-                out.map(|popped| match (popped, count) {
-                    (None, None) => r.null(),
-                    (None, Some(_)) => r.null_array(),
-                    (Some(p), None) => r.bulk(&p[0]),
-                    (Some(p), Some(_)) => {
-                        r.array(p.len());
-                        for e in &p {
-                            r.bulk(e);
+            let end = if name[0] == b'L' {
+                End::Left
+            } else {
+                End::Right
+            };
+            pop_n(store, db, args[1], now, end, count.unwrap_or(1))
+                .await
+                .map(|out| {
+                    out.map(|popped| match (popped, count) {
+                        (None, None) => r.null(),
+                        (None, Some(_)) => r.null_array(),
+                        (Some(p), None) => r.bulk(&p[0]),
+                        (Some(p), Some(_)) => {
+                            r.array(p.len());
+                            for e in &p {
+                                r.bulk(e);
+                            }
                         }
-                    }
+                    })
                 })
-            })
         }
         b"LSET" => {
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
             // The key is looked up before the index is read (Redis's order).
-            update(store, db, args[1], now, |l| {
-                let Some(l) = l else {
-                    return Err(errors::NO_SUCH_KEY);
-                };
-                let index = string2ll(args[2]).ok_or(errors::NOT_INTEGER)?;
-                let Some(i) = normalize(index, l.len()) else {
-                    return Err("ERR index out of range");
-                };
-                l[i] = args[3].to_vec();
-                Ok((true, ()))
-            })
-            .await
-            .map(|out| out.map(|()| r.ok()))
+            lset(store, db, args[1], args[2], args[3], now)
+                .await
+                .map(|out| out.map(|()| r.ok()))
         }
         b"LREM" => {
             if !arity(args, 4, Some(4), r) {
@@ -364,20 +559,9 @@ pub async fn execute(
                 r.error(errors::NOT_INTEGER);
                 return Some(Ok(()));
             };
-            update(store, db, args[1], now, |l| {
-                let Some(l) = l else { return Ok((false, ())) };
-                let before = l.len();
-                match range(start, stop, l.len()) {
-                    None => l.clear(),
-                    Some((a, b)) => {
-                        l.truncate(b + 1);
-                        l.drain(..a);
-                    }
-                }
-                Ok((l.len() != before, ()))
-            })
-            .await
-            .map(|out| out.map(|()| r.ok()))
+            ltrim(store, db, args[1], start, stop, now)
+                .await
+                .map(|out| out.map(|()| r.ok()))
         }
         b"LINSERT" => {
             if !arity(args, 5, Some(5), r) {
@@ -452,6 +636,123 @@ pub async fn execute(
             r.error(msg);
         }
     }))
+}
+
+/// LSET: a paged list rewrites the one page holding the index.
+async fn lset(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    index: &[u8],
+    elem: &[u8],
+    now: u64,
+) -> Result<Result<(), &'static str>, Error> {
+    loop {
+        let (v, m, version) = match pages::find(store, db, key, now).await? {
+            Found::Paged(v, m, version) => (v, m, version),
+            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
+            Found::Missing(_) => return Ok(Err(errors::NO_SUCH_KEY)),
+            Found::Compact(..) => {
+                return update(store, db, key, now, |l| {
+                    let Some(l) = l else {
+                        return Err(errors::NO_SUCH_KEY);
+                    };
+                    let index = string2ll(index).ok_or(errors::NOT_INTEGER)?;
+                    let Some(i) = normalize(index, l.len()) else {
+                        return Err("ERR index out of range");
+                    };
+                    l[i] = elem.to_vec();
+                    Ok((true, ()))
+                })
+                .await;
+            }
+        };
+        let Some(index) = string2ll(index) else {
+            return Ok(Err(errors::NOT_INTEGER));
+        };
+        let Some(i) = normalize_u64(index, m.len) else {
+            return Ok(Err("ERR index out of range"));
+        };
+        let mut edit = pages::Edit::new(store, db, key, m, version);
+        let done = match edit.set(i, elem.to_vec()).await {
+            Ok(()) => edit.commit(v.expire_at_ms()).await,
+            Err(stop) => Err(stop),
+        };
+        match done {
+            Ok(()) => return Ok(Ok(())),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+/// LTRIM: a paged list drops whole pages from either end unread and
+/// rewrites at most the two it cuts.
+async fn ltrim(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    start: i64,
+    stop: i64,
+    now: u64,
+) -> Result<Result<(), &'static str>, Error> {
+    loop {
+        let (v, m, version) = match pages::find(store, db, key, now).await? {
+            Found::Paged(v, m, version) => (v, m, version),
+            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
+            Found::Missing(_) => return Ok(Ok(())),
+            Found::Compact(..) => {
+                return update(store, db, key, now, |l| {
+                    let Some(l) = l else { return Ok((false, ())) };
+                    let before = l.len();
+                    match range(start, stop, l.len()) {
+                        None => l.clear(),
+                        Some((a, b)) => {
+                            l.truncate(b + 1);
+                            l.drain(..a);
+                        }
+                    }
+                    Ok((l.len() != before, ()))
+                })
+                .await;
+            }
+        };
+        let (front, back) = match range_u64(start, stop, m.len) {
+            None => (m.len, 0),
+            Some((a, b)) => (a, m.len - 1 - b),
+        };
+        if front == 0 && back == 0 {
+            return Ok(Ok(()));
+        }
+        let mut edit = pages::Edit::new(store, db, key, m, version);
+        let trimmed = async {
+            edit.trim_front(front).await?;
+            edit.trim_back(back).await
+        }
+        .await;
+        let done = match trimmed {
+            Ok(()) => edit.commit(v.expire_at_ms()).await,
+            Err(stop) => Err(stop),
+        };
+        match done {
+            Ok(()) => return Ok(Ok(())),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+/// [`normalize`] for a list length past `usize` on any machine.
+fn normalize_u64(i: i64, len: u64) -> Option<u64> {
+    let len = i64::try_from(len).ok()?;
+    let i = if i < 0 { i.checked_add(len)? } else { i };
+    (0..len).contains(&i).then_some(i as u64)
+}
+
+/// [`range`] for a paged list's length.
+fn range_u64(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+    let len = usize::try_from(len).ok()?;
+    range(start, stop, len).map(|(a, b)| (a as u64, b as u64))
 }
 
 /// Index `i` (negative from the end) in a list of `len`, if inside.
@@ -531,43 +832,25 @@ pub async fn lmove(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Option<Vec<u8>>, Error> {
-    let Ok(l) = read(store, db, src, now, r).await? else {
+    let Ok(len) = len_of(store, db, src, now, r).await? else {
         return Ok(None);
     };
-    let Some(mut l) = l.filter(|l| !l.is_empty()) else {
+    if len.unwrap_or(0) == 0 {
+        r.null();
+        return Ok(None);
+    }
+    let Ok(_) = len_of(store, db, dst, now, r).await? else {
+        return Ok(None);
+    };
+    // Under the exclusive pass: nothing comes between the pop and the push.
+    let popped = pop_n(store, db, src, now, from, 1).await?;
+    let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
         r.null();
         return Ok(None);
     };
-    let Ok(_) = read(store, db, dst, now, r).await? else {
-        return Ok(None);
-    };
-    let e = pop(&mut l, from).expect("not empty");
-    let moved = e.clone();
-    if src == dst {
-        update(store, db, src, now, |cur| {
-            let cur = cur.get_or_insert_with(VecDeque::new);
-            pop(cur, from);
-            push(cur, to, e.clone());
-            Ok((true, ()))
-        })
-        .await?
-        .ok();
-    } else {
-        update(store, db, src, now, |cur| {
-            let gone = cur.as_mut().and_then(|c| pop(c, from)).is_some();
-            Ok((gone, ()))
-        })
-        .await?
-        .ok();
-        update(store, db, dst, now, |cur| {
-            push(cur.get_or_insert_with(VecDeque::new), to, e.clone());
-            Ok((true, ()))
-        })
-        .await?
-        .ok();
-    }
-    r.bulk(&moved);
-    Ok(Some(moved))
+    push_n(store, db, dst, now, to, &[&e], false).await?.ok();
+    r.bulk(&e);
+    Ok(Some(e))
 }
 
 /// LMPOP's (and BLMPOP's) arguments.
@@ -624,21 +907,14 @@ pub async fn try_mpop(
     r: &mut Reply<'_>,
 ) -> Result<Result<bool, ()>, Error> {
     for key in &spec.keys {
-        let Ok(l) = read(store, db, key, now, r).await? else {
+        let Ok(len) = len_of(store, db, key, now, r).await? else {
             return Ok(Err(()));
         };
-        if l.is_none_or(|l| l.is_empty()) {
+        if len.unwrap_or(0) == 0 {
             continue;
         }
-        let popped = update(store, db, key, now, |l| {
-            let Some(l) = l else {
-                return Ok((false, Vec::new()));
-            };
-            let n = spec.count.min(l.len());
-            Ok((n > 0, (0..n).filter_map(|_| pop(l, spec.end)).collect()))
-        })
-        .await?;
-        let Ok(popped) = popped else { continue };
+        let popped = pop_n(store, db, key, now, spec.end, spec.count).await?;
+        let Ok(Some(popped)) = popped else { continue };
         if popped.is_empty() {
             continue;
         }
@@ -704,6 +980,9 @@ async fn read_command(
     } else {
         None
     };
+    if name != b"LPOS" && read_paged(store, db, name, args, (a, b), now, r).await? {
+        return Ok(());
+    }
     let Ok(l) = read(store, db, args[1], now, r).await? else {
         return Ok(());
     };
@@ -731,6 +1010,65 @@ async fn read_command(
         _ => pos.expect("parsed").answer(&l, args[2], r),
     }
     Ok(())
+}
+
+/// LLEN, LINDEX and LRANGE of a paged list: the metadata, then only the
+/// pages the answer needs (checked against the metadata after reading
+/// them). False (nothing answered) when the key is not a paged list.
+async fn read_paged(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    (start, stop): (i64, i64),
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<bool, Error> {
+    loop {
+        let Some(v) = store.get(db, args[1], now).await? else {
+            return Ok(false);
+        };
+        if v.kind() != Kind::List || !pages::is_paged(v.data()) {
+            return Ok(false);
+        }
+        let m = pages::Meta::decode(v.data())?;
+        let mut edit = pages::Edit::new(store, db, args[1], m, v.version());
+        let got = match name {
+            b"LLEN" => {
+                r.integer(m.len as i64);
+                return Ok(true);
+            }
+            b"LINDEX" => {
+                let Some(i) = string2ll(args[2]) else {
+                    r.error(errors::NOT_INTEGER);
+                    return Ok(true);
+                };
+                let Some(i) = normalize_u64(i, m.len) else {
+                    r.null();
+                    return Ok(true);
+                };
+                edit.get(i).await.map(|e| vec![e])
+            }
+            _ => match range_u64(start, stop, m.len) {
+                None => Ok(Vec::new()),
+                Some((a, b)) => edit.range(a, b).await,
+            },
+        };
+        let got = match got {
+            Ok(got) if edit.unchanged().await? => got,
+            Ok(_) | Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        };
+        if name == b"LINDEX" {
+            r.bulk(&got[0]);
+        } else {
+            r.array(got.len());
+            for e in &got {
+                r.bulk(e);
+            }
+        }
+        return Ok(true);
+    }
 }
 
 /// LPOS's options.

@@ -229,10 +229,13 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
     for k in keys {
         let v = block_on(shared.store.get(0, k, now)).map_err(|e| e.to_string())?;
         if let Some(v) = v {
+            // A paged list goes whole, in the compact layout.
+            let whole = block_on(super::list::compact_data(&shared.store, 0, k, &v))
+                .map_err(|e| e.to_string())?;
             copied.push((
                 k,
                 v.kind(),
-                v.data().to_vec(),
+                whole.unwrap_or_else(|| v.data().to_vec()),
                 v.expire_at_ms(),
                 v.version(),
             ));

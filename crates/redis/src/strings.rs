@@ -328,6 +328,19 @@ async fn relocate(
     remove: bool,
     now: u64,
 ) -> Result<(), Error> {
+    // A paged list is written whole to its new key (new pages: COPY must
+    // not share them, and a page key names its list); the old key's
+    // pages are the sweeper's once it is deleted. The new key first, as
+    // below.
+    if let Some(data) = super::list::compact_data(store, from.0, from.1, v).await? {
+        super::list::write_whole(store, to.0, to.1, &data, v.expire_at_ms(), now).await?;
+        if remove {
+            store
+                .update(from.0, from.1, now, |_| (Change::Delete, ()))
+                .await?;
+        }
+        return Ok(());
+    }
     if remove && from.0 == to.0 {
         // RENAME: the new key and the old key's deletion in one
         // crash-atomic batch (never both keys, never neither, after a crash).

@@ -1,0 +1,358 @@
+//! Long lists side by side with a stock redis-server (issue 36, the paged
+//! layout of `crates/redis/src/list_pages.rs`): lists grown by bulk pushes
+//! to thousands of elements, far past the size at which nvdepot pages
+//! them, with elements from a small vocabulary of sizes from 0 bytes to
+//! 20 KiB (so pages hold from one element to thousands), and every list
+//! command on them: pushes and pops at both ends with counts, LINDEX,
+//! LRANGE and LSET at indexes across the whole list and past it, LTRIM,
+//! LREM, LINSERT, LPOS, LMOVE/RPOPLPUSH (also onto itself), LMPOP, and
+//! DEL, RENAME, COPY, MOVE, EXPIRE, TYPE and WRONGTYPE across them.
+//!
+//! Asserted: every reply equal to redis-server's; after each seed every
+//! list equal (LRANGE 0 -1), in both databases; the server's RSS bounded;
+//! no panic; the lists paged (INFO nvdepot `collection_pages`); and, once
+//! every list is deleted and the sweeper (every second here) had its
+//! turn, no page left behind.
+//!
+//! `NVDEPOT_LISTS_OPS` commands per seed (default 2 000),
+//! `NVDEPOT_LISTS_SEEDS` seeds (default 2), `NVDEPOT_LISTS_SEED0` the first.
+
+mod common;
+#[path = "shapes/resp.rs"]
+mod shapes;
+
+use nvdepot_resp::Value;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use common::{env_or, temp_dir, RefServer, Server};
+use shapes::{brief, pipeline, prepare, show, Cmd, Conn, RSS_BOUND};
+
+const KEYS: [&str; 4] = ["la", "lb", "lc", "{la}d"];
+
+struct ListGen {
+    rng: StdRng,
+    vocab: Vec<Vec<u8>>,
+}
+
+impl ListGen {
+    fn new(seed: u64) -> ListGen {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let vocab = (0..40)
+            .map(|i| {
+                let len = match i % 10 {
+                    0 => 0,
+                    1..=6 => rng.gen_range(1..24),
+                    7 | 8 => rng.gen_range(100..2_000),
+                    _ => rng.gen_range(5_000..20_000),
+                };
+                let mut e = format!("e{i}-").into_bytes();
+                e.resize(len.max(e.len()), b'a' + (i % 26) as u8);
+                if len == 0 {
+                    e.clear();
+                }
+                e
+            })
+            .collect();
+        ListGen { rng, vocab }
+    }
+
+    fn key(&mut self) -> Vec<u8> {
+        KEYS[self.rng.gen_range(0..KEYS.len())].as_bytes().to_vec()
+    }
+
+    /// Mostly short elements, so lists grow long; the big ones now and
+    /// then.
+    fn elem(&mut self) -> Vec<u8> {
+        let i = if self.rng.gen_bool(0.9) {
+            let small = [1, 2, 3, 4, 5, 6, 11, 12, 13, 14, 15, 16];
+            small[self.rng.gen_range(0..small.len())]
+        } else {
+            self.rng.gen_range(0..self.vocab.len())
+        };
+        self.vocab[i].clone()
+    }
+
+    fn index(&mut self, len: i64) -> Vec<u8> {
+        let span = len + 5;
+        let i = match self.rng.gen_range(0..4) {
+            0 => self.rng.gen_range(0..3),
+            1 => -self.rng.gen_range(1..4),
+            _ => self.rng.gen_range(-span..=span),
+        };
+        i.to_string().into_bytes()
+    }
+
+    /// One command, knowing (from redis-server) the key's length.
+    fn command(&mut self, len_of: &mut impl FnMut(&[u8]) -> i64) -> Cmd {
+        let key = self.key();
+        let len = len_of(&key);
+        let s = |x: &str| x.as_bytes().to_vec();
+        let end = |g: &mut ListGen| s(if g.rng.gen_bool(0.5) { "LEFT" } else { "RIGHT" });
+        match self.rng.gen_range(0..100) {
+            0..=24 => {
+                let name = ["RPUSH", "LPUSH", "RPUSHX", "LPUSHX"][self.rng.gen_range(0..4)];
+                let n = if self.rng.gen_bool(0.3) {
+                    self.rng.gen_range(100..600)
+                } else {
+                    self.rng.gen_range(1..8)
+                };
+                let mut c = vec![s(name), key];
+                c.extend((0..n).map(|_| self.elem()));
+                c
+            }
+            25..=34 => {
+                let name = if self.rng.gen_bool(0.5) {
+                    "LPOP"
+                } else {
+                    "RPOP"
+                };
+                let mut c = vec![s(name), key];
+                if self.rng.gen_bool(0.5) {
+                    let n = if self.rng.gen_bool(0.2) {
+                        self.rng.gen_range(0..800)
+                    } else {
+                        self.rng.gen_range(0..4)
+                    };
+                    c.push(n.to_string().into_bytes());
+                }
+                c
+            }
+            35..=44 => vec![s("LINDEX"), key, self.index(len)],
+            45..=54 => {
+                let (a, b) = (self.index(len), self.index(len));
+                vec![s("LRANGE"), key, a, b]
+            }
+            55..=59 => {
+                let e = self.elem();
+                vec![s("LSET"), key, self.index(len), e]
+            }
+            60..=63 => {
+                let a = self.rng.gen_range(-3..((len / 10) + 3)).to_string();
+                let b = (-self.rng.gen_range(1..((len / 10) + 3))).to_string();
+                vec![s("LTRIM"), key, s(&a), s(&b)]
+            }
+            64..=66 => {
+                let n = self.rng.gen_range(-3..4).to_string();
+                let e = self.elem();
+                vec![s("LREM"), key, s(&n), e]
+            }
+            67..=68 => {
+                let w = if self.rng.gen_bool(0.5) {
+                    "BEFORE"
+                } else {
+                    "AFTER"
+                };
+                let (p, e) = (self.elem(), self.elem());
+                vec![s("LINSERT"), key, s(w), p, e]
+            }
+            69..=71 => {
+                let mut c = vec![s("LPOS"), key, self.elem()];
+                if self.rng.gen_bool(0.5) {
+                    c.extend([
+                        s("RANK"),
+                        self.rng.gen_range(-3..4i64).max(1).to_string().into_bytes(),
+                    ]);
+                }
+                if self.rng.gen_bool(0.5) {
+                    c.extend([
+                        s("COUNT"),
+                        self.rng.gen_range(0..5).to_string().into_bytes(),
+                    ]);
+                }
+                c
+            }
+            72..=77 => {
+                let dst = self.key();
+                if self.rng.gen_bool(0.3) {
+                    vec![s("RPOPLPUSH"), key, dst]
+                } else {
+                    vec![s("LMOVE"), key, dst, end(self), end(self)]
+                }
+            }
+            78..=80 => {
+                let other = self.key();
+                let mut c = vec![s("LMPOP"), s("2"), key, other, end(self)];
+                if self.rng.gen_bool(0.5) {
+                    c.extend([
+                        s("COUNT"),
+                        self.rng.gen_range(1..300).to_string().into_bytes(),
+                    ]);
+                }
+                c
+            }
+            81..=84 => vec![s("LLEN"), key],
+            85 => vec![s("DEL"), key],
+            86 => vec![s("RENAME"), key, self.key()],
+            87 => vec![s("COPY"), key, self.key(), s("REPLACE")],
+            88 => vec![s("EXPIRE"), key, s("1000")],
+            89 => vec![s("PERSIST"), key],
+            90 => vec![s("TYPE"), key],
+            91 => vec![s("OBJECT"), s("ENCODING"), key],
+            92 => vec![s("SET"), key, s("a string")],
+            93 => vec![s("GET"), key],
+            94 => vec![s("MOVE"), key, s("1")],
+            95 => vec![s("EXISTS"), key],
+            _ => vec![s("LLEN"), key],
+        }
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Integer(n) => *n,
+        _ => 0,
+    }
+}
+
+/// INFO nvdepot's `collection_pages`.
+fn pages(conn: &mut Conn) -> u64 {
+    let info = vec![b"INFO".to_vec(), b"nvdepot".to_vec()];
+    let Value::Bulk(Some(text)) = &pipeline(conn, &[info])[0] else {
+        panic!("INFO answers a bulk string");
+    };
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .find_map(|l| l.strip_prefix("collection_pages:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("collection_pages in INFO nvdepot")
+}
+
+/// Every key's type and, for a list, its elements, in both databases.
+fn snapshot(conn: &mut Conn) -> Vec<Value> {
+    let mut cmds: Vec<Cmd> = Vec::new();
+    for db in ["0", "1"] {
+        cmds.push(vec![b"SELECT".to_vec(), db.as_bytes().to_vec()]);
+        for k in KEYS {
+            cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
+            cmds.push(vec![b"LLEN".to_vec(), k.as_bytes().to_vec()]);
+            let all = ["LRANGE", k, "0", "-1"];
+            cmds.push(all.iter().map(|a| a.as_bytes().to_vec()).collect());
+        }
+    }
+    cmds.push(vec![b"SELECT".to_vec(), b"0".to_vec()]);
+    pipeline(conn, &cmds)
+}
+
+#[test]
+fn long_lists_answer_as_redis() {
+    let args = [
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--enable-debug-command",
+        "local",
+    ];
+    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
+    else {
+        return;
+    };
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &[
+            "--size",
+            "1G",
+            "--segment-size",
+            "16M",
+            "--expiry-sweep-secs",
+            "1",
+        ],
+    );
+    let ops: usize = env_or("NVDEPOT_LISTS_OPS", 2000);
+    let seeds: u64 = env_or("NVDEPOT_LISTS_SEEDS", 2);
+    let seed0: u64 = env_or("NVDEPOT_LISTS_SEED0", 0);
+    let mut peak = 0;
+    for seed in seed0..seed0 + seeds {
+        let mut g = ListGen::new(seed);
+        let (mut a, mut b) = (
+            Conn::connect("redis-server", redis.addr),
+            Conn::connect("nvdepot", server.addr),
+        );
+        prepare(&mut a, &mut b);
+        let mut recent: Vec<String> = Vec::new();
+        let mut longest = 0;
+        for sent in 0..ops {
+            let cmd = {
+                let a = &mut a;
+                let mut len_of = |k: &[u8]| {
+                    let llen = vec![b"LLEN".to_vec(), k.to_vec()];
+                    int(&pipeline(a, &[llen])[0])
+                };
+                g.command(&mut len_of)
+            };
+            let want = pipeline(&mut a, std::slice::from_ref(&cmd));
+            let got = pipeline(&mut b, std::slice::from_ref(&cmd));
+            if want != got {
+                panic!(
+                    "seed {seed}, command {sent}: {}\n redis-server: {}\n nvdepot:      {}\n \
+                     before it:\n  {}",
+                    show(&cmd),
+                    brief(&want[0]),
+                    brief(&got[0]),
+                    recent.join("\n  ")
+                );
+            }
+            if let Value::Integer(n) = want[0] {
+                if cmd[0].ends_with(b"PUSH") || cmd[0].ends_with(b"PUSHX") {
+                    longest = longest.max(n);
+                }
+            }
+            recent.push(show(&cmd).chars().take(160).collect());
+            let keep = recent.len().saturating_sub(12);
+            recent.drain(..keep);
+            if sent % 100 == 0 {
+                peak = peak.max(server.rss());
+                assert!(peak < RSS_BOUND, "RSS {peak} past {RSS_BOUND}");
+            }
+        }
+        let (want, got) = (snapshot(&mut a), snapshot(&mut b));
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert!(
+                w == g,
+                "seed {seed}: snapshot item {i} differs: {} vs {}",
+                brief(w),
+                brief(g)
+            );
+        }
+        eprintln!(
+            "resp_lists: seed {seed}: {ops} commands, every reply the same (longest list {longest})"
+        );
+        assert!(
+            longest > 2_000,
+            "the lists grew long enough to page ({longest})"
+        );
+        assert!(pages(&mut b) > 0, "some lists are paged");
+    }
+    // Every list gone: the sweeper drops every page.
+    let mut b = Conn::connect("nvdepot", server.addr);
+    let flush: Vec<Cmd> = ["0", "1"]
+        .iter()
+        .flat_map(|db| {
+            let select = vec![b"SELECT".to_vec(), db.as_bytes().to_vec()];
+            let del = std::iter::once(b"DEL".to_vec())
+                .chain(KEYS.iter().map(|k| k.as_bytes().to_vec()))
+                .collect();
+            [select, del]
+        })
+        .collect();
+    pipeline(&mut b, &flush);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pages(&mut b) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} pages never swept",
+            pages(&mut b)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    eprintln!("resp_lists: peak RSS {} MB", peak >> 20);
+    let log = server.stderr.lock().unwrap().clone();
+    assert!(
+        !log.contains("panicked"),
+        "the server logged a panic:\n{log}"
+    );
+}

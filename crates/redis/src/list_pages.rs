@@ -1,0 +1,662 @@
+//! The paged layout of a long list: the key's record holds only the
+//! list's metadata, its elements lie in pages (records of the database's
+//! pages namespace), so a push or a pop at either end reads and writes one
+//! page and the metadata whatever the list's length, as Redis's quicklist
+//! touches one node. A list goes paged when its compact record
+//! (`compact.rs`) would pass [`PAGE_AT_BYTES`].
+//!
+//! ```text
+//! metadata (the key's record, after its expiry):
+//! u8   shape 2 (paged)
+//! u64  stamp: random, new for every list written whole; in its pages' keys
+//! u64  elements
+//! i64  head page, i64 tail page (pages head..=tail exist)
+//! u32  elements in the head page, u32 in the tail page (the same when
+//!      head = tail); every page between holds exactly `per page`
+//! u32  per page (chosen when the list is written whole: ~8 KiB pages)
+//! page key: the list's key, then stamp u64 LE, then page number i64 LE
+//! page: the compact encoding (shape byte, then its elements head first)
+//! ```
+//!
+//! Every change rewrites the metadata and commits with its pages as one
+//! crash-atomic batch guarded by the metadata's version (`RespStore::
+//! commit`), so a change decided on pages another client changed since
+//! never commits: it reads again. Pages of a list deleted, overwritten,
+//! expired or written whole again are dead (their stamp is not the key's);
+//! the sweeper (`sweep_pages`) drops them. Documented in docs/FORMAT.md
+//! ("Redis collections").
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use nvdepot_cache::resp::{Kind, RespStore, Value};
+use nvdepot_cache::Error;
+
+use super::compact::{self, Compact};
+
+/// The shape byte of a paged list's metadata.
+pub const SHAPE_PAGED: u8 = 2;
+/// A list whose compact record would pass this many bytes goes paged.
+pub const PAGE_AT_BYTES: usize = 16 * 1024;
+/// A list written whole back below this size goes compact again.
+const COMPACT_BELOW_BYTES: usize = PAGE_AT_BYTES / 2;
+/// The page size a list's `per page` aims at (Redis's quicklist nodes
+/// hold 8 KiB by default).
+const PAGE_BYTES: usize = 8 * 1024;
+const PER_PAGE_MAX: u64 = 4096;
+/// Bytes a page key adds to the list's key.
+const PAGE_KEY_SUFFIX: usize = 16;
+/// Longest key whose list can go paged (its page keys must fit the
+/// engine's key limit).
+const KEY_BYTES_MAX: usize = u16::MAX as usize - PAGE_KEY_SUFFIX;
+const META_BYTES: usize = 45;
+
+/// Whether a list record's data is the paged layout's metadata.
+pub fn is_paged(data: &[u8]) -> bool {
+    data.first() == Some(&SHAPE_PAGED)
+}
+
+/// Whether a list under `key` may go paged.
+pub fn may_page(key: &[u8]) -> bool {
+    key.len() <= KEY_BYTES_MAX
+}
+
+fn damaged(what: &str) -> Error {
+    Error::Envelope(format!("paged list: {what}"))
+}
+
+/// A paged list's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub stamp: u64,
+    pub len: u64,
+    pub head: i64,
+    pub tail: i64,
+    pub head_count: u32,
+    pub tail_count: u32,
+    pub per_page: u32,
+}
+
+impl Meta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(META_BYTES);
+        out.push(SHAPE_PAGED);
+        out.extend_from_slice(&self.stamp.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.head.to_le_bytes());
+        out.extend_from_slice(&self.tail.to_le_bytes());
+        out.extend_from_slice(&self.head_count.to_le_bytes());
+        out.extend_from_slice(&self.tail_count.to_le_bytes());
+        out.extend_from_slice(&self.per_page.to_le_bytes());
+        out
+    }
+
+    /// Decodes and checks the invariants (damage is an error).
+    pub fn decode(data: &[u8]) -> Result<Meta, Error> {
+        if data.len() != META_BYTES || data[0] != SHAPE_PAGED {
+            return Err(damaged("metadata of the wrong size"));
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("8"));
+        let u32_at = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().expect("4"));
+        let m = Meta {
+            stamp: u64_at(1),
+            len: u64_at(9),
+            head: u64_at(17) as i64,
+            tail: u64_at(25) as i64,
+            head_count: u32_at(33),
+            tail_count: u32_at(37),
+            per_page: u32_at(41),
+        };
+        if !m.holds() {
+            return Err(damaged("metadata out of shape"));
+        }
+        Ok(m)
+    }
+
+    /// The layout's invariants: pages head..=tail, full between the ends.
+    fn holds(&self) -> bool {
+        let p = u64::from(self.per_page);
+        if p == 0 || self.len == 0 || self.head > self.tail {
+            return false;
+        }
+        let (h, t) = (u64::from(self.head_count), u64::from(self.tail_count));
+        if self.head == self.tail {
+            return h == t && h == self.len;
+        }
+        let middle = (self.tail - self.head - 1) as u64;
+        (1..=p).contains(&h)
+            && (1..=p).contains(&t)
+            && middle
+                .checked_mul(p)
+                .and_then(|m| m.checked_add(h + t))
+                .is_some_and(|n| n == self.len)
+    }
+
+    /// Elements in page `page` (head..=tail) as this metadata says.
+    fn count_of(&self, page: i64) -> u64 {
+        if page == self.head {
+            u64::from(self.head_count)
+        } else if page == self.tail {
+            u64::from(self.tail_count)
+        } else {
+            u64::from(self.per_page)
+        }
+    }
+}
+
+/// The key of page `page` of the list under `key` stamped `stamp`.
+pub fn page_key(key: &[u8], stamp: u64, page: i64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + PAGE_KEY_SUFFIX);
+    k.extend_from_slice(key);
+    k.extend_from_slice(&stamp.to_le_bytes());
+    k.extend_from_slice(&page.to_le_bytes());
+    k
+}
+
+/// (list key, stamp, page) of a page key.
+pub fn parse_page_key(pk: &[u8]) -> Option<(&[u8], u64, i64)> {
+    let split = pk.len().checked_sub(PAGE_KEY_SUFFIX)?;
+    let (key, suffix) = pk.split_at(split);
+    let stamp = u64::from_le_bytes(suffix[..8].try_into().ok()?);
+    let page = i64::from_le_bytes(suffix[8..].try_into().ok()?);
+    Some((key, stamp, page))
+}
+
+fn encode_page<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> Vec<u8> {
+    let mut out = vec![1u8];
+    for e in items {
+        compact::push_item(&mut out, e);
+    }
+    out
+}
+
+/// Why a paged step stopped.
+pub enum Stop {
+    /// The list changed under the step (a page gone, or the metadata's
+    /// version moved): read again.
+    Retry,
+    Fail(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Fail(e)
+    }
+}
+
+/// What the key holds, read for a write (or a consistent read).
+pub enum Found {
+    /// Absent or expired; the record's version if one is there (expired).
+    Missing(Option<u64>),
+    WrongType,
+    Compact(Value, u64),
+    Paged(Value, Meta, u64),
+}
+
+/// Reads `key` for a paged step.
+pub async fn find(store: &RespStore, db: usize, key: &[u8], now: u64) -> Result<Found, Error> {
+    let (v, version) = store.get_for_write(db, key, now).await?;
+    let Some(v) = v else {
+        return Ok(Found::Missing(version));
+    };
+    if v.kind() != Kind::List {
+        return Ok(Found::WrongType);
+    }
+    let version = version.expect("a live value has a record");
+    if is_paged(v.data()) {
+        let m = Meta::decode(v.data())?;
+        Ok(Found::Paged(v, m, version))
+    } else {
+        Ok(Found::Compact(v, version))
+    }
+}
+
+/// A change (or read) of a paged list in progress: the pages it loaded,
+/// changed and emptied, and the metadata as it will be.
+pub struct Edit<'a> {
+    store: &'a RespStore,
+    db: usize,
+    key: &'a [u8],
+    /// The metadata as read (for the counts of pages not loaded).
+    orig: Meta,
+    pub meta: Meta,
+    version: u64,
+    pages: BTreeMap<i64, VecDeque<Vec<u8>>>,
+    dirty: BTreeSet<i64>,
+    gone: BTreeSet<i64>,
+}
+
+impl<'a> Edit<'a> {
+    pub fn new(store: &'a RespStore, db: usize, key: &'a [u8], meta: Meta, version: u64) -> Self {
+        Edit {
+            store,
+            db,
+            key,
+            orig: meta,
+            meta,
+            version,
+            pages: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            gone: BTreeSet::new(),
+        }
+    }
+
+    /// Elements in page `p` now.
+    fn count(&self, p: i64) -> u64 {
+        match self.pages.get(&p) {
+            Some(items) => items.len() as u64,
+            None => self.orig.count_of(p),
+        }
+    }
+
+    /// Page `p`, read once (a missing one means the list changed under
+    /// the step, or damage: the caller's commit or check tells).
+    async fn load(&mut self, p: i64) -> Result<&mut VecDeque<Vec<u8>>, Stop> {
+        if !self.pages.contains_key(&p) {
+            let pk = page_key(self.key, self.meta.stamp, p);
+            let Some(data) = self.store.page(self.db, &pk).await? else {
+                return Err(self.vanished().await);
+            };
+            let items: VecDeque<Vec<u8>> = Compact::decode(&data)?.items.into();
+            if items.len() as u64 != self.orig.count_of(p) {
+                return Err(self.vanished().await);
+            }
+            self.pages.insert(p, items);
+        }
+        Ok(self.pages.get_mut(&p).expect("loaded"))
+    }
+
+    /// A page not as the metadata says: the list changed since it was
+    /// read (read again), or, if its metadata is still the one read,
+    /// damage.
+    async fn vanished(&self) -> Stop {
+        match self.unchanged().await {
+            Ok(false) => Stop::Retry,
+            Ok(true) => Stop::Fail(damaged("a page is missing or not as its metadata says")),
+            Err(e) => Stop::Fail(e),
+        }
+    }
+
+    /// Whether the list's metadata is still the version read (a read
+    /// that loaded several pages checks it after them).
+    pub async fn unchanged(&self) -> Result<bool, Error> {
+        let (_, version) = self.store.get_for_write(self.db, self.key, 0).await?;
+        Ok(version == Some(self.version))
+    }
+
+    /// Element `i` (0 = head) of the list as it is now: (page, offset).
+    fn locate(&self, i: u64) -> (i64, usize) {
+        let hc = self.count(self.meta.head);
+        if i < hc {
+            return (self.meta.head, i as usize);
+        }
+        let j = i - hc;
+        let p = u64::from(self.meta.per_page);
+        (self.meta.head + 1 + (j / p) as i64, (j % p) as usize)
+    }
+
+    pub async fn get(&mut self, i: u64) -> Result<Vec<u8>, Stop> {
+        let (p, off) = self.locate(i);
+        let page = self.load(p).await?;
+        page.get(off)
+            .cloned()
+            .ok_or_else(|| Stop::Fail(damaged("index past its page")))
+    }
+
+    pub async fn set(&mut self, i: u64, e: Vec<u8>) -> Result<(), Stop> {
+        let (p, off) = self.locate(i);
+        let page = self.load(p).await?;
+        let slot = page
+            .get_mut(off)
+            .ok_or_else(|| Stop::Fail(damaged("index past its page")))?;
+        *slot = e;
+        self.dirty.insert(p);
+        Ok(())
+    }
+
+    /// Elements `a..=b` (inside the list), head first.
+    pub async fn range(&mut self, a: u64, b: u64) -> Result<Vec<Vec<u8>>, Stop> {
+        let mut out = Vec::with_capacity((b - a + 1) as usize);
+        let (first, off) = self.locate(a);
+        let (last, last_off) = self.locate(b);
+        for p in first..=last {
+            let page = self.load(p).await?;
+            let from = if p == first { off } else { 0 };
+            let to = if p == last { last_off } else { page.len() - 1 };
+            out.extend(page.range(from..=to).cloned());
+        }
+        Ok(out)
+    }
+
+    pub async fn push_back(&mut self, e: Vec<u8>) -> Result<(), Stop> {
+        let t = self.meta.tail;
+        if self.count(t) < u64::from(self.meta.per_page) {
+            self.load(t).await?.push_back(e);
+            self.dirty.insert(t);
+        } else {
+            self.meta.tail += 1;
+            self.pages.insert(self.meta.tail, VecDeque::from([e]));
+            self.dirty.insert(self.meta.tail);
+        }
+        self.meta.len += 1;
+        Ok(())
+    }
+
+    pub async fn push_front(&mut self, e: Vec<u8>) -> Result<(), Stop> {
+        let h = self.meta.head;
+        if self.count(h) < u64::from(self.meta.per_page) {
+            self.load(h).await?.push_front(e);
+            self.dirty.insert(h);
+        } else {
+            self.meta.head -= 1;
+            self.pages.insert(self.meta.head, VecDeque::from([e]));
+            self.dirty.insert(self.meta.head);
+        }
+        self.meta.len += 1;
+        Ok(())
+    }
+
+    pub async fn pop_front(&mut self) -> Result<Option<Vec<u8>>, Stop> {
+        if self.meta.len == 0 {
+            return Ok(None);
+        }
+        let h = self.meta.head;
+        let page = self.load(h).await?;
+        let e = page.pop_front();
+        let emptied = page.is_empty();
+        self.meta.len -= 1;
+        if emptied {
+            self.drop_page(h);
+            if self.meta.len > 0 {
+                self.meta.head += 1;
+            }
+        } else {
+            self.dirty.insert(h);
+        }
+        Ok(e)
+    }
+
+    pub async fn pop_back(&mut self) -> Result<Option<Vec<u8>>, Stop> {
+        if self.meta.len == 0 {
+            return Ok(None);
+        }
+        let t = self.meta.tail;
+        let page = self.load(t).await?;
+        let e = page.pop_back();
+        let emptied = page.is_empty();
+        self.meta.len -= 1;
+        if emptied {
+            self.drop_page(t);
+            if self.meta.len > 0 {
+                self.meta.tail -= 1;
+            }
+        } else {
+            self.dirty.insert(t);
+        }
+        Ok(e)
+    }
+
+    /// Removes `n` elements from the head (LTRIM): whole pages without
+    /// reading them, then part of one.
+    pub async fn trim_front(&mut self, mut n: u64) -> Result<(), Stop> {
+        while n > 0 && self.meta.len > 0 {
+            let h = self.meta.head;
+            let c = self.count(h);
+            if n >= c {
+                self.drop_page(h);
+                self.meta.len -= c;
+                n -= c;
+                if self.meta.len > 0 {
+                    self.meta.head += 1;
+                }
+            } else {
+                self.load(h).await?.drain(..n as usize);
+                self.dirty.insert(h);
+                self.meta.len -= n;
+                n = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `n` elements from the tail (LTRIM).
+    pub async fn trim_back(&mut self, mut n: u64) -> Result<(), Stop> {
+        while n > 0 && self.meta.len > 0 {
+            let t = self.meta.tail;
+            let c = self.count(t);
+            if n >= c {
+                self.drop_page(t);
+                self.meta.len -= c;
+                n -= c;
+                if self.meta.len > 0 {
+                    self.meta.tail -= 1;
+                }
+            } else {
+                let page = self.load(t).await?;
+                page.truncate(page.len() - n as usize);
+                self.dirty.insert(t);
+                self.meta.len -= n;
+                n = 0;
+            }
+        }
+        Ok(())
+    }
+
+    fn drop_page(&mut self, p: i64) {
+        self.pages.remove(&p);
+        self.dirty.remove(&p);
+        self.gone.insert(p);
+    }
+
+    /// Commits the change (metadata and pages as one crash-atomic batch,
+    /// guarded by the metadata's version): `Err(Stop::Retry)` if the list
+    /// changed since it was read.
+    pub async fn commit(mut self, expire_at_ms: u64) -> Result<(), Stop> {
+        let meta = if self.meta.len == 0 {
+            None
+        } else {
+            self.meta.head_count = self.count(self.meta.head) as u32;
+            self.meta.tail_count = self.count(self.meta.tail) as u32;
+            debug_assert!(self.meta.holds(), "{:?}", self.meta);
+            if !self.meta.holds() {
+                return Err(Stop::Fail(damaged("a change broke the layout")));
+            }
+            Some(self.meta.encode())
+        };
+        let stamp = self.meta.stamp;
+        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for &p in &self.dirty {
+            let data = encode_page(self.pages[&p].iter());
+            writes.push((page_key(self.key, stamp, p), Some(data)));
+        }
+        for &p in &self.gone {
+            writes.push((page_key(self.key, stamp, p), None));
+        }
+        let pages: Vec<(&[u8], Option<&[u8]>)> = writes
+            .iter()
+            .map(|(k, d)| (k.as_slice(), d.as_deref()))
+            .collect();
+        let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
+        let done = self
+            .store
+            .commit(self.db, self.key, Some(self.version), meta, &pages)
+            .await?;
+        if done {
+            Ok(())
+        } else {
+            Err(Stop::Retry)
+        }
+    }
+}
+
+/// Every element of the paged list `meta` describes, head first, as of
+/// the metadata version `version` (`Err(Stop::Retry)` if it changed while
+/// the pages were read).
+pub async fn load_all(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    meta: Meta,
+    version: u64,
+) -> Result<VecDeque<Vec<u8>>, Stop> {
+    let mut edit = Edit::new(store, db, key, meta, version);
+    let mut all = VecDeque::with_capacity(meta.len as usize);
+    for p in meta.head..=meta.tail {
+        all.extend(edit.load(p).await?.drain(..));
+        edit.pages.remove(&p);
+    }
+    if !edit.unchanged().await? {
+        return Err(Stop::Retry);
+    }
+    Ok(all)
+}
+
+/// Writes `list` whole under `key` in place of what `version` (`None`:
+/// nothing) held, whose pages `old` were (deleted in the same batch):
+/// compact when small, else paged with a new stamp. `Ok(false)`: the key
+/// changed since it was read (nothing written).
+pub async fn write_whole(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    old: Option<Meta>,
+    list: &VecDeque<Vec<u8>>,
+    expire_at_ms: u64,
+) -> Result<bool, Error> {
+    let compact_bytes: usize = 1 + list.iter().map(|e| e.len() + 5).sum::<usize>();
+    let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    if let Some(old) = old {
+        for p in old.head..=old.tail {
+            writes.push((page_key(key, old.stamp, p), None));
+        }
+    }
+    let meta = if list.is_empty() {
+        None
+    } else if compact_bytes < COMPACT_BELOW_BYTES || !may_page(key) {
+        let items = list.iter().cloned().collect();
+        Some(Compact { large: true, items }.encode())
+    } else {
+        let avg = compact_bytes.div_ceil(list.len());
+        let per_page = ((PAGE_BYTES / avg.max(1)) as u64).clamp(1, PER_PAGE_MAX);
+        let stamp = loop {
+            let s: u64 = rand::random();
+            if old.is_none_or(|o| o.stamp != s) {
+                break s;
+            }
+        };
+        let chunks: Vec<Vec<&Vec<u8>>> = list
+            .iter()
+            .collect::<Vec<_>>()
+            .chunks(per_page as usize)
+            .map(|c| c.to_vec())
+            .collect();
+        for (p, chunk) in chunks.iter().enumerate() {
+            let data = encode_page(chunk.iter().copied());
+            writes.push((page_key(key, stamp, p as i64), Some(data)));
+        }
+        let last = chunks.last().expect("not empty");
+        let m = Meta {
+            stamp,
+            len: list.len() as u64,
+            head: 0,
+            tail: chunks.len() as i64 - 1,
+            head_count: chunks[0].len() as u32,
+            tail_count: last.len() as u32,
+            per_page: per_page as u32,
+        };
+        debug_assert!(m.holds());
+        Some(m.encode())
+    };
+    let fits = store.commit_fits(
+        std::iter::once((key.len(), meta.as_ref().map_or(0, Vec::len))).chain(
+            writes
+                .iter()
+                .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
+        ),
+    );
+    if !fits {
+        return Err(Error::Envelope(format!(
+            "a list of {} elements is too large to rewrite as one crash-atomic step",
+            list.len()
+        )));
+    }
+    let pages: Vec<(&[u8], Option<&[u8]>)> = writes
+        .iter()
+        .map(|(k, d)| (k.as_slice(), d.as_deref()))
+        .collect();
+    let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
+    store.commit(db, key, version, meta, &pages).await
+}
+
+/// One pass of the sweeper over `db`'s pages: drops every page whose list
+/// is gone, is no longer a paged list, or is stamped otherwise (deleted,
+/// overwritten, expired, or written whole again). Each drop is guarded by
+/// the owner's version as read, so a list written meanwhile keeps its
+/// pages. Returns how many pages it dropped.
+pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, Error> {
+    let mut dropped = 0;
+    // Per list (key, stamp): dead or not, and its owner's version.
+    let mut verdicts: std::collections::HashMap<(Vec<u8>, u64), (bool, Option<u64>)> =
+        std::collections::HashMap::new();
+    for pk in store.page_keys(db)? {
+        let Some((key, stamp, _)) = parse_page_key(&pk) else {
+            continue;
+        };
+        let (dead, version) = match verdicts.get(&(key.to_vec(), stamp)) {
+            Some(&v) => v,
+            None => {
+                let verdict = match find(store, db, key, now).await? {
+                    Found::Missing(version) => (true, version),
+                    Found::Paged(_, m, version) => (m.stamp != stamp, Some(version)),
+                    Found::Compact(_, version) => (true, Some(version)),
+                    Found::WrongType => (true, store.get_for_write(db, key, now).await?.1),
+                };
+                verdicts.insert((key.to_vec(), stamp), verdict);
+                verdict
+            }
+        };
+        if dead && store.drop_page(db, &pk, key, version).await? {
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_checks_its_shape() {
+        let m = Meta {
+            stamp: 7,
+            len: 10,
+            head: -2,
+            tail: 1,
+            head_count: 1,
+            tail_count: 3,
+            per_page: 3,
+        };
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        let bad = Meta { len: 11, ..m };
+        assert!(Meta::decode(&bad.encode()).is_err());
+        let one = Meta {
+            head: 4,
+            tail: 4,
+            head_count: 5,
+            tail_count: 5,
+            len: 5,
+            ..m
+        };
+        assert_eq!(Meta::decode(&one.encode()).unwrap(), one);
+        assert!(Meta::decode(&[SHAPE_PAGED, 0]).is_err());
+    }
+
+    #[test]
+    fn page_keys_parse_back() {
+        let pk = page_key(b"queue", 99, -3);
+        assert_eq!(parse_page_key(&pk), Some((&b"queue"[..], 99, -3)));
+        assert_eq!(parse_page_key(&page_key(b"", 1, 0)), Some((&b""[..], 1, 0)));
+        assert_eq!(parse_page_key(b"short"), None);
+    }
+}
