@@ -33,6 +33,7 @@ mod gate;
 mod glob;
 mod hash;
 mod join;
+mod key_locks;
 mod keys;
 mod list;
 mod list_pages;

@@ -15,6 +15,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::compact::{self, Compact};
 use super::face::{arity, Shared};
+use super::key_locks;
 use super::list_pages::{self as pages, Found, Stop};
 
 /// Commands that must see several keys as one step.
@@ -73,7 +74,13 @@ pub(crate) async fn compact_data(
     if v.kind() != Kind::List || !pages::is_paged(v.data()) {
         return Ok(None);
     }
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (m, version) = match pages::find(store, db, key, 0).await? {
             Found::Paged(_, m, version) => (m, version),
             Found::Compact(v, _) => return Ok(Some(v.data().to_vec())),
@@ -105,7 +112,13 @@ pub(crate) async fn write_whole(
     now: u64,
 ) -> Result<(), Error> {
     let list: VecDeque<Vec<u8>> = Compact::decode(data)?.items.into();
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (_, version) = store.get_for_write(db, key, now).await?;
         if pages::write_whole(store, db, key, version, None, &list, expire_at_ms).await? {
             return Ok(());
@@ -152,7 +165,13 @@ pub(crate) async fn update<T>(
     now: u64,
     mut apply: impl FnMut(&mut Option<VecDeque<Vec<u8>>>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (mut l, version, old, at) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(version) => (None, version, None, 0),
@@ -230,7 +249,13 @@ pub(crate) async fn read(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<VecDeque<Vec<u8>>>, ()>, Error> {
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let v = store.get(db, key, now).await?;
         if let Some(v) = v
             .as_ref()
@@ -324,7 +349,13 @@ pub(crate) async fn push_n(
     if !paged {
         return Ok(out);
     }
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (list, version, at) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) if only_existing => return Ok(Ok(0)),
@@ -419,12 +450,21 @@ pub(crate) async fn pop_n(
     if !paged {
         return Ok(out);
     }
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) => return Ok(Ok(None)),
             // Written whole and small again meanwhile: the compact path.
-            Found::Compact(..) => return Box::pin(pop_n(store, db, key, now, end, count)).await,
+            Found::Compact(..) => {
+                drop(_held);
+                return Box::pin(pop_n(store, db, key, now, end, count)).await;
+            }
             Found::Paged(v, m, version) => (v, m, version),
         };
         let mut edit = pages::Edit::new(store, db, key, m, version);
@@ -647,12 +687,19 @@ async fn lset(
     elem: &[u8],
     now: u64,
 ) -> Result<Result<(), &'static str>, Error> {
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::Paged(v, m, version) => (v, m, version),
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) => return Ok(Err(errors::NO_SUCH_KEY)),
             Found::Compact(..) => {
+                drop(_held);
                 return update(store, db, key, now, |l| {
                     let Some(l) = l else {
                         return Err(errors::NO_SUCH_KEY);
@@ -696,12 +743,19 @@ async fn ltrim(
     stop: i64,
     now: u64,
 ) -> Result<Result<(), &'static str>, Error> {
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::Paged(v, m, version) => (v, m, version),
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) => return Ok(Ok(())),
             Found::Compact(..) => {
+                drop(_held);
                 return update(store, db, key, now, |l| {
                     let Some(l) = l else { return Ok((false, ())) };
                     let before = l.len();
@@ -1024,7 +1078,13 @@ async fn read_paged(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<bool, Error> {
+    let mut attempt = 0u32;
     loop {
+        if attempt > 0 {
+            key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = key_locks::PAGED.lock(db, args[1]).await;
         let Some(v) = store.get(db, args[1], now).await? else {
             return Ok(false);
         };

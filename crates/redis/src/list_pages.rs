@@ -602,6 +602,8 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
         let Some((key, stamp, _)) = parse_page_key(&pk) else {
             continue;
         };
+        // The list's lock: no paged step of it is half committed now.
+        let _held = super::key_locks::PAGED.lock(db, key).await;
         let (dead, version) = match verdicts.get(&(key.to_vec(), stamp)) {
             Some(&v) => v,
             None => {
