@@ -287,6 +287,9 @@ impl RespStore {
     /// (`Some(data)`) or deleted, applied only if `key`'s record is still
     /// at `version` (`None`: absent), as [`RespStore::get_for_write`] gave
     /// it. `Ok(false)`: it was not (nothing written; read again).
+    /// `linked` runs once reads see the change (before it is durable,
+    /// with `unlock_before_durable`): the caller's lock on the collection
+    /// can go there.
     pub async fn commit(
         &self,
         db: usize,
@@ -294,6 +297,7 @@ impl RespStore {
         version: Option<u64>,
         meta: Option<(Kind, &[u8], u64)>,
         pages: &[(&[u8], Option<&[u8]>)],
+        linked: impl FnOnce(),
     ) -> Result<bool, Error> {
         let expire_at_ms = meta.map_or(0, |m| m.2);
         let prefix = expire_at_ms.to_le_bytes();
@@ -324,9 +328,12 @@ impl RespStore {
         }
         let done = self
             .cache
-            .write_guarded(&ops, (self.ns(db), key, version))
+            .write_guarded(&ops, (self.ns(db), key, version), || {
+                self.touch(db, key);
+                linked();
+            })
             .await;
-        if !matches!(done, Ok(false)) {
+        if done.is_err() {
             self.touch(db, key);
         }
         done
@@ -368,6 +375,7 @@ impl RespStore {
             .write_guarded(
                 &[(self.pages[db], page_key, None)],
                 (self.ns(db), owner, version),
+                || {},
             )
             .await
     }

@@ -280,11 +280,14 @@ impl CacheStore {
     /// version; `None` = absent) still holds under the batch's locks (the
     /// engine's `write_batch_guarded`): `Ok(false)` when it did not,
     /// nothing written. Written items are cached in the DRAM tier as
-    /// written (the structure just changed is the hottest there is).
+    /// written (the structure just changed is the hottest there is), as
+    /// soon as the index points to them; then `linked` runs (before the
+    /// wait for durability, when the engine links from its write buffer).
     pub async fn write_guarded(
         &self,
         ops: &[GuardedOp<'_>],
         guard: (Namespace, &[u8], Option<u64>),
+        linked: impl FnOnce(),
     ) -> Result<bool, Error> {
         let raws: Vec<Option<Vec<u8>>> = ops
             .iter()
@@ -307,39 +310,43 @@ impl CacheStore {
             key: guard.1,
             version: guard.2,
         };
+        let mut writes = Some(writes);
         let done = self
             .store
-            .write_batch_guarded_async(&engine_ops, Some(guard))
+            .write_batch_guarded_async(&engine_ops, Some(guard), |versions| {
+                let now = unix_now();
+                let writes = writes.take().expect("linked once");
+                for (((w, raw), (ns, key, put)), &version) in
+                    writes.into_iter().zip(&raws).zip(ops).zip(versions)
+                {
+                    match (raw, put) {
+                        // A later operation on the same key overrode this one.
+                        (Some(_), _) if version == 0 => w.end(None),
+                        (Some(raw), Some((_, envelope))) => {
+                            w.end(Some(ItemRef {
+                                value: &raw[ENVELOPE_BYTES..],
+                                envelope: *envelope,
+                                cas: version,
+                            }));
+                            self.access.written(Self::key_hash(*ns, key), now);
+                        }
+                        _ => w.end(None),
+                    }
+                }
+                linked();
+            })
             .await;
-        let versions = match done {
-            Ok(Some(v)) => v,
+        match done {
+            Ok(Some(_)) => Ok(true),
             Ok(None) => {
-                for w in writes {
+                for w in writes.take().into_iter().flatten() {
                     w.unchanged();
                 }
-                return Ok(false);
+                Ok(false)
             }
-            Err(e) => return Err(e.into()),
-        };
-        let now = unix_now();
-        for (((w, raw), (ns, key, put)), version) in
-            writes.into_iter().zip(&raws).zip(ops).zip(versions)
-        {
-            match (raw, put) {
-                // A later operation on the same key overrode this one.
-                (Some(_), _) if version == 0 => w.end(None),
-                (Some(raw), Some((_, envelope))) => {
-                    w.end(Some(ItemRef {
-                        value: &raw[ENVELOPE_BYTES..],
-                        envelope: *envelope,
-                        cas: version,
-                    }));
-                    self.access.written(Self::key_hash(*ns, key), now);
-                }
-                _ => w.end(None),
-            }
+            // Dropped undecided writes drop their keys from the tier.
+            Err(e) => Err(e.into()),
         }
-        Ok(true)
     }
 
     /// The engine's update step: under the key's stripe lock, one device

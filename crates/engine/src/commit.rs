@@ -440,7 +440,7 @@ impl Inner {
         ops: &[WriteOp<'_>],
     ) -> Result<()> {
         let ops: Vec<(Namespace, WriteOp<'_>)> = ops.iter().map(|op| (ns, *op)).collect();
-        self.write_batch_guarded_in(mode, &ops, None)
+        self.write_batch_guarded_in(mode, &ops, None, |_| {})
             .await
             .map(|_| ())
     }
@@ -456,11 +456,18 @@ impl Inner {
     /// failed (nothing written), else each operation's new version (0 for
     /// a delete, and for an operation a later one on the same key
     /// overrides).
+    ///
+    /// `linked` runs once the index points to the batch's records (with
+    /// their versions), before the call waits for them to be durable when
+    /// `unlock_before_durable` (or `write_behind`) lets it link them from
+    /// the write buffer: a caller's own lock on the structure can go
+    /// there, so the next change of it shares this one's group commit.
     pub async fn write_batch_guarded_in(
         &self,
         mode: Mode,
         ops: &[(Namespace, WriteOp<'_>)],
         guard: Option<BatchGuard<'_>>,
+        linked: impl FnOnce(&[u64]),
     ) -> Result<Option<Vec<u64>>> {
         for (_, op) in ops {
             match op {
@@ -563,35 +570,46 @@ impl Inner {
                 app: None,
             });
         }
+        // Linked from the write buffer, as `commit_put` links a put (the
+        // old records' space cannot be reused before these are durable:
+        // GC syncs everything appended before it frees a segment).
+        let early = (self.opts.write_behind || self.opts.unlock_before_durable)
+            && !self.writer.unwritten_over_budget();
         if !records.is_empty() {
             // Members carry their own namespaces; the frame takes the
             // first's (recovery reads members by their headers).
             let frame_ns = resolved[order[0]].0;
             let frame = self.header(RecordKind::Batch, frame_ns, &[], 0);
-            let apps = match self
-                .writer
-                .try_append_batch(frame, &records, Appender::Put)?
-            {
+            let append = |who| {
+                if early {
+                    self.writer
+                        .try_append_batch_buffered(frame, &records, who)
+                        .map(|a| a.map(|(apps, _)| apps))
+                } else {
+                    self.writer.try_append_batch(frame, &records, who)
+                }
+            };
+            let apps = match append(Appender::Put)? {
                 Some(apps) => apps,
-                None => self
-                    .writer
-                    .try_append_batch(frame, &records, Appender::Gc)?
-                    .ok_or_else(|| self.writer.full_error())?,
+                None => append(Appender::Gc)?.ok_or_else(|| self.writer.full_error())?,
             };
             for (app, &p) in apps.into_iter().zip(&writes) {
                 plan[p].app = Some(app);
             }
         }
-        if let Some(lsn) = plan
+        let owed = plan
             .iter()
             .filter_map(|p| p.app.as_ref().map(|a| a.lsn))
-            .max()
-        {
+            .max();
+        if let (Some(lsn), false) = (owed, early) {
             self.writer.wait_durable_in(mode, lsn).await?;
         }
         let mut versions = vec![0u64; ops.len()];
-        for (p, &i) in plan.iter().zip(&order) {
-            let Some(app) = &p.app else { continue };
+        let mut wrote = vec![false; plan.len()];
+        for (n, (p, &i)) in plan.iter_mut().zip(&order).enumerate() {
+            // Indexed below: the segment's hold for the record can go.
+            let Some(app) = p.app.take() else { continue };
+            wrote[n] = true;
             let count = &resolved[i].1;
             match ops[i].1 {
                 WriteOp::Put { .. } => {
@@ -602,13 +620,19 @@ impl Inner {
                 }
                 WriteOp::Delete { .. } => {
                     let existing = p.existing.expect("delete planned only for present keys");
-                    self.unlinked(&p.at, existing, app, count);
+                    self.unlinked(&p.at, existing, &app, count);
                 }
             }
         }
         drop(stripes);
-        for (p, &i) in plan.iter().zip(&order) {
-            if p.app.is_some() {
+        linked(&versions);
+        if let (Some(lsn), true) = (owed, early) {
+            if !crate::deferred::owe(lsn) {
+                self.writer.wait_durable_in(mode, lsn).await?;
+            }
+        }
+        for ((p, &i), wrote) in plan.iter().zip(&order).zip(wrote) {
+            if wrote {
                 self.replaced(mode, resolved[i].0, ops[i].1.key(), p.existing)
                     .await;
             }

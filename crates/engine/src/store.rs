@@ -436,13 +436,19 @@ impl Store {
     /// checked under the locks the batch takes: `Ok(None)` when it was not
     /// (nothing written), else each operation's new version (0 for a
     /// delete or an operation a later one on its key overrides).
+    ///
+    /// `linked` runs once the index points to the records (their versions
+    /// given), which with [`crate::Options::unlock_before_durable`] is
+    /// before they are durable: a caller may release its own lock on the
+    /// structure there, so the next change shares this one's flush.
     pub async fn write_batch_guarded_async(
         &self,
         ops: &[(Namespace, WriteOp<'_>)],
         guard: Option<crate::BatchGuard<'_>>,
+        linked: impl FnOnce(&[u64]),
     ) -> Result<Option<Vec<u64>>> {
         self.inner
-            .write_batch_guarded_in(Mode::Ring, ops, guard)
+            .write_batch_guarded_in(Mode::Ring, ops, guard, linked)
             .await
     }
 
@@ -454,7 +460,7 @@ impl Store {
     ) -> Result<Option<Vec<u64>>> {
         crate::aio::now(
             self.inner
-                .write_batch_guarded_in(Mode::Blocking, ops, guard),
+                .write_batch_guarded_in(Mode::Blocking, ops, guard, |_| {}),
         )
     }
 

@@ -120,7 +120,7 @@ pub(crate) async fn write_whole(
         attempt += 1;
         let _held = key_locks::PAGED.lock(db, key).await;
         let (_, version) = store.get_for_write(db, key, now).await?;
-        if pages::write_whole(store, db, key, version, None, &list, expire_at_ms).await? {
+        if pages::write_whole(store, db, key, version, None, &list, expire_at_ms, _held).await? {
             return Ok(());
         }
     }
@@ -190,7 +190,7 @@ pub(crate) async fn update<T>(
         match apply(&mut l) {
             Ok((true, t)) => {
                 let l = l.unwrap_or_default();
-                if pages::write_whole(store, db, key, version, old, &l, at).await? {
+                if pages::write_whole(store, db, key, version, old, &l, at, _held).await? {
                     return Ok(Ok(t));
                 }
             }
@@ -377,7 +377,7 @@ pub(crate) async fn push_n(
                 }
                 .await;
                 let done = match pushed {
-                    Ok(len) => edit.commit(v.expire_at_ms()).await.map(|()| len),
+                    Ok(len) => edit.commit(v.expire_at_ms(), _held).await.map(|()| len),
                     Err(stop) => Err(stop),
                 };
                 match done {
@@ -391,7 +391,7 @@ pub(crate) async fn push_n(
         for e in elems {
             push(&mut list, end, e.to_vec());
         }
-        if pages::write_whole(store, db, key, version, None, &list, at).await? {
+        if pages::write_whole(store, db, key, version, None, &list, at, _held).await? {
             return Ok(Ok(list.len() as i64));
         }
     }
@@ -485,7 +485,7 @@ pub(crate) async fn pop_n(
         .await;
         let done = match popped {
             Ok(p) if p.is_empty() => return Ok(Ok(Some(p))),
-            Ok(p) => edit.commit(v.expire_at_ms()).await.map(|()| p),
+            Ok(p) => edit.commit(v.expire_at_ms(), _held).await.map(|()| p),
             Err(stop) => Err(stop),
         };
         match done {
@@ -722,7 +722,7 @@ async fn lset(
         };
         let mut edit = pages::Edit::new(store, db, key, m, version);
         let done = match edit.set(i, elem.to_vec()).await {
-            Ok(()) => edit.commit(v.expire_at_ms()).await,
+            Ok(()) => edit.commit(v.expire_at_ms(), _held).await,
             Err(stop) => Err(stop),
         };
         match done {
@@ -785,7 +785,7 @@ async fn ltrim(
         }
         .await;
         let done = match trimmed {
-            Ok(()) => edit.commit(v.expire_at_ms()).await,
+            Ok(()) => edit.commit(v.expire_at_ms(), _held).await,
             Err(stop) => Err(stop),
         };
         match done {

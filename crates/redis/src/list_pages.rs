@@ -32,6 +32,7 @@ use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
 use super::compact::{self, Compact};
+use super::key_locks::KeyGuard;
 
 /// The shape byte of a paged list's metadata.
 pub const SHAPE_PAGED: u8 = 2;
@@ -450,7 +451,9 @@ impl<'a> Edit<'a> {
     /// Commits the change (metadata and pages as one crash-atomic batch,
     /// guarded by the metadata's version): `Err(Stop::Retry)` if the list
     /// changed since it was read.
-    pub async fn commit(mut self, expire_at_ms: u64) -> Result<(), Stop> {
+    /// `held`, the list's lock, goes as soon as the change is visible
+    /// (before it is durable), so the next change shares its flush.
+    pub async fn commit(mut self, expire_at_ms: u64, held: KeyGuard<'static>) -> Result<(), Stop> {
         let meta = if self.meta.len == 0 {
             None
         } else {
@@ -478,7 +481,14 @@ impl<'a> Edit<'a> {
         let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
         let done = self
             .store
-            .commit(self.db, self.key, Some(self.version), meta, &pages)
+            .commit(
+                self.db,
+                self.key,
+                Some(self.version),
+                meta,
+                &pages,
+                move || drop(held),
+            )
             .await?;
         if done {
             Ok(())
@@ -513,7 +523,9 @@ pub async fn load_all(
 /// Writes `list` whole under `key` in place of what `version` (`None`:
 /// nothing) held, whose pages `old` were (deleted in the same batch):
 /// compact when small, else paged with a new stamp. `Ok(false)`: the key
-/// changed since it was read (nothing written).
+/// changed since it was read (nothing written). `held`: the list's lock,
+/// released once the change is visible.
+#[allow(clippy::too_many_arguments)]
 pub async fn write_whole(
     store: &RespStore,
     db: usize,
@@ -522,6 +534,7 @@ pub async fn write_whole(
     old: Option<Meta>,
     list: &VecDeque<Vec<u8>>,
     expire_at_ms: u64,
+    held: KeyGuard<'static>,
 ) -> Result<bool, Error> {
     let compact_bytes: usize = 1 + list.iter().map(|e| e.len() + 5).sum::<usize>();
     let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
@@ -585,7 +598,9 @@ pub async fn write_whole(
         .map(|(k, d)| (k.as_slice(), d.as_deref()))
         .collect();
     let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
-    store.commit(db, key, version, meta, &pages).await
+    store
+        .commit(db, key, version, meta, &pages, move || drop(held))
+        .await
 }
 
 /// One pass of the sweeper over `db`'s pages: drops every page whose list

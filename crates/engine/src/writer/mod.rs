@@ -343,6 +343,32 @@ impl Writer {
         recs: &[RecordParts<'_>],
         who: Appender,
     ) -> Result<Option<Vec<Appended>>> {
+        Ok(self
+            .append_batch(frame, recs, who, false)?
+            .map(|(apps, _)| apps))
+    }
+
+    /// [`Writer::try_append_batch`] whose members stay readable through
+    /// [`Writer::unwritten_record`] until written (as
+    /// [`Writer::try_append_buffered`] keeps one record), so the caller may
+    /// point the index at them before they are durable. Also says whether
+    /// they are the first records buffered since the last write.
+    pub fn try_append_batch_buffered(
+        &self,
+        frame: RecordHeader,
+        recs: &[RecordParts<'_>],
+        who: Appender,
+    ) -> Result<Option<(Vec<Appended>, bool)>> {
+        self.append_batch(frame, recs, who, true)
+    }
+
+    fn append_batch(
+        &self,
+        frame: RecordHeader,
+        recs: &[RecordParts<'_>],
+        who: Appender,
+        buffered: bool,
+    ) -> Result<Option<(Vec<Appended>, bool)>> {
         let lens: Vec<usize> = recs.iter().map(|r| self.record_len(r)).collect();
         let member_bytes: usize = lens.iter().sum();
         let frame_value = format::BatchFrame {
@@ -373,6 +399,7 @@ impl Writer {
         }
         let _frame = self.copy_in(&mut st, &frame, frame_len);
         let mut out = Vec::with_capacity(recs.len());
+        let mut first = false;
         for (r, &len) in recs.iter().zip(&lens) {
             let member = RecordParts {
                 header: RecordHeader {
@@ -382,9 +409,13 @@ impl Writer {
                 key: r.key,
                 value: r.value,
             };
-            out.push(self.copy_in(&mut st, &member, len));
+            let app = self.copy_in(&mut st, &member, len);
+            if buffered {
+                first |= self.keep_buffered(&st, &app, len);
+            }
+            out.push(app);
         }
-        Ok(Some(out))
+        Ok(Some((out, first)))
     }
 
     /// The most log bytes a batch of `bytes` (frame and members, each
@@ -463,6 +494,14 @@ impl Writer {
             return Ok(None);
         }
         let app = self.copy_in(&mut st, rec, len);
+        let first = self.keep_buffered(&st, &app, len);
+        Ok(Some((app, first)))
+    }
+
+    /// Keeps a copy of the record `app` just copied into the active
+    /// buffer (its last `len` bytes) readable until it is written; true if
+    /// it is the first record buffered since the last write.
+    fn keep_buffered(&self, st: &State, app: &Appended, len: usize) -> bool {
         // Copied under the same lock, so no leader can take the buffer
         // first.
         let active = st.active.as_ref().expect("the record's buffer");
@@ -486,7 +525,7 @@ impl Writer {
         );
         self.unwritten_records
             .store(u.order.len(), Ordering::Release);
-        Ok(Some((app, u.order.len() == 1)))
+        u.order.len() == 1
     }
 
     /// Sees that a just buffered write-behind record gets written. On an
