@@ -356,3 +356,131 @@ fn long_lists_answer_as_redis() {
         "the server logged a panic:\n{log}"
     );
 }
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("not a bulk string: {other:?}"),
+    }
+}
+
+/// Producers push to both ends of one paged list while consumers pop
+/// from both ends (LPOP with a count, RPOP, BLPOP, LMOVE into a second
+/// list) at once: every value comes out exactly once, none is lost or
+/// duplicated, whatever the interleaving of the guarded page commits.
+#[test]
+fn many_clients_share_a_paged_queue() {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &["--size", "1G", "--segment-size", "16M"],
+    );
+    let mut c = common::Resp::connect(&server);
+    let pre: Vec<String> = (0..3000).map(|i| format!("pre-{i:08}")).collect();
+    let mut args = vec!["RPUSH", "jobs"];
+    args.extend(pre.iter().map(String::as_str));
+    assert_eq!(c.call(&args), Value::Integer(3000));
+    let producing = Arc::new(AtomicUsize::new(4));
+    let producers: Vec<_> = (0..4)
+        .map(|w| {
+            let mut c = common::Resp::connect(&server);
+            let producing = producing.clone();
+            std::thread::spawn(move || {
+                let mut made = Vec::new();
+                let mut i = 0;
+                while i < 1500 {
+                    let k = (i % 3 + 1).min(1500 - i);
+                    let vals: Vec<String> = (i..i + k).map(|j| format!("p{w}-{j:06}")).collect();
+                    let push = if i % 2 == 0 { "RPUSH" } else { "LPUSH" };
+                    let mut args = vec![push, "jobs"];
+                    args.extend(vals.iter().map(String::as_str));
+                    assert!(matches!(c.call(&args), Value::Integer(n) if n >= 1));
+                    made.extend(vals);
+                    i += k;
+                }
+                producing.fetch_sub(1, Ordering::SeqCst);
+                made
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..4)
+        .map(|w| {
+            let mut c = common::Resp::connect(&server);
+            let producing = producing.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut turn = w;
+                loop {
+                    let empty_before = producing.load(Ordering::SeqCst) == 0;
+                    let before = got.len();
+                    match turn % 4 {
+                        0 => match c.call(&["LPOP", "jobs", "2"]) {
+                            Value::Array(Some(items)) => got.extend(items.iter().map(text)),
+                            Value::Array(None) => {}
+                            other => panic!("LPOP answered {other:?}"),
+                        },
+                        1 => match c.call(&["RPOP", "jobs"]) {
+                            Value::Bulk(None) => {}
+                            v => got.push(text(&v)),
+                        },
+                        2 => match c.call(&["BLPOP", "jobs", "0.05"]) {
+                            Value::Array(Some(kv)) => got.push(text(&kv[1])),
+                            Value::Array(None) => {}
+                            other => panic!("BLPOP answered {other:?}"),
+                        },
+                        _ => match c.call(&["LMOVE", "jobs", "done", "RIGHT", "LEFT"]) {
+                            // Counted from `done` at the end.
+                            Value::Bulk(None) => {}
+                            v => drop(text(&v)),
+                        },
+                    }
+                    turn += 1;
+                    // Done once the producers were done and a turn found
+                    // nothing (LMOVE's moves count as something).
+                    let llen = c.call(&["LLEN", "jobs"]);
+                    if empty_before && got.len() == before && llen == Value::Integer(0) {
+                        return got;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut want: Vec<String> = pre;
+    for p in producers {
+        want.extend(p.join().unwrap());
+    }
+    let mut out: Vec<String> = Vec::new();
+    for cons in consumers {
+        out.extend(cons.join().unwrap());
+    }
+    let Value::Array(Some(done)) = c.call(&["LRANGE", "done", "0", "-1"]) else {
+        panic!("done is not a list");
+    };
+    out.extend(done.iter().map(text));
+    let count = |v: &[String]| {
+        let mut m: HashMap<String, usize> = HashMap::new();
+        for s in v {
+            *m.entry(s.clone()).or_default() += 1;
+        }
+        m
+    };
+    let (w, o) = (count(&want), count(&out));
+    let dup = o.iter().find(|(_, &n)| n > 1);
+    assert!(dup.is_none(), "a value came out twice: {dup:?}");
+    let lost: Vec<&String> = w.keys().filter(|k| !o.contains_key(*k)).take(5).collect();
+    assert!(
+        lost.is_empty(),
+        "values lost: {lost:?} ({} of {})",
+        w.len() - o.len(),
+        w.len()
+    );
+    assert_eq!(out.len(), want.len(), "nothing came out that went not in");
+    assert_eq!(c.call(&["LLEN", "jobs"]), Value::Integer(0));
+    eprintln!(
+        "resp_lists: {} values through one paged queue by 8 clients, each once",
+        out.len()
+    );
+}

@@ -226,3 +226,139 @@ fn acknowledged_collection_writes_survive_kill_9() {
         assert_eq!(server.terminate(), 0);
     }
 }
+
+/// What a queue's user saw acknowledged: values `0..pushed` pushed at
+/// the tail in order, `0..popped` popped from the head in order, and
+/// how many the command in flight at the kill would have pushed or
+/// popped.
+#[derive(Default, Clone, Debug)]
+struct Queue {
+    pushed: u64,
+    popped: u64,
+    in_flight_push: u64,
+    in_flight_pop: u64,
+}
+
+fn value(i: u64) -> String {
+    format!("{i:012}")
+}
+
+/// Fills `q` past the paged threshold, then pushes 1-4 values and pops
+/// 1-3 by turns, checking every reply against the model.
+fn queue_user(mut c: Resp, q: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<Queue>>) {
+    let fill: Vec<String> = (0..3000).map(value).collect();
+    let mut args = vec!["RPUSH", &q];
+    args.extend(fill.iter().map(String::as_str));
+    c.send(&args);
+    assert_eq!(reply(&mut c), Some(Value::Integer(3000)));
+    seen.lock().unwrap().pushed = 3000;
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let (pushed, popped) = {
+            let s = seen.lock().unwrap();
+            (s.pushed, s.popped)
+        };
+        if i % 3 != 2 {
+            let k = i % 4 + 1;
+            let vals: Vec<String> = (pushed..pushed + k).map(value).collect();
+            let mut args = vec!["RPUSH", &q];
+            args.extend(vals.iter().map(String::as_str));
+            seen.lock().unwrap().in_flight_push = k;
+            c.send(&args);
+            let Some(v) = reply(&mut c) else { return };
+            assert_eq!(
+                int(&v),
+                Some((pushed + k - popped) as i64),
+                "{q}: RPUSH's length"
+            );
+            let mut s = seen.lock().unwrap();
+            (s.pushed, s.in_flight_push) = (pushed + k, 0);
+        } else {
+            let k = i % 3 + 1;
+            seen.lock().unwrap().in_flight_pop = k;
+            c.send(&["LPOP", &q, &k.to_string()]);
+            let Some(v) = reply(&mut c) else { return };
+            let Value::Array(Some(items)) = v else {
+                panic!("{q}: LPOP answered {v:?}");
+            };
+            for (n, e) in items.iter().enumerate() {
+                assert_eq!(
+                    text(e),
+                    value(popped + n as u64),
+                    "{q}: popped out of order"
+                );
+            }
+            let mut s = seen.lock().unwrap();
+            (s.popped, s.in_flight_pop) = (popped + items.len() as u64, 0);
+        }
+        i += 1;
+    }
+}
+
+/// `kill -9` while clients push to and pop from long (paged) lists: after
+/// the restart each list is exactly the values pushed and not popped,
+/// allowing only for the one command in flight.
+#[test]
+fn a_paged_queue_survives_kill_9() {
+    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
+    for round in 0..rounds {
+        let dir = temp_dir();
+        let data = dir.path().join("store");
+        let server = Server::start_serve(&data, ARGS);
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen: Vec<Arc<Mutex<Queue>>> = (0..3).map(|_| Arc::default()).collect();
+        // Two users share queue 0 would break the model: one per queue.
+        let users: Vec<_> = (0..3)
+            .map(|u| {
+                let c = Resp::connect(&server);
+                let (stop, s) = (stop.clone(), seen[u].clone());
+                std::thread::spawn(move || queue_user(c, format!("queue{u}"), stop, s))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(400 + 300 * round as u64));
+        server.kill_9();
+        stop.store(true, Ordering::Relaxed);
+        for u in users {
+            u.join().unwrap();
+        }
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        let mut ops = 0;
+        for (u, s) in seen.iter().enumerate() {
+            let s = s.lock().unwrap().clone();
+            ops += s.pushed + s.popped;
+            let Value::Array(Some(items)) = c.call(&["LRANGE", &format!("queue{u}"), "0", "-1"])
+            else {
+                panic!("queue{u} is not a list");
+            };
+            let got: Vec<String> = items.iter().map(text).collect();
+            let first: u64 = got
+                .first()
+                .map_or(s.popped, |v| v.parse().expect("a number"));
+            assert!(
+                first >= s.popped && first <= s.popped + s.in_flight_pop,
+                "queue{u}: starts at {first}, {s:?}"
+            );
+            let end = first + got.len() as u64;
+            assert!(
+                end >= s.pushed && end <= s.pushed + s.in_flight_push,
+                "queue{u}: ends at {end}, {s:?}"
+            );
+            for (n, e) in got.iter().enumerate() {
+                assert_eq!(*e, value(first + n as u64), "queue{u}: a gap or a stranger");
+            }
+            let llen = c.call(&["LLEN", &format!("queue{u}")]);
+            assert_eq!(int(&llen), Some(got.len() as i64), "queue{u}: LLEN");
+        }
+        let Value::Bulk(Some(info)) = c.call(&["INFO", "nvdepot"]) else {
+            panic!("INFO nvdepot");
+        };
+        let info = String::from_utf8_lossy(&info).into_owned();
+        assert!(
+            !info.contains("collection_pages:0\r"),
+            "the queues are paged:\n{info}"
+        );
+        eprintln!("types_kill9: round {round}: {ops} acknowledged queue pushes and pops, all as acknowledged");
+        assert_eq!(server.terminate(), 0);
+    }
+}
