@@ -369,8 +369,8 @@ pub(crate) async fn push_n(
                 let pushed = async {
                     for e in elems {
                         match end {
-                            End::Left => edit.push_front(e.to_vec()).await?,
-                            End::Right => edit.push_back(e.to_vec()).await?,
+                            End::Left => edit.push_front(e).await?,
+                            End::Right => edit.push_back(e).await?,
                         }
                     }
                     Ok::<_, Stop>(edit.meta.len)
@@ -721,7 +721,7 @@ async fn lset(
             return Ok(Err("ERR index out of range"));
         };
         let mut edit = pages::Edit::new(store, db, key, m, version);
-        let done = match edit.set(i, elem.to_vec()).await {
+        let done = match edit.set(i, elem).await {
             Ok(()) => edit.commit(v.expire_at_ms(), _held).await,
             Err(stop) => Err(stop),
         };

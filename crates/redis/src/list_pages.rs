@@ -170,6 +170,107 @@ fn encode_page<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> Vec<u8> {
     out
 }
 
+/// A page as its record holds it (the shape byte, then each element's
+/// length and bytes), worked on in place: a push appends or splices one
+/// item, a pop cuts one, with no allocation per element of the page.
+struct Page {
+    bytes: Vec<u8>,
+    count: usize,
+}
+
+impl Page {
+    fn parse(bytes: Vec<u8>) -> Result<Page, Error> {
+        if bytes.first().is_none_or(|&b| b > 1) {
+            return Err(damaged("a page of an unknown shape"));
+        }
+        let count = compact::items(&bytes).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+        Ok(Page { bytes, count })
+    }
+
+    fn with(e: &[u8]) -> Page {
+        let mut bytes = vec![1u8];
+        compact::push_item(&mut bytes, e);
+        Page { bytes, count: 1 }
+    }
+
+    /// Element `i`: where its item starts and ends in the bytes, and the
+    /// element.
+    fn nth(&self, i: usize) -> Result<(usize, usize, &[u8]), Stop> {
+        let base = self.bytes.as_ptr() as usize;
+        match compact::items(&self.bytes).nth(i) {
+            Some(Ok((start, e))) => Ok((start, e.as_ptr() as usize - base + e.len(), e)),
+            Some(Err(e)) => Err(Stop::Fail(e)),
+            None => Err(Stop::Fail(damaged("index past its page"))),
+        }
+    }
+
+    fn item(e: &[u8]) -> Vec<u8> {
+        let mut item = Vec::with_capacity(e.len() + 5);
+        compact::push_item(&mut item, e);
+        item
+    }
+
+    fn push_back(&mut self, e: &[u8]) {
+        compact::push_item(&mut self.bytes, e);
+        self.count += 1;
+    }
+
+    fn push_front(&mut self, e: &[u8]) {
+        self.bytes.splice(1..1, Self::item(e));
+        self.count += 1;
+    }
+
+    fn pop_front(&mut self) -> Result<Vec<u8>, Stop> {
+        let (_, end, e) = self.nth(0)?;
+        let e = e.to_vec();
+        self.bytes.drain(1..end);
+        self.count -= 1;
+        Ok(e)
+    }
+
+    fn pop_back(&mut self) -> Result<Vec<u8>, Stop> {
+        let (start, _, e) = self.nth(self.count - 1)?;
+        let e = e.to_vec();
+        self.bytes.truncate(start);
+        self.count -= 1;
+        Ok(e)
+    }
+
+    fn set(&mut self, i: usize, e: &[u8]) -> Result<(), Stop> {
+        let (start, end, _) = self.nth(i)?;
+        self.bytes.splice(start..end, Self::item(e));
+        Ok(())
+    }
+
+    /// Drops the first `n` elements (fewer than it holds).
+    fn drain_front(&mut self, n: usize) -> Result<(), Stop> {
+        if n > 0 {
+            let (_, end, _) = self.nth(n - 1)?;
+            self.bytes.drain(1..end);
+            self.count -= n;
+        }
+        Ok(())
+    }
+
+    /// Keeps the first `keep` elements.
+    fn truncate(&mut self, keep: usize) -> Result<(), Stop> {
+        if keep < self.count {
+            let (start, _, _) = self.nth(keep)?;
+            self.bytes.truncate(start);
+            self.count = keep;
+        }
+        Ok(())
+    }
+
+    /// Elements `from..=to`.
+    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = Result<&[u8], Error>> {
+        compact::items(&self.bytes)
+            .skip(from)
+            .take(to + 1 - from)
+            .map(|i| i.map(|(_, e)| e))
+    }
+}
+
 /// Why a paged step stopped.
 pub enum Stop {
     /// The list changed under the step (a page gone, or the metadata's
@@ -221,7 +322,7 @@ pub struct Edit<'a> {
     orig: Meta,
     pub meta: Meta,
     version: u64,
-    pages: BTreeMap<i64, VecDeque<Vec<u8>>>,
+    pages: BTreeMap<i64, Page>,
     dirty: BTreeSet<i64>,
     gone: BTreeSet<i64>,
 }
@@ -244,24 +345,24 @@ impl<'a> Edit<'a> {
     /// Elements in page `p` now.
     fn count(&self, p: i64) -> u64 {
         match self.pages.get(&p) {
-            Some(items) => items.len() as u64,
+            Some(page) => page.count as u64,
             None => self.orig.count_of(p),
         }
     }
 
     /// Page `p`, read once (a missing one means the list changed under
     /// the step, or damage: the caller's commit or check tells).
-    async fn load(&mut self, p: i64) -> Result<&mut VecDeque<Vec<u8>>, Stop> {
+    async fn load(&mut self, p: i64) -> Result<&mut Page, Stop> {
         if !self.pages.contains_key(&p) {
             let pk = page_key(self.key, self.meta.stamp, p);
             let Some(data) = self.store.page(self.db, &pk).await? else {
                 return Err(self.vanished().await);
             };
-            let items: VecDeque<Vec<u8>> = Compact::decode(&data)?.items.into();
-            if items.len() as u64 != self.orig.count_of(p) {
+            let page = Page::parse(data)?;
+            if page.count as u64 != self.orig.count_of(p) {
                 return Err(self.vanished().await);
             }
-            self.pages.insert(p, items);
+            self.pages.insert(p, page);
         }
         Ok(self.pages.get_mut(&p).expect("loaded"))
     }
@@ -298,18 +399,12 @@ impl<'a> Edit<'a> {
     pub async fn get(&mut self, i: u64) -> Result<Vec<u8>, Stop> {
         let (p, off) = self.locate(i);
         let page = self.load(p).await?;
-        page.get(off)
-            .cloned()
-            .ok_or_else(|| Stop::Fail(damaged("index past its page")))
+        Ok(page.nth(off)?.2.to_vec())
     }
 
-    pub async fn set(&mut self, i: u64, e: Vec<u8>) -> Result<(), Stop> {
+    pub async fn set(&mut self, i: u64, e: &[u8]) -> Result<(), Stop> {
         let (p, off) = self.locate(i);
-        let page = self.load(p).await?;
-        let slot = page
-            .get_mut(off)
-            .ok_or_else(|| Stop::Fail(damaged("index past its page")))?;
-        *slot = e;
+        self.load(p).await?.set(off, e)?;
         self.dirty.insert(p);
         Ok(())
     }
@@ -322,34 +417,36 @@ impl<'a> Edit<'a> {
         for p in first..=last {
             let page = self.load(p).await?;
             let from = if p == first { off } else { 0 };
-            let to = if p == last { last_off } else { page.len() - 1 };
-            out.extend(page.range(from..=to).cloned());
+            let to = if p == last { last_off } else { page.count - 1 };
+            for e in page.range(from, to) {
+                out.push(e?.to_vec());
+            }
         }
         Ok(out)
     }
 
-    pub async fn push_back(&mut self, e: Vec<u8>) -> Result<(), Stop> {
+    pub async fn push_back(&mut self, e: &[u8]) -> Result<(), Stop> {
         let t = self.meta.tail;
         if self.count(t) < u64::from(self.meta.per_page) {
             self.load(t).await?.push_back(e);
             self.dirty.insert(t);
         } else {
             self.meta.tail += 1;
-            self.pages.insert(self.meta.tail, VecDeque::from([e]));
+            self.pages.insert(self.meta.tail, Page::with(e));
             self.dirty.insert(self.meta.tail);
         }
         self.meta.len += 1;
         Ok(())
     }
 
-    pub async fn push_front(&mut self, e: Vec<u8>) -> Result<(), Stop> {
+    pub async fn push_front(&mut self, e: &[u8]) -> Result<(), Stop> {
         let h = self.meta.head;
         if self.count(h) < u64::from(self.meta.per_page) {
             self.load(h).await?.push_front(e);
             self.dirty.insert(h);
         } else {
             self.meta.head -= 1;
-            self.pages.insert(self.meta.head, VecDeque::from([e]));
+            self.pages.insert(self.meta.head, Page::with(e));
             self.dirty.insert(self.meta.head);
         }
         self.meta.len += 1;
@@ -362,8 +459,8 @@ impl<'a> Edit<'a> {
         }
         let h = self.meta.head;
         let page = self.load(h).await?;
-        let e = page.pop_front();
-        let emptied = page.is_empty();
+        let e = page.pop_front()?;
+        let emptied = page.count == 0;
         self.meta.len -= 1;
         if emptied {
             self.drop_page(h);
@@ -373,7 +470,7 @@ impl<'a> Edit<'a> {
         } else {
             self.dirty.insert(h);
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
     pub async fn pop_back(&mut self) -> Result<Option<Vec<u8>>, Stop> {
@@ -382,8 +479,8 @@ impl<'a> Edit<'a> {
         }
         let t = self.meta.tail;
         let page = self.load(t).await?;
-        let e = page.pop_back();
-        let emptied = page.is_empty();
+        let e = page.pop_back()?;
+        let emptied = page.count == 0;
         self.meta.len -= 1;
         if emptied {
             self.drop_page(t);
@@ -393,7 +490,7 @@ impl<'a> Edit<'a> {
         } else {
             self.dirty.insert(t);
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
     /// Removes `n` elements from the head (LTRIM): whole pages without
@@ -410,7 +507,7 @@ impl<'a> Edit<'a> {
                     self.meta.head += 1;
                 }
             } else {
-                self.load(h).await?.drain(..n as usize);
+                self.load(h).await?.drain_front(n as usize)?;
                 self.dirty.insert(h);
                 self.meta.len -= n;
                 n = 0;
@@ -433,7 +530,7 @@ impl<'a> Edit<'a> {
                 }
             } else {
                 let page = self.load(t).await?;
-                page.truncate(page.len() - n as usize);
+                page.truncate(page.count - n as usize)?;
                 self.dirty.insert(t);
                 self.meta.len -= n;
                 n = 0;
@@ -468,7 +565,7 @@ impl<'a> Edit<'a> {
         let stamp = self.meta.stamp;
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for &p in &self.dirty {
-            let data = encode_page(self.pages[&p].iter());
+            let data = std::mem::take(&mut self.pages.get_mut(&p).expect("dirty").bytes);
             writes.push((page_key(self.key, stamp, p), Some(data)));
         }
         for &p in &self.gone {
@@ -511,7 +608,9 @@ pub async fn load_all(
     let mut edit = Edit::new(store, db, key, meta, version);
     let mut all = VecDeque::with_capacity(meta.len as usize);
     for p in meta.head..=meta.tail {
-        all.extend(edit.load(p).await?.drain(..));
+        for e in edit.load(p).await?.range(0, usize::MAX - 1) {
+            all.push_back(e?.to_vec());
+        }
         edit.pages.remove(&p);
     }
     if !edit.unchanged().await? {
