@@ -16,6 +16,7 @@ use rand::Rng;
 
 use super::compact::{self, Compact};
 use super::face::{arity, Shared};
+use super::hash_pages as hpages;
 use super::strings::{format_float, parse_float};
 
 /// Why a command stopped before its reply.
@@ -153,6 +154,9 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
 
 /// OBJECT ENCODING of a hash value.
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    if hpages_of(v) {
+        return Ok("hashtable");
+    }
     let c = Compact::decode(v.data())?;
     Ok(if c.large { "hashtable" } else { "listpack" })
 }
@@ -197,15 +201,24 @@ pub async fn execute(
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
-            update(store, db, args[1], now, &limits, |h| {
-                // Redis converts on the arguments' lengths first, set or not.
-                h.large |= limits.too_long(&args[2..4]);
-                if h.find(args[2]).is_some() {
-                    return Ok((false, 0));
-                }
-                h.set(args[2], args[3], &limits);
-                Ok((true, 1))
-            })
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                &limits,
+                hpages::Op::SetNx(args[2], args[3]),
+                |h| {
+                    // Redis converts on the arguments' lengths first, set or not.
+                    h.large |= limits.too_long(&args[2..4]);
+                    if h.find(args[2]).is_some() {
+                        return Ok((false, 0));
+                    }
+                    h.set(args[2], args[3], &limits);
+                    Ok((true, 1))
+                },
+                int_out,
+            )
             .await
             .map(|out| out.map(|n| r.integer(n)))
         }
@@ -217,20 +230,29 @@ pub async fn execute(
                 r.error(errors::NOT_INTEGER);
                 return Some(Ok(()));
             };
-            update(store, db, args[1], now, &limits, |h| {
-                let old = match h.get(args[2]) {
-                    Some(v) => match string2ll(v) {
-                        Some(n) => n,
-                        None => return Err("ERR hash value is not an integer"),
-                    },
-                    None => 0,
-                };
-                let Some(n) = old.checked_add(by) else {
-                    return Err(errors::OVERFLOW);
-                };
-                h.set(args[2], n.to_string().as_bytes(), &limits);
-                Ok((true, n))
-            })
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                &limits,
+                hpages::Op::IncrBy(args[2], by),
+                |h| {
+                    let old = match h.get(args[2]) {
+                        Some(v) => match string2ll(v) {
+                            Some(n) => n,
+                            None => return Err("ERR hash value is not an integer"),
+                        },
+                        None => 0,
+                    };
+                    let Some(n) = old.checked_add(by) else {
+                        return Err(errors::OVERFLOW);
+                    };
+                    h.set(args[2], n.to_string().as_bytes(), &limits);
+                    Ok((true, n))
+                },
+                int_out,
+            )
             .await
             .map(|out| out.map(|n| r.integer(n)))
         }
@@ -246,22 +268,31 @@ pub async fn execute(
                 r.error("ERR value is NaN or Infinity");
                 return Some(Ok(()));
             }
-            update(store, db, args[1], now, &limits, |h| {
-                let old = match h.get(args[2]) {
-                    Some(v) => match parse_float(v) {
-                        Some(f) => f,
-                        None => return Err("ERR hash value is not a float"),
-                    },
-                    None => 0.0,
-                };
-                let sum = old + by;
-                if !sum.is_finite() {
-                    return Err("ERR increment would produce NaN or Infinity");
-                }
-                let text = format_float(sum);
-                h.set(args[2], text.as_bytes(), &limits);
-                Ok((true, text))
-            })
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                &limits,
+                hpages::Op::IncrByFloat(args[2], by),
+                |h| {
+                    let old = match h.get(args[2]) {
+                        Some(v) => match parse_float(v) {
+                            Some(f) => f,
+                            None => return Err("ERR hash value is not a float"),
+                        },
+                        None => 0.0,
+                    };
+                    let sum = old + by;
+                    if !sum.is_finite() {
+                        return Err("ERR increment would produce NaN or Infinity");
+                    }
+                    let text = format_float(sum);
+                    h.set(args[2], text.as_bytes(), &limits);
+                    Ok((true, text))
+                },
+                text_out,
+            )
             .await
             .map(|out| out.map(|text| r.bulk(text.as_bytes())))
         }
@@ -269,16 +300,25 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            update(store, db, args[1], now, &limits, |h| {
-                let before = h.pairs.len();
-                for f in &args[2..] {
-                    if let Some(i) = h.find(f) {
-                        h.pairs.remove(i);
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                &limits,
+                hpages::Op::Del(&args[2..]),
+                |h| {
+                    let before = h.pairs.len();
+                    for f in &args[2..] {
+                        if let Some(i) = h.find(f) {
+                            h.pairs.remove(i);
+                        }
                     }
-                }
-                let removed = before - h.pairs.len();
-                Ok((removed > 0, removed as i64))
-            })
+                    let removed = before - h.pairs.len();
+                    Ok((removed > 0, removed as i64))
+                },
+                int_out,
+            )
             .await
             .map(|out| out.map(|n| r.integer(n)))
         }
@@ -293,37 +333,138 @@ pub async fn execute(
 
 /// One atomic update of hash `key`: `apply` sees the hash (empty when
 /// missing) and says whether it changed and what to answer, or the error
-/// to answer (WRONGTYPE is one too).
+/// to answer (WRONGTYPE is one too). A paged hash runs `op` instead (one
+/// bucket, `hash_pages.rs`); a compact one the change would take past the
+/// paged threshold is written paged.
+#[allow(clippy::too_many_arguments)]
 async fn update<T>(
     store: &RespStore,
     db: usize,
     key: &[u8],
     now: u64,
     limits: &Limits,
+    op: hpages::Op<'_>,
     mut apply: impl FnMut(&mut Hash) -> Result<(bool, T), &'static str>,
+    out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
-    let mut damage = None;
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (mut h, at) = match hash_of(cur) {
-                Ok(h) => (h.unwrap_or_default(), cur.map_or(0, Value::expire_at_ms)),
-                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Err(Fail::Store(e)) => {
-                    damage = Some(e);
+    loop {
+        let mut damage = None;
+        let mut escalate = None;
+        let (done, _) = store
+            .update(db, key, now, |cur| {
+                if cur.is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v)) {
+                    escalate = Some(Escalate::Paged);
                     return (Change::Keep, Err(""));
                 }
-            };
-            match apply(&mut h) {
-                Ok((true, t)) => (h.change(at, limits), Ok(t)),
-                Ok((false, t)) => (Change::Keep, Ok(t)),
-                Err(msg) => (Change::Keep, Err(msg)),
+                let (mut h, at) = match hash_of(cur) {
+                    Ok(h) => (h.unwrap_or_default(), cur.map_or(0, Value::expire_at_ms)),
+                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
+                    Err(Fail::Store(e)) => {
+                        damage = Some(e);
+                        return (Change::Keep, Err(""));
+                    }
+                };
+                match apply(&mut h) {
+                    Ok((true, t)) => {
+                        let change = h.change(at, limits);
+                        if let Change::Put { data, .. } = &change {
+                            if hpages::should_page(data[0] == 1, data.len(), key) {
+                                let version = cur.map(Value::version);
+                                escalate = Some(Escalate::Convert(version, data.clone(), at));
+                                return (Change::Keep, Ok(t));
+                            }
+                        }
+                        (change, Ok(t))
+                    }
+                    Ok((false, t)) => (Change::Keep, Ok(t)),
+                    Err(msg) => (Change::Keep, Err(msg)),
+                }
+            })
+            .await?;
+        if let Some(e) = damage {
+            return Err(e);
+        }
+        match escalate {
+            None => return Ok(done),
+            Some(Escalate::Convert(version, data, at)) => {
+                if convert(store, db, key, version, &data, at).await? {
+                    return Ok(done);
+                }
             }
-        })
-        .await?;
-    match damage {
-        Some(e) => Err(e),
-        None => Ok(out),
+            Some(Escalate::Paged) => {
+                if let Some(r) = hpages::write(store, db, key, now, &op).await? {
+                    return Ok(r.map(&out));
+                }
+            }
+        }
     }
+}
+
+fn int_out(o: hpages::Out) -> i64 {
+    match o {
+        hpages::Out::Int(n) => n,
+        hpages::Out::Text(_) => unreachable!("an integer command"),
+    }
+}
+
+fn text_out(o: hpages::Out) -> String {
+    match o {
+        hpages::Out::Text(t) => t,
+        hpages::Out::Int(n) => n.to_string(),
+    }
+}
+
+/// Why a compact update stopped for the paged layout.
+enum Escalate {
+    /// The hash is paged.
+    Paged,
+    /// The change makes it large enough to page: (the version it was
+    /// decided on, the compact data it would have written, its expiry).
+    Convert(Option<u64>, Vec<u8>, u64),
+}
+
+/// Whether `v` (a hash) is paged.
+fn hpages_of(v: &Value) -> bool {
+    v.data().first() == Some(&super::list_pages::SHAPE_PAGED)
+}
+
+/// Writes the compact hash `data` paged in place of `version`: false if
+/// the key changed meanwhile (decide again).
+async fn convert(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    data: &[u8],
+    at: u64,
+) -> Result<bool, Error> {
+    let items: Vec<&[u8]> = compact::items(data)
+        .map(|i| i.map(|(_, e)| e))
+        .collect::<Result<_, _>>()?;
+    let pairs: Vec<(&[u8], &[u8])> = items.chunks(2).map(|p| (p[0], p[1])).collect();
+    let held = super::key_locks::PAGED.lock(db, key).await;
+    hpages::write_whole(store, db, key, version, &pairs, at, held).await
+}
+
+/// For a paged hash `v` under `key`: the whole hash in the compact layout
+/// (large), as RENAME, COPY, MOVE and a migration write it elsewhere.
+/// `None` for any other value.
+pub(crate) async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    if v.kind() != Kind::Hash || !hpages_of(v) {
+        return Ok(None);
+    }
+    let Some(hpages::Read::All(pairs)) = hpages::read(store, db, key, 0, None).await? else {
+        return Err(Error::Envelope(
+            "a paged hash vanished while read whole".into(),
+        ));
+    };
+    let items = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
+    Ok(Some(Compact { large: true, items }.encode()))
 }
 
 /// HSET's write on the encoded hash: the fields it names are found by
@@ -338,65 +479,94 @@ async fn set_raw(
     limits: &Limits,
     pairs: &[&[u8]],
 ) -> Result<Result<usize, &'static str>, Error> {
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (old, at) = match cur {
-                Some(v) if v.kind() != Kind::Hash => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Some(v) => (v.data(), v.expire_at_ms()),
-                None => (&[0u8][..], 0),
-            };
-            let items: Result<Vec<&[u8]>, Error> = compact::items(old)
-                .map(|i| i.map(|(_, item)| item))
-                .collect();
-            let Ok(items) =
-                items
-                    .map_err(|_| ())
-                    .and_then(|i| if i.len() % 2 == 0 { Ok(i) } else { Err(()) })
-            else {
-                return (Change::Keep, Err("ERR hash record damaged"));
-            };
-            let mut values: Vec<&[u8]> = items.iter().skip(1).step_by(2).copied().collect();
-            let fields: Vec<&[u8]> = items.iter().step_by(2).copied().collect();
-            let mut added: Vec<(&[u8], &[u8])> = Vec::new();
-            let mut large = old.first() == Some(&1) || limits.too_long(pairs);
-            for p in pairs.chunks(2) {
-                let (f, v) = (p[0], p[1]);
-                large |= limits.too_long(&[f, v]);
-                if let Some(i) = fields.iter().position(|x| *x == f) {
-                    values[i] = v;
-                } else if let Some(a) = added.iter_mut().find(|(x, _)| *x == f) {
-                    a.1 = v;
-                } else {
-                    added.push((f, v));
+    loop {
+        let mut escalate = None;
+        let (out, _) = store
+            .update(db, key, now, |cur| {
+                if cur.is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v)) {
+                    escalate = Some(Escalate::Paged);
+                    return (Change::Keep, Ok(0));
+                }
+                let (old, at) = match cur {
+                    Some(v) if v.kind() != Kind::Hash => {
+                        return (Change::Keep, Err(errors::WRONGTYPE))
+                    }
+                    Some(v) => (v.data(), v.expire_at_ms()),
+                    None => (&[0u8][..], 0),
+                };
+                let items: Result<Vec<&[u8]>, Error> = compact::items(old)
+                    .map(|i| i.map(|(_, item)| item))
+                    .collect();
+                let Ok(items) =
+                    items
+                        .map_err(|_| ())
+                        .and_then(|i| if i.len() % 2 == 0 { Ok(i) } else { Err(()) })
+                else {
+                    return (Change::Keep, Err("ERR hash record damaged"));
+                };
+                let mut values: Vec<&[u8]> = items.iter().skip(1).step_by(2).copied().collect();
+                let fields: Vec<&[u8]> = items.iter().step_by(2).copied().collect();
+                let mut added: Vec<(&[u8], &[u8])> = Vec::new();
+                let mut large = old.first() == Some(&1) || limits.too_long(pairs);
+                for p in pairs.chunks(2) {
+                    let (f, v) = (p[0], p[1]);
+                    large |= limits.too_long(&[f, v]);
+                    if let Some(i) = fields.iter().position(|x| *x == f) {
+                        values[i] = v;
+                    } else if let Some(a) = added.iter_mut().find(|(x, _)| *x == f) {
+                        a.1 = v;
+                    } else {
+                        added.push((f, v));
+                    }
+                }
+                let count = fields.len() + added.len();
+                large |= count > limits.entries;
+                let bytes: usize = fields
+                    .iter()
+                    .chain(&values)
+                    .map(|x| x.len() + 5)
+                    .sum::<usize>()
+                    + pairs.iter().map(|x| x.len() + 5).sum::<usize>();
+                let mut data = Vec::with_capacity(1 + bytes);
+                data.push(u8::from(large));
+                for (f, v) in fields
+                    .iter()
+                    .zip(&values)
+                    .chain(added.iter().map(|(f, v)| (f, v)))
+                {
+                    compact::push_item(&mut data, f);
+                    compact::push_item(&mut data, v);
+                }
+                if hpages::should_page(large, data.len(), key) {
+                    escalate = Some(Escalate::Convert(cur.map(Value::version), data, at));
+                    return (Change::Keep, Ok(added.len()));
+                }
+                let change = Change::Put {
+                    kind: Kind::Hash,
+                    data,
+                    expire_at_ms: at,
+                };
+                (change, Ok(added.len()))
+            })
+            .await?;
+        match escalate {
+            None => return Ok(out),
+            Some(Escalate::Convert(version, data, at)) => {
+                if convert(store, db, key, version, &data, at).await? {
+                    return Ok(out);
                 }
             }
-            let count = fields.len() + added.len();
-            large |= count > limits.entries;
-            let bytes: usize = fields
-                .iter()
-                .chain(&values)
-                .map(|x| x.len() + 5)
-                .sum::<usize>()
-                + pairs.iter().map(|x| x.len() + 5).sum::<usize>();
-            let mut data = Vec::with_capacity(1 + bytes);
-            data.push(u8::from(large));
-            for (f, v) in fields
-                .iter()
-                .zip(&values)
-                .chain(added.iter().map(|(f, v)| (f, v)))
-            {
-                compact::push_item(&mut data, f);
-                compact::push_item(&mut data, v);
+            Some(Escalate::Paged) => {
+                let op = hpages::Op::Set(pairs);
+                if let Some(r) = hpages::write(store, db, key, now, &op).await? {
+                    return Ok(r.map(|o| match o {
+                        hpages::Out::Int(n) => n as usize,
+                        hpages::Out::Text(_) => unreachable!("HSET counts"),
+                    }));
+                }
             }
-            let change = Change::Put {
-                kind: Kind::Hash,
-                data,
-                expire_at_ms: at,
-            };
-            (change, Ok(added.len()))
-        })
-        .await?;
-    Ok(out)
+        }
+    }
 }
 
 /// The point reads on the encoded hash (no allocation per field).
@@ -505,6 +675,12 @@ async fn read_command(
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
     };
+    let paged = v
+        .as_ref()
+        .is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v));
+    if paged {
+        return Some(read_paged(store, db, name, args, now, rand_count, cursor, r).await);
+    }
     if matches!(name, b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET") {
         match &v {
             Some(v) if v.kind() != Kind::Hash => r.error(errors::WRONGTYPE),
@@ -567,6 +743,79 @@ async fn read_command(
         _ => unreachable!("listed above"),
     }
     Some(Ok(()))
+}
+
+/// The read commands on a paged hash: the point reads read the fields'
+/// buckets, the others the whole hash (O(N) in Redis too).
+#[allow(clippy::too_many_arguments)]
+async fn read_paged(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    rand_count: Option<(i64, bool)>,
+    cursor: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let point = matches!(name, b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET");
+    let fields: &[&[u8]] = match name {
+        b"HLEN" => &[],
+        b"HMGET" => &args[2..],
+        _ if point => &args[2..3],
+        _ => &[],
+    };
+    let read = hpages::read(store, db, args[1], now, point.then_some(fields)).await?;
+    let h = match read {
+        // No longer paged (deleted or rewritten meanwhile): read again.
+        None => {
+            return match Box::pin(read_command(store, db, name, args, now, r)).await {
+                Some(done) => done,
+                None => Ok(()),
+            };
+        }
+        Some(hpages::Read::Fields(vals, count)) => {
+            match name {
+                b"HGET" => match &vals[0] {
+                    Some(v) => r.bulk(v),
+                    None => r.null(),
+                },
+                b"HEXISTS" => r.integer(i64::from(vals[0].is_some())),
+                b"HSTRLEN" => r.integer(vals[0].as_ref().map_or(0, |v| v.len() as i64)),
+                b"HLEN" => r.integer(count as i64),
+                _ => {
+                    r.array(vals.len());
+                    for v in &vals {
+                        match v {
+                            Some(v) => r.bulk(v),
+                            None => r.null(),
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+        Some(hpages::Read::All(pairs)) => Hash { large: true, pairs },
+    };
+    match name {
+        b"HGETALL" => {
+            r.map(h.pairs.len());
+            for (f, v) in &h.pairs {
+                r.bulk(f);
+                r.bulk(v);
+            }
+        }
+        b"HKEYS" | b"HVALS" => {
+            r.array(h.pairs.len());
+            for (f, v) in &h.pairs {
+                r.bulk(if name == b"HKEYS" { f } else { v });
+            }
+        }
+        b"HRANDFIELD" => randfield(Some(h), rand_count, r),
+        b"HSCAN" => return scan(Some(h), cursor, args, r),
+        _ => unreachable!("the hash reads"),
+    }
+    Ok(())
 }
 
 /// HRANDFIELD key [count [WITHVALUES]] once the key is read.

@@ -32,6 +32,7 @@ mod functions;
 mod gate;
 mod glob;
 mod hash;
+mod hash_pages;
 mod join;
 mod key_locks;
 mod keys;

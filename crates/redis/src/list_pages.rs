@@ -703,7 +703,7 @@ pub async fn write_whole(
 }
 
 /// One pass of the sweeper over `db`'s pages: drops every page whose list
-/// is gone, is no longer a paged list, or is stamped otherwise (deleted,
+/// or hash is gone, is no longer paged, or is stamped otherwise (deleted,
 /// overwritten, expired, or written whole again). Each drop is guarded by
 /// the owner's version as read, so a list written meanwhile keeps its
 /// pages. Returns how many pages it dropped.
@@ -721,12 +721,16 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
         let (dead, version) = match verdicts.get(&(key.to_vec(), stamp)) {
             Some(&v) => v,
             None => {
-                let verdict = match find(store, db, key, now).await? {
-                    Found::Missing(version) => (true, version),
-                    Found::Paged(_, m, version) => (m.stamp != stamp, Some(version)),
-                    Found::Compact(_, version) => (true, Some(version)),
-                    Found::WrongType => (true, store.get_for_write(db, key, now).await?.1),
-                };
+                // Live while the key's record is a paged collection (a
+                // list or a hash) with this stamp.
+                let (v, version) = store.get_for_write(db, key, now).await?;
+                let live = v.is_some_and(|v| {
+                    let d = v.data();
+                    d.len() >= 9
+                        && d[0] == SHAPE_PAGED
+                        && u64::from_le_bytes(d[1..9].try_into().expect("8")) == stamp
+                });
+                let verdict = (!live, version);
                 verdicts.insert((key.to_vec(), stamp), verdict);
                 verdict
             }

@@ -332,6 +332,18 @@ async fn relocate(
     // not share them, and a page key names its list); the old key's
     // pages are the sweeper's once it is deleted. The new key first, as
     // below.
+    if let Some(data) = super::hash::compact_data(store, from.0, from.1, v).await? {
+        // A paged hash goes compact (one record); its next write pages it.
+        store
+            .set_kind(to.0, to.1, v.kind(), &data, v.expire_at_ms())
+            .await?;
+        if remove {
+            store
+                .update(from.0, from.1, now, |_| (Change::Delete, ()))
+                .await?;
+        }
+        return Ok(());
+    }
     if let Some(data) = super::list::compact_data(store, from.0, from.1, v).await? {
         super::list::write_whole(store, to.0, to.1, &data, v.expire_at_ms(), now).await?;
         if remove {

@@ -1,5 +1,7 @@
-//! Long lists side by side with a stock redis-server (issue 36, the paged
-//! layout of `crates/redis/src/list_pages.rs`): lists grown by bulk pushes
+//! Paged collections (issue 36): long lists and large hashes side by side
+//! with a stock redis-server.
+//!
+//! Lists (the paged layout of `crates/redis/src/list_pages.rs`): grown by bulk pushes
 //! to thousands of elements, far past the size at which nvdepot pages
 //! them, with elements from a small vocabulary of sizes from 0 bytes to
 //! 20 KiB (so pages hold from one element to thousands), and every list
@@ -14,8 +16,16 @@
 //! every list is deleted and the sweeper (every second here) had its
 //! turn, no page left behind.
 //!
-//! `NVDEPOT_LISTS_OPS` commands per seed (default 2 000),
-//! `NVDEPOT_LISTS_SEEDS` seeds (default 2), `NVDEPOT_LISTS_SEED0` the first.
+//! Hashes (`crates/redis/src/hash_pages.rs`): grown by HSETs of up to
+//! 600 fields to thousands of fields (values of 0 B to 5 KiB), with every
+//! hash command but HSCAN on them (HGETALL, HKEYS, HVALS compared as
+//! multisets: Redis's order is its hash table's; HRANDFIELD by size),
+//! HINCRBY/HINCRBYFLOAT on numeric fields, and DEL, RENAME, COPY, EXPIRE,
+//! OBJECT ENCODING across them; after each seed every hash equal.
+//!
+//! `NVDEPOT_LISTS_OPS` (`NVDEPOT_HASHES_OPS`) commands per seed (default
+//! 2 000), `NVDEPOT_LISTS_SEEDS` (`NVDEPOT_HASHES_SEEDS`) seeds (default
+//! 2), `NVDEPOT_LISTS_SEED0` the first.
 
 mod common;
 #[path = "shapes/resp.rs"]
@@ -319,7 +329,7 @@ fn long_lists_answer_as_redis() {
             );
         }
         eprintln!(
-            "resp_lists: seed {seed}: {ops} commands, every reply the same (longest list {longest})"
+            "resp_paged lists: seed {seed}: {ops} commands, every reply the same (longest list {longest})"
         );
         assert!(
             longest > 2_000,
@@ -349,7 +359,7 @@ fn long_lists_answer_as_redis() {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    eprintln!("resp_lists: peak RSS {} MB", peak >> 20);
+    eprintln!("resp_paged lists: peak RSS {} MB", peak >> 20);
     let log = server.stderr.lock().unwrap().clone();
     assert!(
         !log.contains("panicked"),
@@ -480,7 +490,261 @@ fn many_clients_share_a_paged_queue() {
     assert_eq!(out.len(), want.len(), "nothing came out that went not in");
     assert_eq!(c.call(&["LLEN", "jobs"]), Value::Integer(0));
     eprintln!(
-        "resp_lists: {} values through one paged queue by 8 clients, each once",
+        "resp_paged lists: {} values through one paged queue by 8 clients, each once",
         out.len()
+    );
+}
+
+const HASHES: [&str; 3] = ["ha", "hb", "{ha}c"];
+
+/// The hash commands' generator.
+struct HashGen {
+    rng: StdRng,
+}
+
+impl HashGen {
+    fn key(&mut self) -> Vec<u8> {
+        HASHES[self.rng.gen_range(0..HASHES.len())]
+            .as_bytes()
+            .to_vec()
+    }
+
+    fn field(&mut self) -> Vec<u8> {
+        let n = self.rng.gen_range(0..6000);
+        format!("field:{n}").into_bytes()
+    }
+
+    fn value(&mut self) -> Vec<u8> {
+        let len = match self.rng.gen_range(0..20) {
+            0 => 0,
+            1 => self.rng.gen_range(1_000..5_000),
+            _ => self.rng.gen_range(1..80),
+        };
+        let c = b'a' + self.rng.gen_range(0..26u8);
+        vec![c; len]
+    }
+
+    fn command(&mut self) -> Cmd {
+        let key = self.key();
+        let s = |x: &str| x.as_bytes().to_vec();
+        match self.rng.gen_range(0..100) {
+            0..=29 => {
+                let n = if self.rng.gen_bool(0.3) {
+                    self.rng.gen_range(100..600)
+                } else {
+                    self.rng.gen_range(1..5)
+                };
+                let name = if self.rng.gen_bool(0.8) {
+                    "HSET"
+                } else {
+                    "HMSET"
+                };
+                let mut c = vec![s(name), key];
+                for _ in 0..n {
+                    c.push(self.field());
+                    c.push(self.value());
+                }
+                c
+            }
+            30..=34 => vec![s("HSETNX"), key, self.field(), self.value()],
+            35..=44 => vec![s("HGET"), key, self.field()],
+            45..=49 => {
+                let mut c = vec![s("HMGET"), key];
+                let n = self.rng.gen_range(1..20);
+                c.extend((0..n).map(|_| self.field()));
+                c
+            }
+            50..=56 => {
+                let mut c = vec![s("HDEL"), key];
+                let n = if self.rng.gen_bool(0.2) {
+                    self.rng.gen_range(50..400)
+                } else {
+                    self.rng.gen_range(1..4)
+                };
+                c.extend((0..n).map(|_| self.field()));
+                c
+            }
+            57..=59 => vec![s("HEXISTS"), key, self.field()],
+            60..=61 => vec![s("HSTRLEN"), key, self.field()],
+            62..=65 => vec![s("HLEN"), key],
+            66..=70 => {
+                let f = format!("num:{}", self.rng.gen_range(0..20));
+                let by = self.rng.gen_range(-1000..1000).to_string();
+                vec![s("HINCRBY"), key, s(&f), s(&by)]
+            }
+            71..=72 => {
+                let f = format!("fl:{}", self.rng.gen_range(0..10));
+                vec![s("HINCRBYFLOAT"), key, s(&f), s("1.5")]
+            }
+            73..=75 => vec![s("HGETALL"), key],
+            76 => vec![s("HKEYS"), key],
+            77 => vec![s("HVALS"), key],
+            78..=79 => {
+                let n = self.rng.gen_range(-5..6).to_string();
+                vec![s("HRANDFIELD"), key, s(&n)]
+            }
+            80 => vec![s("DEL"), key],
+            81 => vec![s("RENAME"), key, self.key()],
+            82 => vec![s("COPY"), key, self.key(), s("REPLACE")],
+            83 => vec![s("EXPIRE"), key, s("1000")],
+            84..=86 => vec![s("OBJECT"), s("ENCODING"), key],
+            87 => vec![s("TYPE"), key],
+            88 => vec![s("SET"), key, s("a string")],
+            89 => vec![s("LPUSH"), key, s("x")],
+            _ => vec![s("HLEN"), key],
+        }
+    }
+}
+
+fn flat(v: &Value) -> Vec<Vec<u8>> {
+    let bytes = |i: &Value| match i {
+        Value::Bulk(Some(b)) => b.clone(),
+        other => format!("{other:?}").into_bytes(),
+    };
+    match v {
+        Value::Array(Some(items)) => items.iter().map(bytes).collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .flat_map(|(k, v)| [bytes(k), bytes(v)])
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The replies as a test compares them: a hash table's order (HGETALL,
+/// HKEYS, HVALS) as sorted pairs or elements, HRANDFIELD by its size.
+fn comparable(cmd: &Cmd, v: &Value) -> Value {
+    let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
+    match name.as_str() {
+        "HGETALL" if matches!(v, Value::Array(Some(_)) | Value::Map(_)) => {
+            let items = flat(v);
+            let mut pairs: Vec<Vec<u8>> = items
+                .chunks(2)
+                .map(|p| [&p[0][..], b"\0", &p[1][..]].concat())
+                .collect();
+            pairs.sort();
+            Value::Array(Some(
+                pairs.into_iter().map(|p| Value::Bulk(Some(p))).collect(),
+            ))
+        }
+        "HKEYS" | "HVALS" if matches!(v, Value::Array(Some(_))) => {
+            let mut items = flat(v);
+            items.sort();
+            Value::Array(Some(
+                items.into_iter().map(|p| Value::Bulk(Some(p))).collect(),
+            ))
+        }
+        "HRANDFIELD" => match v {
+            Value::Array(Some(items)) => Value::Integer(items.len() as i64),
+            other => other.clone(),
+        },
+        _ => v.clone(),
+    }
+}
+
+/// Every hash's type and sorted contents.
+fn hash_snapshot(conn: &mut Conn) -> Vec<Value> {
+    let mut cmds: Vec<Cmd> = Vec::new();
+    for k in HASHES {
+        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
+        cmds.push(vec![b"HGETALL".to_vec(), k.as_bytes().to_vec()]);
+    }
+    let got = pipeline(conn, &cmds);
+    cmds.iter()
+        .zip(&got)
+        .map(|(c, v)| comparable(c, v))
+        .collect()
+}
+
+#[test]
+fn large_hashes_answer_as_redis() {
+    let args = [
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--enable-debug-command",
+        "local",
+    ];
+    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
+    else {
+        return;
+    };
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &[
+            "--size",
+            "1G",
+            "--segment-size",
+            "16M",
+            "--expiry-sweep-secs",
+            "1",
+        ],
+    );
+    let ops: usize = env_or("NVDEPOT_HASHES_OPS", 2000);
+    let seeds: u64 = env_or("NVDEPOT_HASHES_SEEDS", 2);
+    let mut peak = 0;
+    for seed in 0..seeds {
+        let mut g = HashGen {
+            rng: StdRng::seed_from_u64(seed),
+        };
+        let (mut a, mut b) = (
+            Conn::connect("redis-server", redis.addr),
+            Conn::connect("nvdepot", server.addr),
+        );
+        prepare(&mut a, &mut b);
+        let mut recent: Vec<String> = Vec::new();
+        let mut largest = 0;
+        for sent in 0..ops {
+            let cmd = g.command();
+            let want = comparable(&cmd, &pipeline(&mut a, std::slice::from_ref(&cmd))[0]);
+            let got = comparable(&cmd, &pipeline(&mut b, std::slice::from_ref(&cmd))[0]);
+            if want != got {
+                panic!(
+                    "seed {seed}, command {sent}: {}\n redis-server: {}\n nvdepot:      {}\n \
+                     before it:\n  {}",
+                    show(&cmd).chars().take(300).collect::<String>(),
+                    brief(&want),
+                    brief(&got),
+                    recent.join("\n  ")
+                );
+            }
+            if cmd[0] == b"HLEN" {
+                if let Value::Integer(n) = want {
+                    largest = largest.max(n);
+                }
+            }
+            recent.push(show(&cmd).chars().take(160).collect());
+            let keep = recent.len().saturating_sub(12);
+            recent.drain(..keep);
+            if sent % 100 == 0 {
+                peak = peak.max(server.rss());
+                assert!(peak < RSS_BOUND, "RSS {peak} past {RSS_BOUND}");
+            }
+        }
+        let (want, got) = (hash_snapshot(&mut a), hash_snapshot(&mut b));
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert!(
+                w == g,
+                "seed {seed}: snapshot item {i} differs: {} vs {}",
+                brief(w),
+                brief(g)
+            );
+        }
+        eprintln!("resp_paged hashes: seed {seed}: {ops} commands, every reply the same (largest {largest} fields)");
+        assert!(
+            largest > 1_000,
+            "the hashes grew large enough to page ({largest})"
+        );
+        assert!(pages(&mut b) > 0, "some hashes are paged");
+    }
+    eprintln!("resp_paged hashes: peak RSS {} MB", peak >> 20);
+    let log = server.stderr.lock().unwrap().clone();
+    assert!(
+        !log.contains("panicked"),
+        "the server logged a panic:\n{log}"
     );
 }

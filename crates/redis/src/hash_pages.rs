@@ -1,0 +1,619 @@
+//! The paged layout of a large hash: the key's record holds only the
+//! hash's metadata, its fields lie in bucket pages (records of the
+//! database's pages namespace, as a paged list's, `list_pages.rs`), found
+//! by the field's hash under linear hashing, so HSET, HGET, HDEL and the
+//! rest read and write one bucket and the metadata whatever the size. A
+//! hash goes paged once Redis would call it a `hashtable` and its compact
+//! record (`compact.rs`) would pass [`list_pages::PAGE_AT_BYTES`].
+//!
+//! ```text
+//! metadata (the key's record, after its expiry):
+//! u8   shape 2 (paged)
+//! u64  stamp: random, new for every hash written whole; in its pages' keys
+//! u64  fields
+//! u8   level L, u64 split s: buckets 0 .. 2^L + s; a field of hash h
+//!      lies in bucket h mod 2^L, or h mod 2^(L+1) if that is below s
+//! u32  per bucket: the fields a bucket holds on average before the next
+//!      split (chosen when the hash is written whole: ~8 KiB buckets)
+//! bucket page: the compact encoding (shape byte 1, then field, value,
+//!      field, value ...); every bucket below 2^L + s exists, maybe empty
+//! ```
+//!
+//! Linear hashing grows one bucket at a time: when the fields pass
+//! `per bucket` × buckets, bucket s is split into s and s + 2^L (two pages
+//! written with the change that caused it), so no write rewrites the hash.
+//! Commits, locks and the sweep of dead pages are the paged list's
+//! (`list_pages.rs`): one crash-atomic batch guarded by the metadata's
+//! version, the key's lock held by every paged step.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::Error;
+
+use super::compact;
+use super::key_locks::KeyGuard;
+use super::list_pages::{page_key, Stop, PAGE_AT_BYTES, SHAPE_PAGED};
+
+/// Bytes a bucket aims at.
+const BUCKET_BYTES: usize = 8 * 1024;
+const PER_BUCKET_MAX: u64 = 4096;
+const LEVEL_MAX: u8 = 40;
+const META_BYTES: usize = 30;
+
+fn damaged(what: &str) -> Error {
+    Error::Envelope(format!("paged hash: {what}"))
+}
+
+/// Whether a hash with compact record data of `bytes` goes paged.
+pub fn should_page(large: bool, bytes: usize, key: &[u8]) -> bool {
+    large && bytes > PAGE_AT_BYTES && super::list_pages::may_page(key)
+}
+
+/// A paged hash's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub stamp: u64,
+    pub count: u64,
+    pub level: u8,
+    pub split: u64,
+    pub per_bucket: u32,
+}
+
+impl Meta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(META_BYTES);
+        out.push(SHAPE_PAGED);
+        out.extend_from_slice(&self.stamp.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.push(self.level);
+        out.extend_from_slice(&self.split.to_le_bytes());
+        out.extend_from_slice(&self.per_bucket.to_le_bytes());
+        out
+    }
+
+    pub fn decode(data: &[u8]) -> Result<Meta, Error> {
+        if data.len() != META_BYTES || data[0] != SHAPE_PAGED {
+            return Err(damaged("metadata of the wrong size"));
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().expect("8"));
+        let m = Meta {
+            stamp: u64_at(1),
+            count: u64_at(9),
+            level: data[17],
+            split: u64_at(18),
+            per_bucket: u32::from_le_bytes(data[26..30].try_into().expect("4")),
+        };
+        if m.level > LEVEL_MAX || m.split >= 1 << m.level || m.per_bucket == 0 || m.count == 0 {
+            return Err(damaged("metadata out of shape"));
+        }
+        Ok(m)
+    }
+
+    pub fn buckets(&self) -> u64 {
+        (1u64 << self.level) + self.split
+    }
+
+    fn bucket_of(&self, field: &[u8]) -> u64 {
+        let h = xxhash_rust::xxh3::xxh3_64(field);
+        let b = h & ((1u64 << self.level) - 1);
+        if b < self.split {
+            h & ((1u64 << (self.level + 1)) - 1)
+        } else {
+            b
+        }
+    }
+}
+
+/// Where a field's pair lies in a bucket's bytes: (start of the field's
+/// item, end of the value's item, the value).
+type Found<'a> = Option<(usize, usize, &'a [u8])>;
+
+/// A bucket's (field, value) pairs, borrowed.
+type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+fn find<'a>(bucket: &'a [u8], field: &[u8]) -> Result<Found<'a>, Error> {
+    let base = bucket.as_ptr() as usize;
+    let mut items = compact::items(bucket);
+    while let Some(f) = items.next() {
+        let (start, f) = f?;
+        let Some(v) = items.next() else {
+            return Err(damaged("a field without a value"));
+        };
+        let (_, v) = v?;
+        if f == field {
+            return Ok(Some((start, v.as_ptr() as usize - base + v.len(), v)));
+        }
+    }
+    Ok(None)
+}
+
+/// The (field, value) pairs of a bucket.
+fn pairs(bucket: &[u8]) -> Result<Pairs<'_>, Error> {
+    let items: Vec<&[u8]> = compact::items(bucket)
+        .map(|i| i.map(|(_, e)| e))
+        .collect::<Result<_, _>>()?;
+    if !items.len().is_multiple_of(2) {
+        return Err(damaged("a field without a value"));
+    }
+    Ok(items.chunks(2).map(|p| (p[0], p[1])).collect())
+}
+
+fn pair_item(field: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len() + value.len() + 10);
+    compact::push_item(&mut out, field);
+    compact::push_item(&mut out, value);
+    out
+}
+
+/// A change (or read) of a paged hash in progress.
+pub struct Edit<'a> {
+    store: &'a RespStore,
+    db: usize,
+    key: &'a [u8],
+    pub meta: Meta,
+    version: u64,
+    buckets: BTreeMap<u64, Vec<u8>>,
+    dirty: BTreeSet<u64>,
+}
+
+impl<'a> Edit<'a> {
+    pub fn new(store: &'a RespStore, db: usize, key: &'a [u8], meta: Meta, version: u64) -> Self {
+        Edit {
+            store,
+            db,
+            key,
+            meta,
+            version,
+            buckets: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    async fn load(&mut self, b: u64) -> Result<&mut Vec<u8>, Stop> {
+        if !self.buckets.contains_key(&b) {
+            let pk = page_key(self.key, self.meta.stamp, b as i64);
+            let Some(data) = self.store.page(self.db, &pk).await? else {
+                return Err(match self.unchanged().await {
+                    Ok(false) => Stop::Retry,
+                    Ok(true) => Stop::Fail(damaged("a bucket page is missing")),
+                    Err(e) => Stop::Fail(e),
+                });
+            };
+            if data.first() != Some(&1) {
+                return Err(Stop::Fail(damaged("a bucket of an unknown shape")));
+            }
+            self.buckets.insert(b, data);
+        }
+        Ok(self.buckets.get_mut(&b).expect("loaded"))
+    }
+
+    /// Whether the metadata is still the version read.
+    pub async fn unchanged(&self) -> Result<bool, Error> {
+        let (_, version) = self.store.get_for_write(self.db, self.key, 0).await?;
+        Ok(version == Some(self.version))
+    }
+
+    pub async fn get(&mut self, field: &[u8]) -> Result<Option<Vec<u8>>, Stop> {
+        let b = self.meta.bucket_of(field);
+        let bucket = self.load(b).await?;
+        Ok(find(bucket, field)?.map(|(_, _, v)| v.to_vec()))
+    }
+
+    /// Sets `field`; true if it is new.
+    pub async fn set(&mut self, field: &[u8], value: &[u8]) -> Result<bool, Stop> {
+        let b = self.meta.bucket_of(field);
+        let bucket = self.load(b).await?;
+        let new = match find(bucket, field)? {
+            Some((start, end, _)) => {
+                bucket.splice(start..end, pair_item(field, value));
+                false
+            }
+            None => {
+                bucket.extend_from_slice(&pair_item(field, value));
+                true
+            }
+        };
+        self.dirty.insert(b);
+        if new {
+            self.meta.count += 1;
+        }
+        Ok(new)
+    }
+
+    /// Deletes `field`; true if it was there.
+    pub async fn del(&mut self, field: &[u8]) -> Result<bool, Stop> {
+        let b = self.meta.bucket_of(field);
+        let bucket = self.load(b).await?;
+        let Some((start, end, _)) = find(bucket, field)? else {
+            return Ok(false);
+        };
+        bucket.drain(start..end);
+        self.dirty.insert(b);
+        self.meta.count -= 1;
+        Ok(true)
+    }
+
+    /// Splits buckets while the fields pass `per bucket` on average.
+    async fn grow(&mut self) -> Result<(), Stop> {
+        while self.meta.count > self.meta.buckets() * u64::from(self.meta.per_bucket)
+            && self.meta.level < LEVEL_MAX
+        {
+            let (s, low) = (self.meta.split, 1u64 << self.meta.level);
+            let old = std::mem::take(self.load(s).await?);
+            let mut stay = vec![1u8];
+            let mut go = vec![1u8];
+            let next_level_mask = (low << 1) - 1;
+            for (f, v) in pairs(&old)? {
+                let h = xxhash_rust::xxh3::xxh3_64(f);
+                let to = if h & next_level_mask == s {
+                    &mut stay
+                } else {
+                    &mut go
+                };
+                to.extend_from_slice(&pair_item(f, v));
+            }
+            self.buckets.insert(s, stay);
+            self.buckets.insert(s + low, go);
+            self.dirty.insert(s);
+            self.dirty.insert(s + low);
+            self.meta.split += 1;
+            if self.meta.split == low {
+                self.meta.level += 1;
+                self.meta.split = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits (metadata and changed buckets, one guarded crash-atomic
+    /// batch); an emptied hash deletes its key (its buckets are left to
+    /// the sweep). `held` goes once the change is visible.
+    pub async fn commit(mut self, expire_at_ms: u64, held: KeyGuard<'static>) -> Result<(), Stop> {
+        if self.meta.count > 0 {
+            self.grow().await?;
+        }
+        let meta = (self.meta.count > 0).then(|| self.meta.encode());
+        let mut writes: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        if meta.is_some() {
+            for &b in &self.dirty {
+                let data = std::mem::take(self.buckets.get_mut(&b).expect("dirty"));
+                writes.push((page_key(self.key, self.meta.stamp, b as i64), data));
+            }
+        }
+        let pages: Vec<(&[u8], Option<&[u8]>)> = writes
+            .iter()
+            .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
+            .collect();
+        let meta = meta.as_deref().map(|m| (Kind::Hash, m, expire_at_ms));
+        let done = self
+            .store
+            .commit(
+                self.db,
+                self.key,
+                Some(self.version),
+                meta,
+                &pages,
+                move || drop(held),
+            )
+            .await?;
+        if done {
+            Ok(())
+        } else {
+            Err(Stop::Retry)
+        }
+    }
+}
+
+/// Every (field, value) of the paged hash `meta` describes, as of its
+/// version `version` (`Err(Stop::Retry)` if it changed meanwhile).
+pub async fn load_all(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    meta: Meta,
+    version: u64,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Stop> {
+    let mut edit = Edit::new(store, db, key, meta, version);
+    let mut all = Vec::with_capacity(meta.count as usize);
+    for b in 0..meta.buckets() {
+        let bucket = edit.load(b).await?;
+        for (f, v) in pairs(bucket)? {
+            all.push((f.to_vec(), v.to_vec()));
+        }
+        edit.buckets.remove(&b);
+    }
+    if !edit.unchanged().await? {
+        return Err(Stop::Retry);
+    }
+    if all.len() as u64 != meta.count {
+        return Err(Stop::Fail(damaged(
+            "the buckets hold another number of fields",
+        )));
+    }
+    Ok(all)
+}
+
+/// Writes `pairs` (distinct fields) whole as a paged hash under `key`, in
+/// place of what `version` (`None`: nothing) held. `Ok(false)`: the key
+/// changed since it was read.
+pub async fn write_whole(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    pairs: &[(&[u8], &[u8])],
+    expire_at_ms: u64,
+    held: KeyGuard<'static>,
+) -> Result<bool, Error> {
+    let bytes: usize = pairs.iter().map(|(f, v)| f.len() + v.len() + 10).sum();
+    let avg = bytes.div_ceil(pairs.len().max(1)).max(1);
+    let per_bucket = ((BUCKET_BYTES / avg) as u64).clamp(1, PER_BUCKET_MAX);
+    let mut level = 0u8;
+    while (1u64 << level) * per_bucket < pairs.len() as u64 && level < LEVEL_MAX {
+        level += 1;
+    }
+    let meta = Meta {
+        stamp: rand::random(),
+        count: pairs.len() as u64,
+        level,
+        split: 0,
+        per_bucket: per_bucket as u32,
+    };
+    let mut buckets: Vec<Vec<u8>> = vec![vec![1u8]; meta.buckets() as usize];
+    for (f, v) in pairs {
+        let b = meta.bucket_of(f) as usize;
+        buckets[b].extend_from_slice(&pair_item(f, v));
+    }
+    let keys: Vec<Vec<u8>> = (0..buckets.len())
+        .map(|b| page_key(key, meta.stamp, b as i64))
+        .collect();
+    let encoded = meta.encode();
+    let fits = store.commit_fits(
+        std::iter::once((key.len(), encoded.len()))
+            .chain(keys.iter().zip(&buckets).map(|(k, d)| (k.len(), d.len()))),
+    );
+    if !fits {
+        return Err(Error::Envelope(format!(
+            "a hash of {} fields is too large to write as one crash-atomic step",
+            pairs.len()
+        )));
+    }
+    let pages: Vec<(&[u8], Option<&[u8]>)> = keys
+        .iter()
+        .zip(&buckets)
+        .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
+        .collect();
+    store
+        .commit(
+            db,
+            key,
+            version,
+            Some((Kind::Hash, &encoded, expire_at_ms)),
+            &pages,
+            move || drop(held),
+        )
+        .await
+}
+
+/// A write command on a paged hash.
+pub enum Op<'a> {
+    /// HSET / HMSET: field, value, field, value …
+    Set(&'a [&'a [u8]]),
+    SetNx(&'a [u8], &'a [u8]),
+    IncrBy(&'a [u8], i64),
+    IncrByFloat(&'a [u8], f64),
+    Del(&'a [&'a [u8]]),
+}
+
+/// What a write command answers.
+pub enum Out {
+    Int(i64),
+    Text(String),
+}
+
+impl Op<'_> {
+    /// Applies the command: whether it changed the hash, and its answer
+    /// (or the error to answer).
+    async fn apply(&self, e: &mut Edit<'_>) -> Result<Result<(bool, Out), &'static str>, Stop> {
+        Ok(Ok(match *self {
+            Op::Set(pairs) => {
+                let mut added = 0;
+                for p in pairs.chunks(2) {
+                    added += i64::from(e.set(p[0], p[1]).await?);
+                }
+                (true, Out::Int(added))
+            }
+            Op::SetNx(f, v) => {
+                if e.get(f).await?.is_some() {
+                    (false, Out::Int(0))
+                } else {
+                    e.set(f, v).await?;
+                    (true, Out::Int(1))
+                }
+            }
+            Op::IncrBy(f, by) => {
+                let old = match e.get(f).await? {
+                    Some(v) => match nvdepot_resp::string2ll(&v) {
+                        Some(n) => n,
+                        None => return Ok(Err("ERR hash value is not an integer")),
+                    },
+                    None => 0,
+                };
+                let Some(n) = old.checked_add(by) else {
+                    return Ok(Err(nvdepot_resp::errors::OVERFLOW));
+                };
+                e.set(f, n.to_string().as_bytes()).await?;
+                (true, Out::Int(n))
+            }
+            Op::IncrByFloat(f, by) => {
+                let old = match e.get(f).await? {
+                    Some(v) => match super::strings::parse_float(&v) {
+                        Some(x) => x,
+                        None => return Ok(Err("ERR hash value is not a float")),
+                    },
+                    None => 0.0,
+                };
+                let sum = old + by;
+                if !sum.is_finite() {
+                    return Ok(Err("ERR increment would produce NaN or Infinity"));
+                }
+                let text = super::strings::format_float(sum);
+                e.set(f, text.as_bytes()).await?;
+                (true, Out::Text(text))
+            }
+            Op::Del(fields) => {
+                let mut removed = 0;
+                for f in fields {
+                    removed += i64::from(e.del(f).await?);
+                }
+                (removed > 0, Out::Int(removed))
+            }
+        }))
+    }
+}
+
+/// Runs `op` on hash `key` if it is paged: `None` when it is not (absent,
+/// compact: the caller's compact path), else its answer or error
+/// (WRONGTYPE for another type).
+pub async fn write(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    op: &Op<'_>,
+) -> Result<Option<Result<Out, &'static str>>, Error> {
+    let mut attempt = 0u32;
+    loop {
+        if attempt > 0 {
+            super::key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let held = super::key_locks::PAGED.lock(db, key).await;
+        let (v, version) = store.get_for_write(db, key, now).await?;
+        let Some(v) = v else { return Ok(None) };
+        if v.kind() != Kind::Hash {
+            return Ok(Some(Err(nvdepot_resp::errors::WRONGTYPE)));
+        }
+        if v.data().first() != Some(&SHAPE_PAGED) {
+            return Ok(None);
+        }
+        let m = Meta::decode(v.data())?;
+        let mut edit = Edit::new(
+            store,
+            db,
+            key,
+            m,
+            version.expect("a live value has a record"),
+        );
+        let done = match op.apply(&mut edit).await {
+            Ok(Ok((true, out))) => edit.commit(v.expire_at_ms(), held).await.map(|()| Ok(out)),
+            Ok(Ok((false, out))) => return Ok(Some(Ok(out))),
+            Ok(Err(msg)) => return Ok(Some(Err(msg))),
+            Err(stop) => Err(stop),
+        };
+        match done {
+            Ok(out) => return Ok(Some(out)),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+/// What a read of a paged hash found: the values of `fields` (HGET,
+/// HMGET, HEXISTS, HSTRLEN) and the field count, or with `fields` `None`
+/// every pair. `None` when the key is not a paged hash.
+pub enum Read {
+    Fields(Vec<Option<Vec<u8>>>, u64),
+    All(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// Reads a paged hash under its key's lock (no commit half visible).
+pub async fn read(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    fields: Option<&[&[u8]]>,
+) -> Result<Option<Read>, Error> {
+    let mut attempt = 0u32;
+    loop {
+        if attempt > 0 {
+            super::key_locks::backoff(attempt).await;
+        }
+        attempt += 1;
+        let _held = super::key_locks::PAGED.lock(db, key).await;
+        let (v, version) = store.get_for_write(db, key, now).await?;
+        let Some(v) =
+            v.filter(|v| v.kind() == Kind::Hash && v.data().first() == Some(&SHAPE_PAGED))
+        else {
+            return Ok(None);
+        };
+        let m = Meta::decode(v.data())?;
+        let version = version.expect("a live value has a record");
+        let got = match fields {
+            None => load_all(store, db, key, m, version).await.map(Read::All),
+            Some(fields) => {
+                let mut edit = Edit::new(store, db, key, m, version);
+                let mut vals = Vec::with_capacity(fields.len());
+                let mut got = Ok(());
+                for f in fields {
+                    match edit.get(f).await {
+                        Ok(v) => vals.push(v),
+                        Err(stop) => {
+                            got = Err(stop);
+                            break;
+                        }
+                    }
+                }
+                got.map(|()| Read::Fields(vals, m.count))
+            }
+        };
+        match got {
+            Ok(r) => return Ok(Some(r)),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_buckets_cover_every_hash() {
+        let m = Meta {
+            stamp: 3,
+            count: 100,
+            level: 3,
+            split: 5,
+            per_bucket: 10,
+        };
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        assert_eq!(m.buckets(), 13);
+        for i in 0..1000 {
+            let b = m.bucket_of(format!("f{i}").as_bytes());
+            assert!(b < m.buckets(), "bucket {b} of {}", m.buckets());
+        }
+        assert!(Meta::decode(&Meta { split: 8, ..m }.encode()).is_err());
+    }
+
+    #[test]
+    fn a_bucket_finds_replaces_and_drops_pairs() {
+        let mut b = vec![1u8];
+        b.extend_from_slice(&pair_item(b"a", b"1"));
+        b.extend_from_slice(&pair_item(b"bb", b"22"));
+        let (s, e, v) = find(&b, b"bb").unwrap().unwrap();
+        assert_eq!(v, b"22");
+        b.splice(s..e, pair_item(b"bb", b"333"));
+        assert_eq!(
+            pairs(&b).unwrap(),
+            vec![(&b"a"[..], &b"1"[..]), (&b"bb"[..], &b"333"[..])]
+        );
+        let (s, e, _) = find(&b, b"a").unwrap().unwrap();
+        b.drain(s..e);
+        assert_eq!(pairs(&b).unwrap(), vec![(&b"bb"[..], &b"333"[..])]);
+        assert!(find(&b, b"zz").unwrap().is_none());
+    }
+}
