@@ -392,7 +392,7 @@ async fn update<T>(
                 }
             }
             Some(Escalate::Paged) => {
-                if let Some(r) = hpages::write(store, db, key, now, &op).await? {
+                if let Some(r) = hpages::write(store, Kind::Hash, db, key, now, &op).await? {
                     return Ok(r.map(&out));
                 }
             }
@@ -403,7 +403,7 @@ async fn update<T>(
 fn int_out(o: hpages::Out) -> i64 {
     match o {
         hpages::Out::Int(n) => n,
-        hpages::Out::Text(_) => unreachable!("an integer command"),
+        hpages::Out::Text(_) | hpages::Out::Members(_) => unreachable!("an integer command"),
     }
 }
 
@@ -411,6 +411,7 @@ fn text_out(o: hpages::Out) -> String {
     match o {
         hpages::Out::Text(t) => t,
         hpages::Out::Int(n) => n.to_string(),
+        hpages::Out::Members(_) => unreachable!("a float command"),
     }
 }
 
@@ -423,8 +424,8 @@ enum Escalate {
     Convert(Option<u64>, Vec<u8>, u64),
 }
 
-/// Whether `v` (a hash) is paged.
-fn hpages_of(v: &Value) -> bool {
+/// Whether `v` (a hash or a set) is paged.
+pub(crate) fn hpages_of(v: &Value) -> bool {
     v.data().first() == Some(&super::list_pages::SHAPE_PAGED)
 }
 
@@ -443,7 +444,7 @@ async fn convert(
         .collect::<Result<_, _>>()?;
     let pairs: Vec<(&[u8], &[u8])> = items.chunks(2).map(|p| (p[0], p[1])).collect();
     let held = super::key_locks::PAGED.lock(db, key).await;
-    hpages::write_whole(store, db, key, version, &pairs, at, held).await
+    hpages::write_whole(store, Kind::Hash, db, key, version, &pairs, at, held).await
 }
 
 /// For a paged hash `v` under `key`: the whole hash in the compact layout
@@ -458,7 +459,8 @@ pub(crate) async fn compact_data(
     if v.kind() != Kind::Hash || !hpages_of(v) {
         return Ok(None);
     }
-    let Some(hpages::Read::All(pairs)) = hpages::read(store, db, key, 0, None).await? else {
+    let Some(hpages::Read::All(pairs)) = hpages::read(store, Kind::Hash, db, key, 0, None).await?
+    else {
         return Err(Error::Envelope(
             "a paged hash vanished while read whole".into(),
         ));
@@ -558,10 +560,10 @@ async fn set_raw(
             }
             Some(Escalate::Paged) => {
                 let op = hpages::Op::Set(pairs);
-                if let Some(r) = hpages::write(store, db, key, now, &op).await? {
+                if let Some(r) = hpages::write(store, Kind::Hash, db, key, now, &op).await? {
                     return Ok(r.map(|o| match o {
                         hpages::Out::Int(n) => n as usize,
-                        hpages::Out::Text(_) => unreachable!("HSET counts"),
+                        _ => unreachable!("HSET counts"),
                     }));
                 }
             }
@@ -765,7 +767,7 @@ async fn read_paged(
         _ if point => &args[2..3],
         _ => &[],
     };
-    let read = hpages::read(store, db, args[1], now, point.then_some(fields)).await?;
+    let read = hpages::read(store, Kind::Hash, db, args[1], now, point.then_some(fields)).await?;
     let h = match read {
         // No longer paged (deleted or rewritten meanwhile): read again.
         None => {

@@ -149,6 +149,8 @@ fn pair_item(field: &[u8], value: &[u8]) -> Vec<u8> {
 /// A change (or read) of a paged hash in progress.
 pub struct Edit<'a> {
     store: &'a RespStore,
+    /// Hash, or set (members as fields with empty values).
+    kind: Kind,
     db: usize,
     key: &'a [u8],
     pub meta: Meta,
@@ -158,9 +160,17 @@ pub struct Edit<'a> {
 }
 
 impl<'a> Edit<'a> {
-    pub fn new(store: &'a RespStore, db: usize, key: &'a [u8], meta: Meta, version: u64) -> Self {
+    pub fn new(
+        store: &'a RespStore,
+        kind: Kind,
+        db: usize,
+        key: &'a [u8],
+        meta: Meta,
+        version: u64,
+    ) -> Self {
         Edit {
             store,
+            kind,
             db,
             key,
             meta,
@@ -234,6 +244,29 @@ impl<'a> Edit<'a> {
         Ok(true)
     }
 
+    /// Removes and returns a random field (SPOP): from a random bucket,
+    /// the next non-empty one after it.
+    async fn pop_random(&mut self) -> Result<Vec<u8>, Stop> {
+        use rand::Rng;
+        let n = self.meta.buckets();
+        let start = rand::thread_rng().gen_range(0..n);
+        for i in 0..n {
+            let b = (start + i) % n;
+            let bucket = self.load(b).await?;
+            let fields = pairs(bucket)?.len();
+            if fields == 0 {
+                continue;
+            }
+            let pick = rand::thread_rng().gen_range(0..fields);
+            let f = pairs(bucket)?[pick].0.to_vec();
+            self.del(&f).await?;
+            return Ok(f);
+        }
+        Err(Stop::Fail(damaged(
+            "no field in any bucket of a non-empty hash",
+        )))
+    }
+
     /// Splits buckets while the fields pass `per bucket` on average.
     async fn grow(&mut self) -> Result<(), Stop> {
         while self.meta.count > self.meta.buckets() * u64::from(self.meta.per_bucket)
@@ -285,7 +318,7 @@ impl<'a> Edit<'a> {
             .iter()
             .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
             .collect();
-        let meta = meta.as_deref().map(|m| (Kind::Hash, m, expire_at_ms));
+        let meta = meta.as_deref().map(|m| (self.kind, m, expire_at_ms));
         let done = self
             .store
             .commit(
@@ -314,7 +347,8 @@ pub async fn load_all(
     meta: Meta,
     version: u64,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Stop> {
-    let mut edit = Edit::new(store, db, key, meta, version);
+    // Read only: its kind is never written.
+    let mut edit = Edit::new(store, Kind::Hash, db, key, meta, version);
     let mut all = Vec::with_capacity(meta.count as usize);
     for b in 0..meta.buckets() {
         let bucket = edit.load(b).await?;
@@ -337,8 +371,10 @@ pub async fn load_all(
 /// Writes `pairs` (distinct fields) whole as a paged hash under `key`, in
 /// place of what `version` (`None`: nothing) held. `Ok(false)`: the key
 /// changed since it was read.
+#[allow(clippy::too_many_arguments)]
 pub async fn write_whole(
     store: &RespStore,
+    kind: Kind,
     db: usize,
     key: &[u8],
     version: Option<u64>,
@@ -375,7 +411,8 @@ pub async fn write_whole(
     );
     if !fits {
         return Err(Error::Envelope(format!(
-            "a hash of {} fields is too large to write as one crash-atomic step",
+            "a {} of {} elements is too large to write as one crash-atomic step",
+            kind.name(),
             pairs.len()
         )));
     }
@@ -389,7 +426,7 @@ pub async fn write_whole(
             db,
             key,
             version,
-            Some((Kind::Hash, &encoded, expire_at_ms)),
+            Some((kind, &encoded, expire_at_ms)),
             &pages,
             move || drop(held),
         )
@@ -404,12 +441,15 @@ pub enum Op<'a> {
     IncrBy(&'a [u8], i64),
     IncrByFloat(&'a [u8], f64),
     Del(&'a [&'a [u8]]),
+    /// SPOP: up to this many random members.
+    Pop(u64),
 }
 
 /// What a write command answers.
 pub enum Out {
     Int(i64),
     Text(String),
+    Members(Vec<Vec<u8>>),
 }
 
 impl Op<'_> {
@@ -469,6 +509,13 @@ impl Op<'_> {
                 }
                 (removed > 0, Out::Int(removed))
             }
+            Op::Pop(n) => {
+                let mut popped = Vec::new();
+                while (popped.len() as u64) < n && e.meta.count > 0 {
+                    popped.push(e.pop_random().await?);
+                }
+                (!popped.is_empty(), Out::Members(popped))
+            }
         }))
     }
 }
@@ -478,6 +525,7 @@ impl Op<'_> {
 /// (WRONGTYPE for another type).
 pub async fn write(
     store: &RespStore,
+    kind: Kind,
     db: usize,
     key: &[u8],
     now: u64,
@@ -492,7 +540,7 @@ pub async fn write(
         let held = super::key_locks::PAGED.lock(db, key).await;
         let (v, version) = store.get_for_write(db, key, now).await?;
         let Some(v) = v else { return Ok(None) };
-        if v.kind() != Kind::Hash {
+        if v.kind() != kind {
             return Ok(Some(Err(nvdepot_resp::errors::WRONGTYPE)));
         }
         if v.data().first() != Some(&SHAPE_PAGED) {
@@ -501,6 +549,7 @@ pub async fn write(
         let m = Meta::decode(v.data())?;
         let mut edit = Edit::new(
             store,
+            kind,
             db,
             key,
             m,
@@ -531,6 +580,7 @@ pub enum Read {
 /// Reads a paged hash under its key's lock (no commit half visible).
 pub async fn read(
     store: &RespStore,
+    kind: Kind,
     db: usize,
     key: &[u8],
     now: u64,
@@ -544,8 +594,7 @@ pub async fn read(
         attempt += 1;
         let _held = super::key_locks::PAGED.lock(db, key).await;
         let (v, version) = store.get_for_write(db, key, now).await?;
-        let Some(v) =
-            v.filter(|v| v.kind() == Kind::Hash && v.data().first() == Some(&SHAPE_PAGED))
+        let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED))
         else {
             return Ok(None);
         };
@@ -554,7 +603,7 @@ pub async fn read(
         let got = match fields {
             None => load_all(store, db, key, m, version).await.map(Read::All),
             Some(fields) => {
-                let mut edit = Edit::new(store, db, key, m, version);
+                let mut edit = Edit::new(store, kind, db, key, m, version);
                 let mut vals = Vec::with_capacity(fields.len());
                 let mut got = Ok(());
                 for f in fields {

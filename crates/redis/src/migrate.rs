@@ -231,7 +231,10 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
         if let Some(v) = v {
             // A paged list goes whole, in the compact layout.
             let whole = match block_on(super::hash::compact_data(&shared.store, 0, k, &v)) {
-                Ok(None) => block_on(super::list::compact_data(&shared.store, 0, k, &v)),
+                Ok(None) => match block_on(super::set::compact_data(&shared.store, 0, k, &v)) {
+                    Ok(None) => block_on(super::list::compact_data(&shared.store, 0, k, &v)),
+                    done => done,
+                },
                 done => done,
             }
             .map_err(|e| e.to_string())?;

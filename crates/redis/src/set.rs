@@ -19,8 +19,9 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::compact::Compact;
+use super::compact::{self, Compact};
 use super::face::{arity, Shared};
+use super::hash_pages as hpages;
 use super::scan::ScanOptions;
 
 /// Commands that must see several keys as one step.
@@ -176,6 +177,9 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
 
 /// OBJECT ENCODING of a set value.
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    if super::hash::hpages_of(v) {
+        return Ok("hashtable");
+    }
     let c = Compact::decode(v.data())?;
     Ok(if c.large { "hashtable" } else { "intset" })
 }
@@ -201,11 +205,21 @@ pub async fn execute(
                 return Some(Ok(()));
             }
             let members = &args[2..];
-            update(store, db, args[1], now, |s| {
-                let s = s.get_or_insert_with(|| Set::created_for(members[0]));
-                let added = members.iter().filter(|m| s.add(m, max)).count();
-                Ok((added > 0, added as i64))
-            })
+            let pairs = as_pairs(members);
+            let op = hpages::Op::Set(&pairs);
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                op,
+                |s| {
+                    let s = s.get_or_insert_with(|| Set::created_for(members[0]));
+                    let added = members.iter().filter(|m| s.add(m, max)).count();
+                    Ok((added > 0, added as i64))
+                },
+                int_out,
+            )
             .await
             .map(|out| out.map(|n| r.integer(n)))
         }
@@ -213,11 +227,20 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            update(store, db, args[1], now, |s| {
-                let Some(s) = s else { return Ok((false, 0)) };
-                let removed = args[2..].iter().filter(|m| s.remove(m)).count();
-                Ok((removed > 0, removed as i64))
-            })
+            let op = hpages::Op::Del(&args[2..]);
+            update(
+                store,
+                db,
+                args[1],
+                now,
+                op,
+                |s| {
+                    let Some(s) = s else { return Ok((false, 0)) };
+                    let removed = args[2..].iter().filter(|m| s.remove(m)).count();
+                    Ok((removed > 0, removed as i64))
+                },
+                int_out,
+            )
             .await
             .map(|out| out.map(|n| r.integer(n)))
         }
@@ -257,36 +280,107 @@ pub async fn execute(
 
 /// One atomic update of set `key`: `apply` sees the set (`None` when
 /// missing) and says whether it changed and what to answer, or the error
-/// to answer (WRONGTYPE is one too).
+/// to answer (WRONGTYPE is one too). A paged set runs `op` instead (one
+/// bucket per member, `hash_pages.rs`); a compact one the change takes
+/// past the paged threshold is written paged.
 async fn update<T>(
     store: &RespStore,
     db: usize,
     key: &[u8],
     now: u64,
+    op: hpages::Op<'_>,
     mut apply: impl FnMut(&mut Option<Set>) -> Result<(bool, T), &'static str>,
+    out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
-    let mut damage = None;
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (mut s, at) = match set_of(cur) {
-                Ok(s) => (s, cur.map_or(0, Value::expire_at_ms)),
-                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Err(Fail::Store(e)) => {
-                    damage = Some(e);
+    loop {
+        let mut damage = None;
+        let mut paged = false;
+        let mut convert = None;
+        let (done, _) = store
+            .update(db, key, now, |cur| {
+                if cur.is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(v)) {
+                    paged = true;
                     return (Change::Keep, Err(""));
                 }
-            };
-            match apply(&mut s) {
-                Ok((true, t)) => (s.unwrap_or_default().change(at), Ok(t)),
-                Ok((false, t)) => (Change::Keep, Ok(t)),
-                Err(msg) => (Change::Keep, Err(msg)),
+                let (mut s, at) = match set_of(cur) {
+                    Ok(s) => (s, cur.map_or(0, Value::expire_at_ms)),
+                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
+                    Err(Fail::Store(e)) => {
+                        damage = Some(e);
+                        return (Change::Keep, Err(""));
+                    }
+                };
+                match apply(&mut s) {
+                    Ok((true, t)) => {
+                        let change = s.unwrap_or_default().change(at);
+                        if let Change::Put { data, .. } = &change {
+                            if hpages::should_page(data[0] == 1, data.len(), key) {
+                                convert = Some((cur.map(Value::version), data.clone(), at));
+                                return (Change::Keep, Ok(t));
+                            }
+                        }
+                        (change, Ok(t))
+                    }
+                    Ok((false, t)) => (Change::Keep, Ok(t)),
+                    Err(msg) => (Change::Keep, Err(msg)),
+                }
+            })
+            .await?;
+        if let Some(e) = damage {
+            return Err(e);
+        }
+        if let Some((version, data, at)) = convert {
+            let members: Vec<&[u8]> = compact::items(&data)
+                .map(|i| i.map(|(_, m)| m))
+                .collect::<Result<_, _>>()?;
+            let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|m| (*m, &b""[..])).collect();
+            let held = super::key_locks::PAGED.lock(db, key).await;
+            let kind = Kind::Set;
+            if hpages::write_whole(store, kind, db, key, version, &pairs, at, held).await? {
+                return Ok(done);
             }
-        })
-        .await?;
-    match damage {
-        Some(e) => Err(e),
-        None => Ok(out),
+        } else if paged {
+            if let Some(r) = hpages::write(store, Kind::Set, db, key, now, &op).await? {
+                return Ok(r.map(&out));
+            }
+        } else {
+            return Ok(done);
+        }
     }
+}
+
+fn int_out(o: hpages::Out) -> i64 {
+    match o {
+        hpages::Out::Int(n) => n,
+        _ => unreachable!("a counting command"),
+    }
+}
+
+/// The members as a paged set's op takes them: member, "", member, "" …
+fn as_pairs<'a>(members: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    members.iter().flat_map(|m| [*m, &b""[..]]).collect()
+}
+
+/// For a paged set `v` under `key`: the whole set in the compact layout
+/// (large), as RENAME, COPY, MOVE and a migration write it elsewhere.
+/// `None` for any other value.
+pub(crate) async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    if v.kind() != Kind::Set || !super::hash::hpages_of(v) {
+        return Ok(None);
+    }
+    let Some(hpages::Read::All(pairs)) = hpages::read(store, Kind::Set, db, key, 0, None).await?
+    else {
+        return Err(Error::Envelope(
+            "a paged set vanished while read whole".into(),
+        ));
+    };
+    let items = pairs.into_iter().map(|(m, _)| m).collect();
+    Ok(Some(Compact { large: true, items }.encode()))
 }
 
 /// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
@@ -298,6 +392,21 @@ async fn read(
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<Set>, ()>, Error> {
     let v = store.get(db, key, now).await?;
+    if v.as_ref()
+        .is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(v))
+    {
+        match hpages::read(store, Kind::Set, db, key, now, None).await? {
+            Some(hpages::Read::All(pairs)) => {
+                let members = pairs.into_iter().map(|(m, _)| m).collect();
+                return Ok(Ok(Some(Set {
+                    large: true,
+                    members,
+                })));
+            }
+            // Changed meanwhile: read again.
+            _ => return Box::pin(read(store, db, key, now, r)).await,
+        }
+    }
     match set_of(v.as_ref()) {
         Ok(s) => Ok(Ok(s)),
         Err(Fail::WrongType) => {
@@ -340,19 +449,32 @@ async fn spop(
             }
         },
     };
-    let out = update(store, db, args[1], now, |s| {
-        let Some(s) = s.as_mut().filter(|_| count != Some(0)) else {
-            return Ok((false, Vec::new()));
-        };
-        let mut rng = rand::thread_rng();
-        let n = count.unwrap_or(1).min(s.members.len() as u64) as usize;
-        let mut popped = Vec::with_capacity(n);
-        for _ in 0..n {
-            let i = rng.gen_range(0..s.members.len());
-            popped.push(s.members.remove(i));
-        }
-        Ok((true, popped))
-    })
+    let op = hpages::Op::Pop(count.unwrap_or(1));
+    let members = |o: hpages::Out| match o {
+        hpages::Out::Members(m) => m,
+        _ => unreachable!("SPOP pops members"),
+    };
+    let out = update(
+        store,
+        db,
+        args[1],
+        now,
+        op,
+        |s| {
+            let Some(s) = s.as_mut().filter(|_| count != Some(0)) else {
+                return Ok((false, Vec::new()));
+            };
+            let mut rng = rand::thread_rng();
+            let n = count.unwrap_or(1).min(s.members.len() as u64) as usize;
+            let mut popped = Vec::with_capacity(n);
+            for _ in 0..n {
+                let i = rng.gen_range(0..s.members.len());
+                popped.push(s.members.remove(i));
+            }
+            Ok((true, popped))
+        },
+        members,
+    )
     .await?;
     match (out, count) {
         (Err(msg), _) => r.error(msg),
@@ -390,19 +512,37 @@ async fn smove(
         r.integer(i64::from(from.contains(member)));
         return Ok(());
     }
-    let removed = update(store, db, src, now, |s| {
-        let gone = s.as_mut().is_some_and(|s| s.remove(member));
-        Ok((gone, gone))
-    })
+    let one = [member];
+    let removed = update(
+        store,
+        db,
+        src,
+        now,
+        hpages::Op::Del(&one),
+        |s| {
+            let gone = s.as_mut().is_some_and(|s| s.remove(member));
+            Ok((gone, gone))
+        },
+        |o| int_out(o) > 0,
+    )
     .await?;
     if removed != Ok(true) {
         r.integer(0);
         return Ok(());
     }
-    let added = update(store, db, dst, now, |s| {
-        let s = s.get_or_insert_with(|| Set::created_for(member));
-        Ok((s.add(member, max), ()))
-    })
+    let pair = as_pairs(&one);
+    let added = update(
+        store,
+        db,
+        dst,
+        now,
+        hpages::Op::Set(&pair),
+        |s| {
+            let s = s.get_or_insert_with(|| Set::created_for(member));
+            Ok((s.add(member, max), ()))
+        },
+        |_| (),
+    )
     .await?;
     match added {
         Ok(()) => r.integer(1),
@@ -613,6 +753,27 @@ async fn read_command(
     if !cursor_ok {
         r.error("ERR invalid cursor");
         return Ok(());
+    }
+    if matches!(name, b"SISMEMBER" | b"SMISMEMBER" | b"SCARD") {
+        // A paged set: the members' buckets, or the metadata's count.
+        let members: &[&[u8]] = if name == b"SCARD" { &[] } else { &args[2..] };
+        let v = store.get(db, args[1], now).await?;
+        if v.is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(&v)) {
+            let found = hpages::read(store, Kind::Set, db, args[1], now, Some(members)).await?;
+            if let Some(hpages::Read::Fields(vals, count)) = found {
+                match name {
+                    b"SCARD" => r.integer(count as i64),
+                    b"SISMEMBER" => r.integer(i64::from(vals[0].is_some())),
+                    _ => {
+                        r.array(vals.len());
+                        for v in &vals {
+                            r.integer(i64::from(v.is_some()));
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        }
     }
     let Ok(s) = read(store, db, args[1], now, r).await? else {
         return Ok(());

@@ -332,8 +332,13 @@ async fn relocate(
     // not share them, and a page key names its list); the old key's
     // pages are the sweeper's once it is deleted. The new key first, as
     // below.
-    if let Some(data) = super::hash::compact_data(store, from.0, from.1, v).await? {
-        // A paged hash goes compact (one record); its next write pages it.
+    let whole = match super::hash::compact_data(store, from.0, from.1, v).await? {
+        None => super::set::compact_data(store, from.0, from.1, v).await?,
+        done => done,
+    };
+    if let Some(data) = whole {
+        // A paged hash or set goes compact (one record); its next write
+        // pages it.
         store
             .set_kind(to.0, to.1, v.kind(), &data, v.expire_at_ms())
             .await?;
