@@ -943,3 +943,82 @@ fn large_sets_answer_as_redis() {
         "the server logged a panic:\n{log}"
     );
 }
+
+/// Clients at once on one paged hash (and one paged set): HINCRBY on
+/// shared counters, HSET and HDEL of their own fields, SADD and SREM:
+/// every increment counted once, every client's fields and members exactly
+/// what it left, whatever the interleaving of bucket commits and splits.
+#[test]
+fn many_clients_share_a_paged_hash_and_set() {
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &["--size", "1G", "--segment-size", "16M"],
+    );
+    let mut c = common::Resp::connect(&server);
+    let fill: Vec<String> = (0..3000)
+        .flat_map(|i| [format!("pre{i}"), "x".repeat(20)])
+        .collect();
+    let mut args = vec!["HSET", "h"];
+    args.extend(fill.iter().map(String::as_str));
+    assert_eq!(c.call(&args), Value::Integer(3000));
+    let members: Vec<String> = (0..3000).map(|i| format!("pre-member-{i}")).collect();
+    let mut args = vec!["SADD", "s"];
+    args.extend(members.iter().map(String::as_str));
+    assert_eq!(c.call(&args), Value::Integer(3000));
+    let clients: Vec<_> = (0..8)
+        .map(|w| {
+            let mut c = common::Resp::connect(&server);
+            std::thread::spawn(move || {
+                let mut mine = std::collections::BTreeSet::new();
+                for i in 0..600 {
+                    let counter = format!("c{}", i % 50);
+                    assert!(matches!(
+                        c.call(&["HINCRBY", "h", &counter, "1"]),
+                        Value::Integer(_)
+                    ));
+                    let f = format!("w{w}-{i}");
+                    assert_eq!(c.call(&["HSET", "h", &f, &f]), Value::Integer(1));
+                    assert_eq!(c.call(&["SADD", "s", &f]), Value::Integer(1));
+                    mine.insert(i);
+                    if i % 3 == 0 {
+                        let old = format!("w{w}-{}", i / 2);
+                        if mine.remove(&(i / 2)) {
+                            assert_eq!(c.call(&["HDEL", "h", &old]), Value::Integer(1));
+                            assert_eq!(c.call(&["SREM", "s", &old]), Value::Integer(1));
+                        }
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let kept: Vec<_> = clients.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut total = 0;
+    for i in 0..50 {
+        let v = c.call(&["HGET", "h", &format!("c{i}")]);
+        total += text(&v).parse::<i64>().expect("a count");
+    }
+    assert_eq!(total, 8 * 600, "every HINCRBY counted once");
+    let mut fields = 3000 + 50;
+    let mut set_members = 3000;
+    for (w, mine) in kept.iter().enumerate() {
+        for i in 0..600 {
+            let f = format!("w{w}-{i}");
+            let want = mine.contains(&i);
+            let got = c.call(&["HGET", "h", &f]);
+            assert_eq!(got != Value::Bulk(None), want, "h {f}");
+            let is = c.call(&["SISMEMBER", "s", &f]);
+            assert_eq!(is, Value::Integer(i64::from(want)), "s {f}");
+        }
+        fields += mine.len() as i64;
+        set_members += mine.len() as i64;
+    }
+    assert_eq!(c.call(&["HLEN", "h"]), Value::Integer(fields));
+    assert_eq!(c.call(&["SCARD", "s"]), Value::Integer(set_members));
+    let Value::Array(Some(all)) = c.call(&["HGETALL", "h"]) else {
+        panic!("HGETALL");
+    };
+    assert_eq!(all.len() as i64, 2 * fields, "HGETALL agrees with HLEN");
+    eprintln!("resp_paged: 8 clients on one paged hash and set: {fields} fields, {set_members} members, all as written");
+}
