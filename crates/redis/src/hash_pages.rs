@@ -648,6 +648,42 @@ mod tests {
         assert!(Meta::decode(&Meta { split: 8, ..m }.encode()).is_err());
     }
 
+    /// Damaged metadata and buckets are errors, never a panic.
+    #[test]
+    fn damaged_metadata_and_buckets_are_errors_not_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let meta = Meta {
+            stamp: 9,
+            count: 40,
+            level: 2,
+            split: 1,
+            per_bucket: 8,
+        }
+        .encode();
+        let mut bucket = vec![1u8];
+        bucket.extend_from_slice(&pair_item(b"field", b"value"));
+        bucket.extend_from_slice(&pair_item(b"", &[3; 200]));
+        for _ in 0..20_000 {
+            let (mut m, mut b) = (meta.clone(), bucket.clone());
+            if rng.gen_bool(0.5) {
+                let n = rng.gen_range(0..40);
+                m = (0..n).map(|_| rng.gen()).collect();
+                b = (0..n).map(|_| rng.gen()).collect();
+            } else {
+                let i = rng.gen_range(0..m.len());
+                m[i] ^= 1 << rng.gen_range(0..8);
+                let j = rng.gen_range(0..b.len());
+                b[j] ^= 1 << rng.gen_range(0..8);
+            }
+            if let Ok(m) = Meta::decode(&m) {
+                assert!(m.bucket_of(b"x") < m.buckets());
+            }
+            let _ = find(&b, b"field");
+            let _ = pairs(&b);
+        }
+    }
+
     #[test]
     fn a_bucket_finds_replaces_and_drops_pairs() {
         let mut b = vec![1u8];

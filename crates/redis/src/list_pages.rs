@@ -123,7 +123,11 @@ impl Meta {
         if self.head == self.tail {
             return h == t && h == self.len;
         }
-        let middle = (self.tail - self.head - 1) as u64;
+        // Damaged numbers may be anything: no overflow on the way.
+        let Some(middle) = (self.tail as i128 - self.head as i128 - 1).try_into().ok() else {
+            return false;
+        };
+        let middle: u64 = middle;
         (1..=p).contains(&h)
             && (1..=p).contains(&t)
             && middle
@@ -770,6 +774,52 @@ mod tests {
         };
         assert_eq!(Meta::decode(&one.encode()).unwrap(), one);
         assert!(Meta::decode(&[SHAPE_PAGED, 0]).is_err());
+    }
+
+    /// Damaged metadata and pages (random bytes, and valid encodings with
+    /// bytes flipped) are errors, never a panic (the decoders read what
+    /// the device gives back).
+    #[test]
+    fn damaged_metadata_and_pages_are_errors_not_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let meta = Meta {
+            stamp: 1,
+            len: 10,
+            head: 0,
+            tail: 2,
+            head_count: 3,
+            tail_count: 3,
+            per_page: 4,
+        }
+        .encode();
+        let page = encode_page([b"ab".to_vec(), vec![], vec![7; 300]].iter());
+        for _ in 0..20_000 {
+            let mut m = meta.clone();
+            let mut p = page.clone();
+            if rng.gen_bool(0.5) {
+                let n = rng.gen_range(0..60);
+                m = (0..n).map(|_| rng.gen()).collect();
+                p = (0..n).map(|_| rng.gen()).collect();
+            } else {
+                let i = rng.gen_range(0..m.len());
+                m[i] ^= 1 << rng.gen_range(0..8);
+                let j = rng.gen_range(0..p.len());
+                p[j] ^= 1 << rng.gen_range(0..8);
+            }
+            if let Ok(m) = Meta::decode(&m) {
+                assert!(m.holds());
+            }
+            if let Ok(mut pg) = Page::parse(p) {
+                let n = pg.count;
+                for i in 0..n {
+                    assert!(pg.nth(i).is_ok());
+                }
+                if n > 0 {
+                    assert!(pg.pop_back().is_ok() && pg.pop_front().is_ok() || n == 1);
+                }
+            }
+        }
     }
 
     #[test]
