@@ -100,8 +100,8 @@ lines = ["# Redis collection types: nvdepot serve against redis-server",
          f"{sys.argv[5]} rep(s); medians in ops/s). redis-benchmark's type tests work on one key "
          "per type, which grows to tens of thousands of elements. Lists past 16 KiB are "
          "paged (a push or pop writes one page and the metadata), and so are hashes "
-         "(a field's write, one bucket and the metadata); sets and sorted sets are "
-         "still one record per collection, rewritten whole on every write.",
+         "and sets (a field's or member's write, one bucket and the metadata); sorted "
+         "sets are still one record per collection, rewritten whole on every write.",
          "",
          "| test | c | redis-none | redis-always | nvdepot | nvdepot / redis-always | nvdepot / redis-none |",
          "|---|---|---|---|---|---|---|"]
