@@ -659,8 +659,20 @@ fn hash_snapshot(conn: &mut Conn) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn large_hashes_answer_as_redis() {
+/// Seeds of random commands (`next` per seed) side by side with a stock
+/// redis-server, compared reply by reply as [`comparable`] says; a SPOP
+/// (random) is followed by a DEL of its key on both sides, to stay in
+/// step. After each seed `snapshot` must agree, the largest size
+/// `size_cmd` answered must show the collections grew past the paged
+/// threshold, and some pages must exist.
+fn differential(
+    what: &str,
+    ops: usize,
+    seeds: u64,
+    mut next: impl FnMut(u64) -> Box<dyn FnMut() -> Cmd>,
+    snapshot: fn(&mut Conn) -> Vec<Value>,
+    size_cmd: &[u8],
+) {
     let args = [
         "--bind",
         "127.0.0.1",
@@ -687,13 +699,9 @@ fn large_hashes_answer_as_redis() {
             "1",
         ],
     );
-    let ops: usize = env_or("NVDEPOT_HASHES_OPS", 2000);
-    let seeds: u64 = env_or("NVDEPOT_HASHES_SEEDS", 2);
     let mut peak = 0;
     for seed in 0..seeds {
-        let mut g = HashGen {
-            rng: StdRng::seed_from_u64(seed),
-        };
+        let mut command = next(seed);
         let (mut a, mut b) = (
             Conn::connect("redis-server", redis.addr),
             Conn::connect("nvdepot", server.addr),
@@ -702,7 +710,7 @@ fn large_hashes_answer_as_redis() {
         let mut recent: Vec<String> = Vec::new();
         let mut largest = 0;
         for sent in 0..ops {
-            let cmd = g.command();
+            let cmd = command();
             let want = comparable(&cmd, &pipeline(&mut a, std::slice::from_ref(&cmd))[0]);
             let got = comparable(&cmd, &pipeline(&mut b, std::slice::from_ref(&cmd))[0]);
             if want != got {
@@ -715,7 +723,13 @@ fn large_hashes_answer_as_redis() {
                     recent.join("\n  ")
                 );
             }
-            if cmd[0] == b"HLEN" {
+            // A random pop leaves the two sets different: drop it on both.
+            if cmd[0] == b"SPOP" {
+                let del = vec![b"DEL".to_vec(), cmd[1].clone()];
+                pipeline(&mut a, std::slice::from_ref(&del));
+                pipeline(&mut b, std::slice::from_ref(&del));
+            }
+            if cmd[0] == size_cmd {
                 if let Value::Integer(n) = want {
                     largest = largest.max(n);
                 }
@@ -728,7 +742,7 @@ fn large_hashes_answer_as_redis() {
                 assert!(peak < RSS_BOUND, "RSS {peak} past {RSS_BOUND}");
             }
         }
-        let (want, got) = (hash_snapshot(&mut a), hash_snapshot(&mut b));
+        let (want, got) = (snapshot(&mut a), snapshot(&mut b));
         for (i, (w, g)) in want.iter().zip(&got).enumerate() {
             assert!(
                 w == g,
@@ -737,18 +751,37 @@ fn large_hashes_answer_as_redis() {
                 brief(g)
             );
         }
-        eprintln!("resp_paged hashes: seed {seed}: {ops} commands, every reply the same (largest {largest} fields)");
+        eprintln!(
+            "resp_paged {what}: seed {seed}: {ops} commands, every reply the same (largest {largest})"
+        );
         assert!(
             largest > 1_000,
-            "the hashes grew large enough to page ({largest})"
+            "the {what} grew large enough to page ({largest})"
         );
-        assert!(pages(&mut b) > 0, "some hashes are paged");
+        assert!(pages(&mut b) > 0, "some {what} are paged");
     }
-    eprintln!("resp_paged hashes: peak RSS {} MB", peak >> 20);
+    eprintln!("resp_paged {what}: peak RSS {} MB", peak >> 20);
     let log = server.stderr.lock().unwrap().clone();
     assert!(
         !log.contains("panicked"),
         "the server logged a panic:\n{log}"
+    );
+}
+
+#[test]
+fn large_hashes_answer_as_redis() {
+    differential(
+        "hashes",
+        env_or("NVDEPOT_HASHES_OPS", 2000),
+        env_or("NVDEPOT_HASHES_SEEDS", 2),
+        |seed| {
+            let mut g = HashGen {
+                rng: StdRng::seed_from_u64(seed),
+            };
+            Box::new(move || g.command())
+        },
+        hash_snapshot,
+        b"HLEN",
     );
 }
 
@@ -853,94 +886,18 @@ fn set_snapshot(conn: &mut Conn) -> Vec<Value> {
 
 #[test]
 fn large_sets_answer_as_redis() {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
-        return;
-    };
-    let dir = temp_dir();
-    let server = Server::start_serve(
-        &dir.path().join("store"),
-        &[
-            "--size",
-            "1G",
-            "--segment-size",
-            "16M",
-            "--expiry-sweep-secs",
-            "1",
-        ],
-    );
-    let ops: usize = env_or("NVDEPOT_SETS_OPS", 2000);
-    let seeds: u64 = env_or("NVDEPOT_SETS_SEEDS", 2);
-    for seed in 0..seeds {
-        let mut g = SetGen {
-            rng: StdRng::seed_from_u64(seed),
-        };
-        let (mut a, mut b) = (
-            Conn::connect("redis-server", redis.addr),
-            Conn::connect("nvdepot", server.addr),
-        );
-        prepare(&mut a, &mut b);
-        let mut recent: Vec<String> = Vec::new();
-        let mut largest = 0;
-        for sent in 0..ops {
-            let cmd = g.command();
-            let want = comparable(&cmd, &pipeline(&mut a, std::slice::from_ref(&cmd))[0]);
-            let got = comparable(&cmd, &pipeline(&mut b, std::slice::from_ref(&cmd))[0]);
-            if want != got {
-                panic!(
-                    "seed {seed}, command {sent}: {}\n redis-server: {}\n nvdepot:      {}\n \
-                     before it:\n  {}",
-                    show(&cmd).chars().take(300).collect::<String>(),
-                    brief(&want),
-                    brief(&got),
-                    recent.join("\n  ")
-                );
-            }
-            // A random pop leaves the two sets different: drop it on both.
-            if cmd[0] == b"SPOP" {
-                let del = vec![b"DEL".to_vec(), cmd[1].clone()];
-                pipeline(&mut a, std::slice::from_ref(&del));
-                pipeline(&mut b, std::slice::from_ref(&del));
-            }
-            if cmd[0] == b"SCARD" {
-                if let Value::Integer(n) = want {
-                    largest = largest.max(n);
-                }
-            }
-            recent.push(show(&cmd).chars().take(160).collect());
-            let keep = recent.len().saturating_sub(12);
-            recent.drain(..keep);
-        }
-        let (want, got) = (set_snapshot(&mut a), set_snapshot(&mut b));
-        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-            assert!(
-                w == g,
-                "seed {seed}: snapshot item {i} differs: {} vs {}",
-                brief(w),
-                brief(g)
-            );
-        }
-        eprintln!("resp_paged sets: seed {seed}: {ops} commands, every reply the same (largest {largest} members)");
-        assert!(
-            largest > 1_000,
-            "the sets grew large enough to page ({largest})"
-        );
-        assert!(pages(&mut b) > 0, "some sets are paged");
-    }
-    let log = server.stderr.lock().unwrap().clone();
-    assert!(
-        !log.contains("panicked"),
-        "the server logged a panic:\n{log}"
+    differential(
+        "sets",
+        env_or("NVDEPOT_SETS_OPS", 2000),
+        env_or("NVDEPOT_SETS_SEEDS", 2),
+        |seed| {
+            let mut g = SetGen {
+                rng: StdRng::seed_from_u64(seed),
+            };
+            Box::new(move || g.command())
+        },
+        set_snapshot,
+        b"SCARD",
     );
 }
 

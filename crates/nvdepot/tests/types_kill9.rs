@@ -295,24 +295,56 @@ fn queue_user(mut c: Resp, q: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<Que
     }
 }
 
-/// `kill -9` while clients push to and pop from long (paged) lists: after
-/// the restart each list is exactly the values pushed and not popped,
-/// allowing only for the one command in flight.
-#[test]
-fn a_paged_queue_survives_kill_9() {
+/// After the restart: queue `u` is exactly the values pushed and not
+/// popped, but for the one command in flight. Returns the operations
+/// acknowledged.
+fn verify_queue(c: &mut Resp, u: usize, s: &Queue) -> u64 {
+    let Value::Array(Some(items)) = c.call(&["LRANGE", &format!("queue{u}"), "0", "-1"]) else {
+        panic!("queue{u} is not a list");
+    };
+    let got: Vec<String> = items.iter().map(text).collect();
+    let first: u64 = got
+        .first()
+        .map_or(s.popped, |v| v.parse().expect("a number"));
+    assert!(
+        first >= s.popped && first <= s.popped + s.in_flight_pop,
+        "queue{u}: starts at {first}, {s:?}"
+    );
+    let end = first + got.len() as u64;
+    assert!(
+        end >= s.pushed && end <= s.pushed + s.in_flight_push,
+        "queue{u}: ends at {end}, {s:?}"
+    );
+    for (n, e) in got.iter().enumerate() {
+        assert_eq!(*e, value(first + n as u64), "queue{u}: a gap or a stranger");
+    }
+    let llen = c.call(&["LLEN", &format!("queue{u}")]);
+    assert_eq!(int(&llen), Some(got.len() as i64), "queue{u}: LLEN");
+    s.pushed + s.popped
+}
+
+/// Rounds of: three users (each on its own key: two on one key would
+/// break the models), `kill -9` of the server under them, a restart, and
+/// `verify` of what each saw acknowledged; the collections must have
+/// been paged. Returns nothing: every check asserts.
+fn kill_rounds<S: Default + Clone + Send + 'static>(
+    what: &str,
+    user: fn(Resp, String, Arc<AtomicBool>, Arc<Mutex<S>>),
+    verify: fn(&mut Resp, usize, &S) -> u64,
+) {
     let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
     for round in 0..rounds {
         let dir = temp_dir();
         let data = dir.path().join("store");
         let server = Server::start_serve(&data, ARGS);
         let stop = Arc::new(AtomicBool::new(false));
-        let seen: Vec<Arc<Mutex<Queue>>> = (0..3).map(|_| Arc::default()).collect();
-        // Two users share queue 0 would break the model: one per queue.
+        let seen: Vec<Arc<Mutex<S>>> = (0..3).map(|_| Arc::default()).collect();
         let users: Vec<_> = (0..3)
             .map(|u| {
                 let c = Resp::connect(&server);
                 let (stop, s) = (stop.clone(), seen[u].clone());
-                std::thread::spawn(move || queue_user(c, format!("queue{u}"), stop, s))
+                let key = format!("{what}{u}");
+                std::thread::spawn(move || user(c, key, stop, s))
             })
             .collect();
         std::thread::sleep(Duration::from_millis(400 + 300 * round as u64));
@@ -326,29 +358,7 @@ fn a_paged_queue_survives_kill_9() {
         let mut ops = 0;
         for (u, s) in seen.iter().enumerate() {
             let s = s.lock().unwrap().clone();
-            ops += s.pushed + s.popped;
-            let Value::Array(Some(items)) = c.call(&["LRANGE", &format!("queue{u}"), "0", "-1"])
-            else {
-                panic!("queue{u} is not a list");
-            };
-            let got: Vec<String> = items.iter().map(text).collect();
-            let first: u64 = got
-                .first()
-                .map_or(s.popped, |v| v.parse().expect("a number"));
-            assert!(
-                first >= s.popped && first <= s.popped + s.in_flight_pop,
-                "queue{u}: starts at {first}, {s:?}"
-            );
-            let end = first + got.len() as u64;
-            assert!(
-                end >= s.pushed && end <= s.pushed + s.in_flight_push,
-                "queue{u}: ends at {end}, {s:?}"
-            );
-            for (n, e) in got.iter().enumerate() {
-                assert_eq!(*e, value(first + n as u64), "queue{u}: a gap or a stranger");
-            }
-            let llen = c.call(&["LLEN", &format!("queue{u}")]);
-            assert_eq!(int(&llen), Some(got.len() as i64), "queue{u}: LLEN");
+            ops += verify(&mut c, u, &s);
         }
         let Value::Bulk(Some(info)) = c.call(&["INFO", "nvdepot"]) else {
             panic!("INFO nvdepot");
@@ -356,11 +366,21 @@ fn a_paged_queue_survives_kill_9() {
         let info = String::from_utf8_lossy(&info).into_owned();
         assert!(
             !info.contains("collection_pages:0\r"),
-            "the queues are paged:\n{info}"
+            "the {what}s are paged:\n{info}"
         );
-        eprintln!("types_kill9: round {round}: {ops} acknowledged queue pushes and pops, all as acknowledged");
+        eprintln!(
+            "types_kill9: round {round}: {ops} acknowledged {what} writes, all as acknowledged"
+        );
         assert_eq!(server.terminate(), 0);
     }
+}
+
+/// `kill -9` while clients push to and pop from long (paged) lists: after
+/// the restart each list is exactly the values pushed and not popped,
+/// allowing only for the one command in flight.
+#[test]
+fn a_paged_queue_survives_kill_9() {
+    kill_rounds("queue", queue_user, verify_queue);
 }
 
 /// What a hash's user saw acknowledged: fields `f{n}` set for `n` in
@@ -416,68 +436,43 @@ fn hash_user(mut c: Resp, h: String, stop: Arc<AtomicBool>, seen: Arc<Mutex<Hash
     }
 }
 
+/// After the restart: hash `u` holds exactly the fields acknowledged set
+/// and not deleted (but for the command in flight), with their values.
+fn verify_hash(c: &mut Resp, u: usize, s: &HashSeen) -> u64 {
+    let h = format!("hash{u}");
+    for n in 0..s.set + 1 {
+        let got = c.call(&["HGET", &h, &format!("f{n}")]);
+        let maybe = s.in_flight == Some(n);
+        if n < s.deleted {
+            assert!(
+                got == Value::Bulk(None) || maybe,
+                "{h}: f{n} deleted, yet {got:?}"
+            );
+        } else if n < s.set {
+            assert!(
+                text(&got) == value(n) || (maybe && got == Value::Bulk(None)),
+                "{h}: f{n} lost: {got:?} ({s:?})"
+            );
+        } else {
+            assert!(
+                got == Value::Bulk(None) || maybe,
+                "{h}: f{n} never set, yet {got:?}"
+            );
+        }
+    }
+    let len = int(&c.call(&["HLEN", &h])).expect("HLEN");
+    let want = (s.set - s.deleted) as i64;
+    assert!(
+        (len - want).abs() <= i64::from(s.in_flight.is_some()),
+        "{h}: HLEN {len}, {want} acknowledged ({s:?})"
+    );
+    s.set + s.deleted
+}
+
 /// `kill -9` while clients set and delete fields of large (paged)
 /// hashes: after the restart each holds exactly the fields acknowledged
 /// set and not deleted (but for the command in flight), with their values.
 #[test]
 fn a_paged_hash_survives_kill_9() {
-    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
-    for round in 0..rounds {
-        let dir = temp_dir();
-        let data = dir.path().join("store");
-        let server = Server::start_serve(&data, ARGS);
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen: Vec<Arc<Mutex<HashSeen>>> = (0..3).map(|_| Arc::default()).collect();
-        let users: Vec<_> = (0..3)
-            .map(|u| {
-                let c = Resp::connect(&server);
-                let (stop, s) = (stop.clone(), seen[u].clone());
-                std::thread::spawn(move || hash_user(c, format!("hash{u}"), stop, s))
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(400 + 300 * round as u64));
-        server.kill_9();
-        stop.store(true, Ordering::Relaxed);
-        for u in users {
-            u.join().unwrap();
-        }
-        let server = Server::start_serve(&data, ARGS);
-        let mut c = Resp::connect(&server);
-        let mut ops = 0;
-        for (u, s) in seen.iter().enumerate() {
-            let s = s.lock().unwrap().clone();
-            let h = format!("hash{u}");
-            ops += s.set + s.deleted;
-            for n in 0..s.set + 1 {
-                let got = c.call(&["HGET", &h, &format!("f{n}")]);
-                let maybe = s.in_flight == Some(n);
-                if n < s.deleted {
-                    assert!(
-                        got == Value::Bulk(None) || maybe,
-                        "{h}: f{n} deleted, yet {got:?}"
-                    );
-                } else if n < s.set {
-                    assert!(
-                        text(&got) == value(n) || (maybe && got == Value::Bulk(None)),
-                        "{h}: f{n} lost: {got:?} ({s:?})"
-                    );
-                } else {
-                    assert!(
-                        got == Value::Bulk(None) || maybe,
-                        "{h}: f{n} never set, yet {got:?}"
-                    );
-                }
-            }
-            let len = int(&c.call(&["HLEN", &h])).expect("HLEN");
-            let want = (s.set - s.deleted) as i64;
-            assert!(
-                (len - want).abs() <= i64::from(s.in_flight.is_some()),
-                "{h}: HLEN {len}, {want} acknowledged ({s:?})"
-            );
-        }
-        eprintln!(
-            "types_kill9: round {round}: {ops} acknowledged paged hash writes, all as acknowledged"
-        );
-        assert_eq!(server.terminate(), 0);
-    }
+    kill_rounds("hash", hash_user, verify_hash);
 }

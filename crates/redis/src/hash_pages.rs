@@ -33,7 +33,7 @@ use nvdepot_cache::Error;
 
 use super::compact;
 use super::key_locks::KeyGuard;
-use super::list_pages::{page_key, Stop, PAGE_AT_BYTES, SHAPE_PAGED};
+use super::list_pages::{commit_records, page_key, Stop, PAGE_AT_BYTES, SHAPE_PAGED};
 
 /// Bytes a bucket aims at.
 const BUCKET_BYTES: usize = 8 * 1024;
@@ -307,34 +307,16 @@ impl<'a> Edit<'a> {
             self.grow().await?;
         }
         let meta = (self.meta.count > 0).then(|| self.meta.encode());
-        let mut writes: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         if meta.is_some() {
             for &b in &self.dirty {
                 let data = std::mem::take(self.buckets.get_mut(&b).expect("dirty"));
-                writes.push((page_key(self.key, self.meta.stamp, b as i64), data));
+                writes.push((page_key(self.key, self.meta.stamp, b as i64), Some(data)));
             }
         }
-        let pages: Vec<(&[u8], Option<&[u8]>)> = writes
-            .iter()
-            .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
-            .collect();
-        let meta = meta.as_deref().map(|m| (self.kind, m, expire_at_ms));
-        let done = self
-            .store
-            .commit(
-                self.db,
-                self.key,
-                Some(self.version),
-                meta,
-                &pages,
-                move || drop(held),
-            )
-            .await?;
-        if done {
-            Ok(())
-        } else {
-            Err(Stop::Retry)
-        }
+        let meta = meta.map(|m| (self.kind, m, expire_at_ms));
+        let version = Some(self.version);
+        commit_records(self.store, self.db, self.key, version, meta, &writes, held).await
     }
 }
 
@@ -533,11 +515,7 @@ pub async fn write(
 ) -> Result<Option<Result<Out, &'static str>>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            super::key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let held = super::key_locks::PAGED.lock(db, key).await;
+        let held = super::key_locks::turn(&mut attempt, db, key).await;
         let (v, version) = store.get_for_write(db, key, now).await?;
         let Some(v) = v else { return Ok(None) };
         if v.kind() != kind {
@@ -588,11 +566,7 @@ pub async fn read(
 ) -> Result<Option<Read>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            super::key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = super::key_locks::PAGED.lock(db, key).await;
+        let _held = super::key_locks::turn(&mut attempt, db, key).await;
         let (v, version) = store.get_for_write(db, key, now).await?;
         let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED))
         else {

@@ -83,6 +83,16 @@ impl Drop for KeyGuard<'_> {
     }
 }
 
+/// One turn of a paged step's retry loop on `key` of `db`: after a
+/// first attempt, the [`backoff`]; then the key's lock.
+pub async fn turn(attempt: &mut u32, db: usize, key: &[u8]) -> KeyGuard<'static> {
+    if *attempt > 0 {
+        backoff(*attempt).await;
+    }
+    *attempt += 1;
+    PAGED.lock(db, key).await
+}
+
 /// Waits before reading again after a commit found its key changed (a
 /// write of the key's record alone came between; its DRAM-tier entry
 /// catches up right after): 50 µs, doubling to 2 ms.

@@ -76,11 +76,7 @@ pub(crate) async fn compact_data(
     }
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (m, version) = match pages::find(store, db, key, 0).await? {
             Found::Paged(_, m, version) => (m, version),
             Found::Compact(v, _) => return Ok(Some(v.data().to_vec())),
@@ -114,11 +110,7 @@ pub(crate) async fn write_whole(
     let list: VecDeque<Vec<u8>> = Compact::decode(data)?.items.into();
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (_, version) = store.get_for_write(db, key, now).await?;
         if pages::write_whole(store, db, key, version, None, &list, expire_at_ms, _held).await? {
             return Ok(());
@@ -167,11 +159,7 @@ pub(crate) async fn update<T>(
 ) -> Result<Result<T, &'static str>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (mut l, version, old, at) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(version) => (None, version, None, 0),
@@ -251,11 +239,7 @@ pub(crate) async fn read(
 ) -> Result<Result<Option<VecDeque<Vec<u8>>>, ()>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let v = store.get(db, key, now).await?;
         if let Some(v) = v
             .as_ref()
@@ -351,11 +335,7 @@ pub(crate) async fn push_n(
     }
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (list, version, at) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) if only_existing => return Ok(Ok(0)),
@@ -452,11 +432,7 @@ pub(crate) async fn pop_n(
     }
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
             Found::Missing(_) => return Ok(Ok(None)),
@@ -689,11 +665,7 @@ async fn lset(
 ) -> Result<Result<(), &'static str>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::Paged(v, m, version) => (v, m, version),
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
@@ -745,11 +717,7 @@ async fn ltrim(
 ) -> Result<Result<(), &'static str>, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, key).await;
+        let _held = key_locks::turn(&mut attempt, db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::Paged(v, m, version) => (v, m, version),
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
@@ -1080,11 +1048,7 @@ async fn read_paged(
 ) -> Result<bool, Error> {
     let mut attempt = 0u32;
     loop {
-        if attempt > 0 {
-            key_locks::backoff(attempt).await;
-        }
-        attempt += 1;
-        let _held = key_locks::PAGED.lock(db, args[1]).await;
+        let _held = key_locks::turn(&mut attempt, db, args[1]).await;
         let Some(v) = store.get(db, args[1], now).await? else {
             return Ok(false);
         };

@@ -575,27 +575,40 @@ impl<'a> Edit<'a> {
         for &p in &self.gone {
             writes.push((page_key(self.key, stamp, p), None));
         }
-        let pages: Vec<(&[u8], Option<&[u8]>)> = writes
-            .iter()
-            .map(|(k, d)| (k.as_slice(), d.as_deref()))
-            .collect();
-        let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
-        let done = self
-            .store
-            .commit(
-                self.db,
-                self.key,
-                Some(self.version),
-                meta,
-                &pages,
-                move || drop(held),
-            )
-            .await?;
-        if done {
-            Ok(())
-        } else {
-            Err(Stop::Retry)
-        }
+        let (store, db, key, version) = (self.store, self.db, self.key, self.version);
+        let meta = meta.map(|m| (Kind::List, m, expire_at_ms));
+        commit_records(store, db, key, Some(version), meta, &writes, held).await
+    }
+}
+
+/// Commits a paged collection's change: its metadata (`None` deletes the
+/// key) and page writes (`None` deletes a page), one crash-atomic batch
+/// guarded by the metadata's version; `held`, the key's lock, goes once
+/// the change is visible. `Err(Stop::Retry)` if the key changed since
+/// `version` was read.
+pub async fn commit_records(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    meta: Option<(Kind, Vec<u8>, u64)>,
+    writes: &[(Vec<u8>, Option<Vec<u8>>)],
+    held: KeyGuard<'static>,
+) -> Result<(), Stop> {
+    let pages: Vec<(&[u8], Option<&[u8]>)> = writes
+        .iter()
+        .map(|(k, d)| (k.as_slice(), d.as_deref()))
+        .collect();
+    let meta = meta
+        .as_ref()
+        .map(|(kind, m, at)| (*kind, m.as_slice(), *at));
+    let done = store
+        .commit(db, key, version, meta, &pages, move || drop(held))
+        .await?;
+    if done {
+        Ok(())
+    } else {
+        Err(Stop::Retry)
     }
 }
 
