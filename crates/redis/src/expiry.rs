@@ -9,8 +9,8 @@
 //! meanwhile) and removes the keys found expired, each by an atomic update
 //! that deletes only if the key is still expired then.
 //!
-//! The same thread drops the pages of paged lists that are gone
-//! (deleted, overwritten, expired, written whole again): every interval
+//! The same thread drops the pages of paged lists, hashes and sets that
+//! are gone (deleted, overwritten, expired, written whole again): every interval
 //! while any page is stored, a pass over the pages namespaces
 //! (`list_pages::sweep_pages`).
 
@@ -69,7 +69,7 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
             }
             match block_on(super::list_pages::sweep_pages(&store, db, unix_now_ms())) {
                 Ok(0) => {}
-                Ok(n) => debug!("page sweep: {n} pages of dead lists dropped in db {db}"),
+                Ok(n) => debug!("page sweep: {n} pages of dead collections dropped in db {db}"),
                 Err(e) => warn!("page sweep: {e}"),
             }
         }

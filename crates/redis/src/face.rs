@@ -777,7 +777,7 @@ impl RespSession {
         }
         if want("nvdepot") {
             let mut lines = s.store.cache().stats();
-            // Pages of paged lists, live and not yet swept.
+            // Pages of paged collections, live and not yet swept.
             let pages: u64 = (0..s.store.databases())
                 .map(|db| s.store.page_count(db))
                 .sum();

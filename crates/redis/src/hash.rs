@@ -17,6 +17,7 @@ use rand::Rng;
 use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 use super::hash_pages as hpages;
+use super::list_pages::is_paged;
 use super::strings::{format_float, parse_float};
 
 /// Why a command stopped before its reply.
@@ -154,7 +155,7 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
 
 /// OBJECT ENCODING of a hash value.
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
-    if hpages_of(v) {
+    if is_paged(v.data()) {
         return Ok("hashtable");
     }
     let c = Compact::decode(v.data())?;
@@ -217,7 +218,7 @@ pub async fn execute(
                     h.set(args[2], args[3], &limits);
                     Ok((true, 1))
                 },
-                int_out,
+                hpages::Out::int,
             )
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -251,7 +252,7 @@ pub async fn execute(
                     h.set(args[2], n.to_string().as_bytes(), &limits);
                     Ok((true, n))
                 },
-                int_out,
+                hpages::Out::int,
             )
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -291,7 +292,7 @@ pub async fn execute(
                     h.set(args[2], text.as_bytes(), &limits);
                     Ok((true, text))
                 },
-                text_out,
+                hpages::Out::text,
             )
             .await
             .map(|out| out.map(|text| r.bulk(text.as_bytes())))
@@ -317,7 +318,7 @@ pub async fn execute(
                     let removed = before - h.pairs.len();
                     Ok((removed > 0, removed as i64))
                 },
-                int_out,
+                hpages::Out::int,
             )
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -352,7 +353,7 @@ async fn update<T>(
         let mut escalate = None;
         let (done, _) = store
             .update(db, key, now, |cur| {
-                if cur.is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v)) {
+                if cur.is_some_and(|v| v.kind() == Kind::Hash && is_paged(v.data())) {
                     escalate = Some(Escalate::Paged);
                     return (Change::Keep, Err(""));
                 }
@@ -387,7 +388,7 @@ async fn update<T>(
         match escalate {
             None => return Ok(done),
             Some(Escalate::Convert(version, data, at)) => {
-                if convert(store, db, key, version, &data, at).await? {
+                if hpages::convert(store, Kind::Hash, db, key, version, &data, at).await? {
                     return Ok(done);
                 }
             }
@@ -400,21 +401,6 @@ async fn update<T>(
     }
 }
 
-fn int_out(o: hpages::Out) -> i64 {
-    match o {
-        hpages::Out::Int(n) => n,
-        hpages::Out::Text(_) | hpages::Out::Members(_) => unreachable!("an integer command"),
-    }
-}
-
-fn text_out(o: hpages::Out) -> String {
-    match o {
-        hpages::Out::Text(t) => t,
-        hpages::Out::Int(n) => n.to_string(),
-        hpages::Out::Members(_) => unreachable!("a float command"),
-    }
-}
-
 /// Why a compact update stopped for the paged layout.
 enum Escalate {
     /// The hash is paged.
@@ -422,51 +408,6 @@ enum Escalate {
     /// The change makes it large enough to page: (the version it was
     /// decided on, the compact data it would have written, its expiry).
     Convert(Option<u64>, Vec<u8>, u64),
-}
-
-/// Whether `v` (a hash or a set) is paged.
-pub(crate) fn hpages_of(v: &Value) -> bool {
-    v.data().first() == Some(&super::list_pages::SHAPE_PAGED)
-}
-
-/// Writes the compact hash `data` paged in place of `version`: false if
-/// the key changed meanwhile (decide again).
-async fn convert(
-    store: &RespStore,
-    db: usize,
-    key: &[u8],
-    version: Option<u64>,
-    data: &[u8],
-    at: u64,
-) -> Result<bool, Error> {
-    let items: Vec<&[u8]> = compact::items(data)
-        .map(|i| i.map(|(_, e)| e))
-        .collect::<Result<_, _>>()?;
-    let pairs: Vec<(&[u8], &[u8])> = items.chunks(2).map(|p| (p[0], p[1])).collect();
-    let held = super::key_locks::PAGED.lock(db, key).await;
-    hpages::write_whole(store, Kind::Hash, db, key, version, &pairs, at, held).await
-}
-
-/// For a paged hash `v` under `key`: the whole hash in the compact layout
-/// (large), as RENAME, COPY, MOVE and a migration write it elsewhere.
-/// `None` for any other value.
-pub(crate) async fn compact_data(
-    store: &RespStore,
-    db: usize,
-    key: &[u8],
-    v: &Value,
-) -> Result<Option<Vec<u8>>, Error> {
-    if v.kind() != Kind::Hash || !hpages_of(v) {
-        return Ok(None);
-    }
-    let Some(hpages::Read::All(pairs)) = hpages::read(store, Kind::Hash, db, key, 0, None).await?
-    else {
-        return Err(Error::Envelope(
-            "a paged hash vanished while read whole".into(),
-        ));
-    };
-    let items = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
-    Ok(Some(Compact { large: true, items }.encode()))
 }
 
 /// HSET's write on the encoded hash: the fields it names are found by
@@ -485,7 +426,7 @@ async fn set_raw(
         let mut escalate = None;
         let (out, _) = store
             .update(db, key, now, |cur| {
-                if cur.is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v)) {
+                if cur.is_some_and(|v| v.kind() == Kind::Hash && is_paged(v.data())) {
                     escalate = Some(Escalate::Paged);
                     return (Change::Keep, Ok(0));
                 }
@@ -554,7 +495,7 @@ async fn set_raw(
         match escalate {
             None => return Ok(out),
             Some(Escalate::Convert(version, data, at)) => {
-                if convert(store, db, key, version, &data, at).await? {
+                if hpages::convert(store, Kind::Hash, db, key, version, &data, at).await? {
                     return Ok(out);
                 }
             }
@@ -679,7 +620,7 @@ async fn read_command(
     };
     let paged = v
         .as_ref()
-        .is_some_and(|v| v.kind() == Kind::Hash && hpages_of(v));
+        .is_some_and(|v| v.kind() == Kind::Hash && is_paged(v.data()));
     if paged {
         return Some(read_paged(store, db, name, args, now, rand_count, cursor, r).await);
     }

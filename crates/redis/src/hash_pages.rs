@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
 use super::compact;
@@ -434,6 +434,32 @@ pub enum Out {
     Members(Vec<Vec<u8>>),
 }
 
+impl Out {
+    /// The answer of a counting command (HSET, HDEL, SADD, …).
+    pub fn int(self) -> i64 {
+        match self {
+            Out::Int(n) => n,
+            Out::Text(_) | Out::Members(_) => unreachable!("a counting command"),
+        }
+    }
+
+    /// The answer of HINCRBYFLOAT.
+    pub fn text(self) -> String {
+        match self {
+            Out::Text(t) => t,
+            Out::Int(_) | Out::Members(_) => unreachable!("a float command"),
+        }
+    }
+
+    /// The answer of SPOP.
+    pub fn members(self) -> Vec<Vec<u8>> {
+        match self {
+            Out::Members(m) => m,
+            Out::Int(_) | Out::Text(_) => unreachable!("SPOP pops members"),
+        }
+    }
+}
+
 impl Op<'_> {
     /// Applies the command: whether it changed the hash, and its answer
     /// (or the error to answer).
@@ -598,6 +624,57 @@ pub async fn read(
             Err(Stop::Fail(e)) => return Err(e),
         }
     }
+}
+
+/// Writes the compact hash or set `data` (its record's data) paged in
+/// place of `version` (`None`: absent), under the key's lock: false if
+/// the key changed meanwhile (decide again). A hash's items are field,
+/// value, …; a set's members become fields with empty values.
+#[allow(clippy::too_many_arguments)]
+pub async fn convert(
+    store: &RespStore,
+    kind: Kind,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    data: &[u8],
+    at: u64,
+) -> Result<bool, Error> {
+    let items: Vec<&[u8]> = compact::items(data)
+        .map(|i| i.map(|(_, e)| e))
+        .collect::<Result<_, _>>()?;
+    let pairs: Vec<(&[u8], &[u8])> = match kind {
+        Kind::Set => items.iter().map(|m| (*m, &b""[..])).collect(),
+        _ => items.chunks(2).map(|p| (p[0], p[1])).collect(),
+    };
+    let held = super::key_locks::PAGED.lock(db, key).await;
+    write_whole(store, kind, db, key, version, &pairs, at, held).await
+}
+
+/// For a paged hash or set `v` under `key`: the whole collection in the
+/// compact layout (large), as RENAME, COPY, MOVE and a migration write it
+/// elsewhere. `None` for any other value.
+pub async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    let kind = v.kind();
+    if !matches!(kind, Kind::Hash | Kind::Set) || !super::list_pages::is_paged(v.data()) {
+        return Ok(None);
+    }
+    let Some(Read::All(pairs)) = read(store, kind, db, key, 0, None).await? else {
+        return Err(Error::Envelope(format!(
+            "a paged {} vanished while read whole",
+            kind.name()
+        )));
+    };
+    let items = match kind {
+        Kind::Set => pairs.into_iter().map(|(m, _)| m).collect(),
+        _ => pairs.into_iter().flat_map(|(f, v)| [f, v]).collect(),
+    };
+    Ok(Some(compact::Compact { large: true, items }.encode()))
 }
 
 #[cfg(test)]

@@ -62,15 +62,14 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
     Compact::decode(data).map(|_| ())
 }
 
-/// For a paged list `v` under `key`: the whole list in the compact
-/// layout (what RENAME, COPY, MOVE and a migration write elsewhere), read
-/// from all its pages. `None` for any other value.
-pub(crate) async fn compact_data(
+/// For a paged list `v` under `key`: its elements, read from all its
+/// pages (under its lock). `None` for any other value.
+pub(crate) async fn paged_elements(
     store: &RespStore,
     db: usize,
     key: &[u8],
     v: &Value,
-) -> Result<Option<Vec<u8>>, Error> {
+) -> Result<Option<VecDeque<Vec<u8>>>, Error> {
     if v.kind() != Kind::List || !pages::is_paged(v.data()) {
         return Ok(None);
     }
@@ -79,7 +78,7 @@ pub(crate) async fn compact_data(
         let _held = key_locks::turn(&mut attempt, db, key).await;
         let (m, version) = match pages::find(store, db, key, 0).await? {
             Found::Paged(_, m, version) => (m, version),
-            Found::Compact(v, _) => return Ok(Some(v.data().to_vec())),
+            Found::Compact(v, _) => return Ok(Some(Compact::decode(v.data())?.items.into())),
             Found::Missing(_) | Found::WrongType => {
                 return Err(Error::Envelope(
                     "a paged list vanished while read whole".into(),
@@ -87,32 +86,46 @@ pub(crate) async fn compact_data(
             }
         };
         match pages::load_all(store, db, key, m, version).await {
-            Ok(l) => {
-                let items = l.into();
-                return Ok(Some(Compact { large: true, items }.encode()));
-            }
+            Ok(l) => return Ok(Some(l)),
             Err(Stop::Retry) => continue,
             Err(Stop::Fail(e)) => return Err(e),
         }
     }
 }
 
-/// Writes the list `data` (compact layout) under `key` whatever it held,
-/// paged if long (RENAME, COPY, MOVE of a paged list).
+/// For a paged list `v` under `key`: the whole list in the compact
+/// layout (what a migration sends). `None` for any other value.
+pub(crate) async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    let elements = paged_elements(store, db, key, v).await?;
+    Ok(elements.map(|l| {
+        Compact {
+            large: true,
+            items: l.into(),
+        }
+        .encode()
+    }))
+}
+
+/// Writes `list` under `key` whatever it held, paged if long (RENAME,
+/// COPY, MOVE of a paged list).
 pub(crate) async fn write_whole(
     store: &RespStore,
     db: usize,
     key: &[u8],
-    data: &[u8],
+    list: &VecDeque<Vec<u8>>,
     expire_at_ms: u64,
     now: u64,
 ) -> Result<(), Error> {
-    let list: VecDeque<Vec<u8>> = Compact::decode(data)?.items.into();
     let mut attempt = 0u32;
     loop {
         let _held = key_locks::turn(&mut attempt, db, key).await;
         let (_, version) = store.get_for_write(db, key, now).await?;
-        if pages::write_whole(store, db, key, version, None, &list, expire_at_ms, _held).await? {
+        if pages::write_whole(store, db, key, version, None, list, expire_at_ms, _held).await? {
             return Ok(());
         }
     }

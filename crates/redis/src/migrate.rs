@@ -229,15 +229,9 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
     for k in keys {
         let v = block_on(shared.store.get(0, k, now)).map_err(|e| e.to_string())?;
         if let Some(v) = v {
-            // A paged list goes whole, in the compact layout.
-            let whole = match block_on(super::hash::compact_data(&shared.store, 0, k, &v)) {
-                Ok(None) => match block_on(super::set::compact_data(&shared.store, 0, k, &v)) {
-                    Ok(None) => block_on(super::list::compact_data(&shared.store, 0, k, &v)),
-                    done => done,
-                },
-                done => done,
-            }
-            .map_err(|e| e.to_string())?;
+            // A paged collection goes whole, in the compact layout.
+            let whole = block_on(super::types::compact_data(&shared.store, 0, k, &v))
+                .map_err(|e| e.to_string())?;
             copied.push((
                 k,
                 v.kind(),

@@ -19,9 +19,10 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::compact::{self, Compact};
+use super::compact::Compact;
 use super::face::{arity, Shared};
 use super::hash_pages as hpages;
+use super::list_pages::is_paged;
 use super::scan::ScanOptions;
 
 /// Commands that must see several keys as one step.
@@ -177,7 +178,7 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
 
 /// OBJECT ENCODING of a set value.
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
-    if super::hash::hpages_of(v) {
+    if is_paged(v.data()) {
         return Ok("hashtable");
     }
     let c = Compact::decode(v.data())?;
@@ -218,7 +219,7 @@ pub async fn execute(
                     let added = members.iter().filter(|m| s.add(m, max)).count();
                     Ok((added > 0, added as i64))
                 },
-                int_out,
+                hpages::Out::int,
             )
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -239,7 +240,7 @@ pub async fn execute(
                     let removed = args[2..].iter().filter(|m| s.remove(m)).count();
                     Ok((removed > 0, removed as i64))
                 },
-                int_out,
+                hpages::Out::int,
             )
             .await
             .map(|out| out.map(|n| r.integer(n)))
@@ -298,7 +299,7 @@ async fn update<T>(
         let mut convert = None;
         let (done, _) = store
             .update(db, key, now, |cur| {
-                if cur.is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(v)) {
+                if cur.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
                     paged = true;
                     return (Change::Keep, Err(""));
                 }
@@ -330,13 +331,7 @@ async fn update<T>(
             return Err(e);
         }
         if let Some((version, data, at)) = convert {
-            let members: Vec<&[u8]> = compact::items(&data)
-                .map(|i| i.map(|(_, m)| m))
-                .collect::<Result<_, _>>()?;
-            let pairs: Vec<(&[u8], &[u8])> = members.iter().map(|m| (*m, &b""[..])).collect();
-            let held = super::key_locks::PAGED.lock(db, key).await;
-            let kind = Kind::Set;
-            if hpages::write_whole(store, kind, db, key, version, &pairs, at, held).await? {
+            if hpages::convert(store, Kind::Set, db, key, version, &data, at).await? {
                 return Ok(done);
             }
         } else if paged {
@@ -349,38 +344,9 @@ async fn update<T>(
     }
 }
 
-fn int_out(o: hpages::Out) -> i64 {
-    match o {
-        hpages::Out::Int(n) => n,
-        _ => unreachable!("a counting command"),
-    }
-}
-
 /// The members as a paged set's op takes them: member, "", member, "" …
 fn as_pairs<'a>(members: &[&'a [u8]]) -> Vec<&'a [u8]> {
     members.iter().flat_map(|m| [*m, &b""[..]]).collect()
-}
-
-/// For a paged set `v` under `key`: the whole set in the compact layout
-/// (large), as RENAME, COPY, MOVE and a migration write it elsewhere.
-/// `None` for any other value.
-pub(crate) async fn compact_data(
-    store: &RespStore,
-    db: usize,
-    key: &[u8],
-    v: &Value,
-) -> Result<Option<Vec<u8>>, Error> {
-    if v.kind() != Kind::Set || !super::hash::hpages_of(v) {
-        return Ok(None);
-    }
-    let Some(hpages::Read::All(pairs)) = hpages::read(store, Kind::Set, db, key, 0, None).await?
-    else {
-        return Err(Error::Envelope(
-            "a paged set vanished while read whole".into(),
-        ));
-    };
-    let items = pairs.into_iter().map(|(m, _)| m).collect();
-    Ok(Some(Compact { large: true, items }.encode()))
 }
 
 /// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
@@ -393,7 +359,7 @@ async fn read(
 ) -> Result<Result<Option<Set>, ()>, Error> {
     let v = store.get(db, key, now).await?;
     if v.as_ref()
-        .is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(v))
+        .is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data()))
     {
         match hpages::read(store, Kind::Set, db, key, now, None).await? {
             Some(hpages::Read::All(pairs)) => {
@@ -450,10 +416,6 @@ async fn spop(
         },
     };
     let op = hpages::Op::Pop(count.unwrap_or(1));
-    let members = |o: hpages::Out| match o {
-        hpages::Out::Members(m) => m,
-        _ => unreachable!("SPOP pops members"),
-    };
     let out = update(
         store,
         db,
@@ -473,7 +435,7 @@ async fn spop(
             }
             Ok((true, popped))
         },
-        members,
+        hpages::Out::members,
     )
     .await?;
     match (out, count) {
@@ -523,7 +485,7 @@ async fn smove(
             let gone = s.as_mut().is_some_and(|s| s.remove(member));
             Ok((gone, gone))
         },
-        |o| int_out(o) > 0,
+        |o| o.int() > 0,
     )
     .await?;
     if removed != Ok(true) {
@@ -758,7 +720,7 @@ async fn read_command(
         // A paged set: the members' buckets, or the metadata's count.
         let members: &[&[u8]] = if name == b"SCARD" { &[] } else { &args[2..] };
         let v = store.get(db, args[1], now).await?;
-        if v.is_some_and(|v| v.kind() == Kind::Set && super::hash::hpages_of(&v)) {
+        if v.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
             let found = hpages::read(store, Kind::Set, db, args[1], now, Some(members)).await?;
             if let Some(hpages::Read::Fields(vals, count)) = found {
                 match name {

@@ -328,29 +328,23 @@ async fn relocate(
     remove: bool,
     now: u64,
 ) -> Result<(), Error> {
-    // A paged list is written whole to its new key (new pages: COPY must
-    // not share them, and a page key names its list); the old key's
-    // pages are the sweeper's once it is deleted. The new key first, as
-    // below.
-    let whole = match super::hash::compact_data(store, from.0, from.1, v).await? {
-        None => super::set::compact_data(store, from.0, from.1, v).await?,
-        done => done,
-    };
-    if let Some(data) = whole {
-        // A paged hash or set goes compact (one record); its next write
-        // pages it.
+    // A paged collection is written whole to its new key (its pages'
+    // keys name their key, and COPY must not share them): a list paged
+    // again, a hash or set compact (its next write pages it). The old
+    // key's pages are the sweeper's once it is deleted. The new key first,
+    // as below.
+    let whole = if let Some(list) = super::list::paged_elements(store, from.0, from.1, v).await? {
+        super::list::write_whole(store, to.0, to.1, &list, v.expire_at_ms(), now).await?;
+        true
+    } else if let Some(data) = super::hash_pages::compact_data(store, from.0, from.1, v).await? {
         store
             .set_kind(to.0, to.1, v.kind(), &data, v.expire_at_ms())
             .await?;
-        if remove {
-            store
-                .update(from.0, from.1, now, |_| (Change::Delete, ()))
-                .await?;
-        }
-        return Ok(());
-    }
-    if let Some(data) = super::list::compact_data(store, from.0, from.1, v).await? {
-        super::list::write_whole(store, to.0, to.1, &data, v.expire_at_ms(), now).await?;
+        true
+    } else {
+        false
+    };
+    if whole {
         if remove {
             store
                 .update(from.0, from.1, now, |_| (Change::Delete, ()))

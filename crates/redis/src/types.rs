@@ -33,6 +33,22 @@ pub fn check(kind: Kind, data: &[u8]) -> Result<(), Error> {
     }
 }
 
+/// For a paged collection `v` under `key`: the whole of it in the compact
+/// layout, as a migration sends it (the receiver pages it again on its
+/// next write). `None` for any other value.
+pub async fn compact_data(
+    store: &nvdepot_cache::resp::RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    match v.kind() {
+        Kind::List => super::list::compact_data(store, db, key, v).await,
+        Kind::Hash | Kind::Set => super::hash_pages::compact_data(store, db, key, v).await,
+        Kind::String | Kind::ZSet | Kind::Stream => Ok(None),
+    }
+}
+
 /// The indexes HRANDFIELD, SRANDMEMBER and ZRANDMEMBER pick from `len`
 /// elements for a count `n`: none for 0, `|n|` independent draws (repeats
 /// allowed) for a negative count, every index for a count of at least
