@@ -509,10 +509,10 @@ pub async fn try_blocking(
             let keys = &args[1..args.len() - 1];
             let mut done = false;
             for key in keys {
-                let Ok(z) = super::zset::read(store, db, key, now, r).await? else {
+                let Ok(n) = super::zset::card(store, db, key, now, r).await? else {
                     return Ok(Attempt::Replied);
                 };
-                if z.is_none_or(|z| z.items.is_empty()) {
+                if n == 0 {
                     continue;
                 }
                 if let Ok(popped) = super::zset_ops::pop(store, db, key, max, 1, now).await? {

@@ -39,7 +39,8 @@ use super::list_pages::{commit_records, page_key, Stop, PAGE_AT_BYTES, SHAPE_PAG
 const BUCKET_BYTES: usize = 8 * 1024;
 const PER_BUCKET_MAX: u64 = 4096;
 const LEVEL_MAX: u8 = 40;
-const META_BYTES: usize = 30;
+/// Bytes of the metadata.
+pub const META_BYTES: usize = 30;
 
 fn damaged(what: &str) -> Error {
     Error::Envelope(format!("paged hash: {what}"))
@@ -303,20 +304,26 @@ impl<'a> Edit<'a> {
     /// batch); an emptied hash deletes its key (its buckets are left to
     /// the sweep). `held` goes once the change is visible.
     pub async fn commit(mut self, expire_at_ms: u64, held: KeyGuard<'static>) -> Result<(), Stop> {
-        if self.meta.count > 0 {
-            self.grow().await?;
-        }
-        let meta = (self.meta.count > 0).then(|| self.meta.encode());
-        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        if meta.is_some() {
-            for &b in &self.dirty {
-                let data = std::mem::take(self.buckets.get_mut(&b).expect("dirty"));
-                writes.push((page_key(self.key, self.meta.stamp, b as i64), Some(data)));
-            }
-        }
-        let meta = meta.map(|m| (self.kind, m, expire_at_ms));
+        let writes = self.writes().await?;
+        let meta = (self.meta.count > 0).then(|| (self.kind, self.meta.encode(), expire_at_ms));
         let version = Some(self.version);
         commit_records(self.store, self.db, self.key, version, meta, &writes, held).await
+    }
+
+    /// The bucket writes of the change (buckets split as the fields
+    /// grew, then every changed one); none once the hash is empty.
+    pub async fn writes(&mut self) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, Stop> {
+        if self.meta.count == 0 {
+            return Ok(Vec::new());
+        }
+        self.grow().await?;
+        let mut writes = Vec::with_capacity(self.dirty.len());
+        for &b in &self.dirty {
+            let data = std::mem::take(self.buckets.get_mut(&b).expect("dirty"));
+            writes.push((page_key(self.key, self.meta.stamp, b as i64), Some(data)));
+        }
+        self.dirty.clear();
+        Ok(writes)
     }
 }
 
@@ -350,20 +357,9 @@ pub async fn load_all(
     Ok(all)
 }
 
-/// Writes `pairs` (distinct fields) whole as a paged hash under `key`, in
-/// place of what `version` (`None`: nothing) held. `Ok(false)`: the key
-/// changed since it was read.
-#[allow(clippy::too_many_arguments)]
-pub async fn write_whole(
-    store: &RespStore,
-    kind: Kind,
-    db: usize,
-    key: &[u8],
-    version: Option<u64>,
-    pairs: &[(&[u8], &[u8])],
-    expire_at_ms: u64,
-    held: KeyGuard<'static>,
-) -> Result<bool, Error> {
+/// The metadata (a new stamp) and buckets of `pairs` (distinct fields)
+/// written whole.
+pub fn plan(pairs: &[(&[u8], &[u8])]) -> (Meta, Vec<Vec<u8>>) {
     let bytes: usize = pairs.iter().map(|(f, v)| f.len() + v.len() + 10).sum();
     let avg = bytes.div_ceil(pairs.len().max(1)).max(1);
     let per_bucket = ((BUCKET_BYTES / avg) as u64).clamp(1, PER_BUCKET_MAX);
@@ -383,36 +379,89 @@ pub async fn write_whole(
         let b = meta.bucket_of(f) as usize;
         buckets[b].extend_from_slice(&pair_item(f, v));
     }
-    let keys: Vec<Vec<u8>> = (0..buckets.len())
-        .map(|b| page_key(key, meta.stamp, b as i64))
+    (meta, buckets)
+}
+
+/// Writes `pairs` (distinct fields) whole as a paged hash under `key`, in
+/// place of what `version` (`None`: nothing) held. `Ok(false)`: the key
+/// changed since it was read.
+#[allow(clippy::too_many_arguments)]
+pub async fn write_whole(
+    store: &RespStore,
+    kind: Kind,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    pairs: &[(&[u8], &[u8])],
+    expire_at_ms: u64,
+    held: KeyGuard<'static>,
+) -> Result<bool, Error> {
+    let (meta, buckets) = plan(pairs);
+    let pages = buckets
+        .into_iter()
+        .enumerate()
+        .map(|(b, d)| (page_key(key, meta.stamp, b as i64), d))
         .collect();
-    let encoded = meta.encode();
-    let fits = store.commit_fits(
-        std::iter::once((key.len(), encoded.len()))
-            .chain(keys.iter().zip(&buckets).map(|(k, d)| (k.len(), d.len()))),
-    );
-    if !fits {
-        return Err(Error::Envelope(format!(
-            "a {} of {} elements is too large to write as one crash-atomic step",
-            kind.name(),
-            pairs.len()
-        )));
-    }
-    let pages: Vec<(&[u8], Option<&[u8]>)> = keys
-        .iter()
-        .zip(&buckets)
-        .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
-        .collect();
-    store
-        .commit(
-            db,
-            key,
-            version,
-            Some((kind, &encoded, expire_at_ms)),
-            &pages,
-            move || drop(held),
-        )
+    let whole = Whole {
+        kind,
+        meta: meta.encode(),
+        pages,
+        elements: pairs.len(),
+    };
+    whole
+        .commit(store, db, key, version, expire_at_ms, held)
         .await
+}
+
+/// A paged collection written whole: its metadata and every page.
+pub struct Whole {
+    pub kind: Kind,
+    pub meta: Vec<u8>,
+    pub pages: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Its elements (for the error when it is too large).
+    pub elements: usize,
+}
+
+impl Whole {
+    /// Commits it under `key` in place of what `version` (`None`:
+    /// nothing) held, one crash-atomic step. `Ok(false)`: the key changed
+    /// since it was read.
+    pub async fn commit(
+        &self,
+        store: &RespStore,
+        db: usize,
+        key: &[u8],
+        version: Option<u64>,
+        expire_at_ms: u64,
+        held: KeyGuard<'static>,
+    ) -> Result<bool, Error> {
+        let fits = store.commit_fits(
+            std::iter::once((key.len(), self.meta.len()))
+                .chain(self.pages.iter().map(|(k, d)| (k.len(), d.len()))),
+        );
+        if !fits {
+            return Err(Error::Envelope(format!(
+                "a {} of {} elements is too large to write as one crash-atomic step",
+                self.kind.name(),
+                self.elements
+            )));
+        }
+        let pages: Vec<(&[u8], Option<&[u8]>)> = self
+            .pages
+            .iter()
+            .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
+            .collect();
+        store
+            .commit(
+                db,
+                key,
+                version,
+                Some((self.kind, &self.meta, expire_at_ms)),
+                &pages,
+                move || drop(held),
+            )
+            .await
+    }
 }
 
 /// A write command on a paged hash.

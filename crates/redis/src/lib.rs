@@ -55,7 +55,9 @@ mod tunables;
 mod types;
 mod zset;
 mod zset_ops;
+mod zset_pages;
 mod zset_range;
+mod zset_tree;
 
 use std::sync::Arc;
 use std::time::Duration;

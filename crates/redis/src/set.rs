@@ -42,9 +42,9 @@ pub fn needs_exclusive(name: &[u8]) -> bool {
 
 /// A set as its record holds it.
 #[derive(Default)]
-struct Set {
-    large: bool,
-    members: Vec<Vec<u8>>,
+pub(crate) struct Set {
+    pub large: bool,
+    pub members: Vec<Vec<u8>>,
 }
 
 enum Fail {
@@ -350,7 +350,7 @@ fn as_pairs<'a>(members: &[&'a [u8]]) -> Vec<&'a [u8]> {
 }
 
 /// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
-async fn read(
+pub(crate) async fn read(
     store: &RespStore,
     db: usize,
     key: &[u8],

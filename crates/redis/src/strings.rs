@@ -330,13 +330,13 @@ async fn relocate(
 ) -> Result<(), Error> {
     // A paged collection is written whole to its new key (its pages'
     // keys name their key, and COPY must not share them): a list paged
-    // again, a hash or set compact (its next write pages it). The old
+    // again, a hash, set or sorted set compact (its next write pages it). The old
     // key's pages are the sweeper's once it is deleted. The new key first,
     // as below.
     let whole = if let Some(list) = super::list::paged_elements(store, from.0, from.1, v).await? {
         super::list::write_whole(store, to.0, to.1, &list, v.expire_at_ms(), now).await?;
         true
-    } else if let Some(data) = super::hash_pages::compact_data(store, from.0, from.1, v).await? {
+    } else if let Some(data) = super::types::compact_data(store, from.0, from.1, v).await? {
         store
             .set_kind(to.0, to.1, v.kind(), &data, v.expire_at_ms())
             .await?;

@@ -45,7 +45,8 @@ pub async fn compact_data(
     match v.kind() {
         Kind::List => super::list::compact_data(store, db, key, v).await,
         Kind::Hash | Kind::Set => super::hash_pages::compact_data(store, db, key, v).await,
-        Kind::String | Kind::ZSet | Kind::Stream => Ok(None),
+        Kind::ZSet => super::zset_pages::compact_data(store, db, key, v).await,
+        Kind::String | Kind::Stream => Ok(None),
     }
 }
 

@@ -19,6 +19,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::compact::Compact;
 use super::face::{arity, Shared};
+use super::zset_pages::{self, Answer, Query};
 pub use super::zset_range::{parse_score, LexRange, Range, RangeQuery, ScoreRange};
 
 /// Redis's error for a score that is not a number.
@@ -89,6 +90,9 @@ pub fn check(data: &[u8]) -> Result<(), Error> {
 
 /// OBJECT ENCODING of a sorted set value.
 pub fn encoding(v: &Value) -> Result<&'static str, Error> {
+    if zset_pages::is_paged(v) {
+        return Ok("skiplist");
+    }
     let c = Compact::decode(v.data())?;
     Ok(if c.large { "skiplist" } else { "listpack" })
 }
@@ -208,50 +212,98 @@ pub fn reply_items(r: &mut Reply<'_>, items: &[(f64, Vec<u8>)], withscores: bool
 
 /// One atomic update of sorted set `key`: `apply` sees it (`None` when
 /// missing) and says whether it changed and what to answer, or the error
-/// to answer (WRONGTYPE is one too).
+/// to answer (WRONGTYPE is one too). A paged set runs `op` instead (its
+/// answer made by `out`), or without one `apply` on the set read whole
+/// (`zset_pages::rewrite`); a compact one the change takes past the paged
+/// threshold is written paged.
 pub(crate) async fn update<T>(
     store: &RespStore,
     db: usize,
     key: &[u8],
     now: u64,
+    op: Option<zset_pages::Op<'_>>,
+    out: impl Fn(zset_pages::Out) -> T,
     mut apply: impl FnMut(&mut Option<ZSet>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
-    let mut damage = None;
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (mut z, at) = match zset_of(cur) {
-                Ok(z) => (z, cur.map_or(0, Value::expire_at_ms)),
-                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Err(Fail::Store(e)) => {
-                    damage = Some(e);
+    loop {
+        let mut damage = None;
+        let mut paged = false;
+        let mut convert = None;
+        let (done, _) = store
+            .update(db, key, now, |cur| {
+                if cur.is_some_and(zset_pages::is_paged) {
+                    paged = true;
                     return (Change::Keep, Err(""));
                 }
-            };
-            match apply(&mut z) {
-                Ok((true, t)) => (z.unwrap_or_default().change(at), Ok(t)),
-                Ok((false, t)) => (Change::Keep, Ok(t)),
-                Err(msg) => (Change::Keep, Err(msg)),
+                let (mut z, at) = match zset_of(cur) {
+                    Ok(z) => (z, cur.map_or(0, Value::expire_at_ms)),
+                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
+                    Err(Fail::Store(e)) => {
+                        damage = Some(e);
+                        return (Change::Keep, Err(""));
+                    }
+                };
+                match apply(&mut z) {
+                    Ok((true, t)) => {
+                        let change = z.unwrap_or_default().change(at);
+                        if let Change::Put { data, .. } = &change {
+                            if zset_pages::should_page(data[0] == 1, data.len(), key) {
+                                convert = Some((cur.map(Value::version), data.clone(), at));
+                                return (Change::Keep, Ok(t));
+                            }
+                        }
+                        (change, Ok(t))
+                    }
+                    Ok((false, t)) => (Change::Keep, Ok(t)),
+                    Err(msg) => (Change::Keep, Err(msg)),
+                }
+            })
+            .await?;
+        if let Some(e) = damage {
+            return Err(e);
+        }
+        if let Some((version, data, at)) = convert {
+            if zset_pages::convert(store, db, key, version, decode(&data)?, at).await? {
+                return Ok(done);
             }
-        })
-        .await?;
-    match damage {
-        Some(e) => Err(e),
-        None => Ok(out),
+        } else if paged {
+            let r = match &op {
+                Some(op) => zset_pages::write(store, db, key, now, op)
+                    .await?
+                    .map(|r| r.map(&out)),
+                None => zset_pages::rewrite(store, db, key, now, &mut apply).await?,
+            };
+            if let Some(r) = r {
+                return Ok(r);
+            }
+        } else {
+            return Ok(done);
+        }
     }
 }
 
-/// Reads sorted set `key` (`sets_too`: a set reads as members of score
-/// 1, as ZUNION's inputs): `Ok(Err(()))` once WRONGTYPE is answered.
-pub(crate) async fn read(
+/// What a read of sorted set `key` found: compact (`None` when missing),
+/// or paged with this many members (read by `zset_pages::read`).
+pub(crate) enum Peek {
+    Compact(Option<ZSet>),
+    Paged(u64),
+}
+
+/// Looks at sorted set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
+pub(crate) async fn peek(
     store: &RespStore,
     db: usize,
     key: &[u8],
     now: u64,
     r: &mut Reply<'_>,
-) -> Result<Result<Option<ZSet>, ()>, Error> {
+) -> Result<Result<Peek, ()>, Error> {
     let v = store.get(db, key, now).await?;
+    if let Some(v) = v.as_ref().filter(|v| zset_pages::is_paged(v)) {
+        let meta = zset_pages::Meta::decode(v.data())?;
+        return Ok(Ok(Peek::Paged(meta.members.count)));
+    }
     match zset_of(v.as_ref()) {
-        Ok(z) => Ok(Ok(z)),
+        Ok(z) => Ok(Ok(Peek::Compact(z))),
         Err(Fail::WrongType) => {
             r.error(errors::WRONGTYPE);
             Ok(Err(()))
@@ -260,15 +312,96 @@ pub(crate) async fn read(
     }
 }
 
+/// The members of sorted set `key` (0 when missing): `Ok(Err(()))` once
+/// WRONGTYPE is answered.
+pub(crate) async fn card(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<Result<u64, ()>, Error> {
+    Ok(peek(store, db, key, now, r).await?.map(|p| match p {
+        Peek::Compact(z) => z.map_or(0, |z| z.items.len() as u64),
+        Peek::Paged(n) => n,
+    }))
+}
+
+/// Reads sorted set `key` whole: `Ok(Err(()))` once WRONGTYPE is
+/// answered.
+pub(crate) async fn read(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<Result<Option<ZSet>, ()>, Error> {
+    loop {
+        match peek(store, db, key, now, r).await? {
+            Ok(Peek::Compact(z)) => return Ok(Ok(z)),
+            Err(()) => return Ok(Err(())),
+            Ok(Peek::Paged(_)) => {
+                if let Some(Answer::Items(items)) =
+                    zset_pages::read(store, db, key, now, &Query::All).await?
+                {
+                    return Ok(Ok(Some(ZSet { large: true, items })));
+                }
+            }
+        }
+    }
+}
+
+/// What one member does to a sorted set under ZADD's flags, given its
+/// current score (`None`: absent) and the score given.
+pub(crate) enum Step {
+    /// Left as it is (and INCR answers nil).
+    Skip,
+    /// Left as it is at this score.
+    Same(f64),
+    /// Added at this score.
+    Add(f64),
+    /// Moved to this score.
+    Move(f64),
+}
+
+pub(crate) fn zadd_step(f: &AddFlags, cur: Option<f64>, s: f64) -> Result<Step, &'static str> {
+    let Some(cur) = cur else {
+        return Ok(if f.xx { Step::Skip } else { Step::Add(s) });
+    };
+    if f.nx {
+        return Ok(Step::Skip);
+    }
+    let new = if f.incr { cur + s } else { s };
+    if new.is_nan() {
+        return Err("ERR resulting score is not a number (NaN)");
+    }
+    if (f.gt && new <= cur) || (f.lt && new >= cur) {
+        return Ok(Step::Skip);
+    }
+    Ok(if new != cur {
+        Step::Move(new)
+    } else {
+        Step::Same(new)
+    })
+}
+
+/// The answer of a paged step that counts.
+fn count_of(o: zset_pages::Out) -> i64 {
+    match o {
+        zset_pages::Out::Count(n) => n,
+        _ => unreachable!("a counting command"),
+    }
+}
+
 /// ZADD's flags.
 #[derive(Default)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(crate) struct AddFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+    pub ch: bool,
+    pub incr: bool,
 }
 
 /// Runs `name` if it is one of this file's commands (`None` if not).
@@ -295,7 +428,8 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            update(store, db, args[1], now, |z| {
+            let op = zset_pages::Op::Rem(&args[2..]);
+            update(store, db, args[1], now, Some(op), count_of, |z| {
                 let Some(z) = z else { return Ok((false, 0)) };
                 let before = z.items.len();
                 for m in &args[2..] {
@@ -320,7 +454,8 @@ pub async fn execute(
                     return Some(Ok(()));
                 }
             };
-            update(store, db, args[1], now, |z| {
+            let op = zset_pages::Op::RemRange(&range);
+            update(store, db, args[1], now, Some(op), count_of, |z| {
                 let Some(z) = z else { return Ok((false, 0)) };
                 let hit = range.select(z, false);
                 let n = hit.len();
@@ -394,44 +529,36 @@ async fn zadd(
         };
         scored.push((s, p[1]));
     }
-    let out = update(store, db, args[1], now, |z| {
+    let op = zset_pages::Op::Add {
+        flags: &f,
+        pairs: &scored,
+    };
+    let paged_out = |o| match o {
+        zset_pages::Out::Added(n, last) => (n, last),
+        _ => unreachable!("ZADD answers a count"),
+    };
+    let out = update(store, db, args[1], now, Some(op), paged_out, |z| {
         if z.is_none() && f.xx {
             return Ok((false, (0, None)));
         }
         let z = z.get_or_insert_with(ZSet::default);
         let (mut added, mut changed, mut last) = (0, 0, None);
         for &(s, m) in &scored {
-            match z.find(m) {
-                Some(at) => {
-                    if f.nx {
-                        last = None;
-                        continue;
-                    }
-                    let cur = z.items[at].0;
-                    let new = if f.incr { cur + s } else { s };
-                    if new.is_nan() {
-                        return Err("ERR resulting score is not a number (NaN)");
-                    }
-                    if (f.gt && new <= cur) || (f.lt && new >= cur) {
-                        last = None;
-                        continue;
-                    }
-                    last = Some(new);
-                    if new != cur {
-                        z.rescore(at, new);
-                        changed += 1;
-                    }
-                }
-                None => {
-                    if f.xx {
-                        last = None;
-                        continue;
-                    }
-                    z.insert(s, m, limits);
+            let at = z.find(m);
+            last = match zadd_step(&f, at.map(|i| z.items[i].0), s)? {
+                Step::Skip => None,
+                Step::Same(v) => Some(v),
+                Step::Add(v) => {
+                    z.insert(v, m, limits);
                     added += 1;
-                    last = Some(s);
+                    Some(v)
                 }
-            }
+                Step::Move(v) => {
+                    z.rescore(at.expect("present"), v);
+                    changed += 1;
+                    Some(v)
+                }
+            };
         }
         let n = if f.ch { added + changed } else { added };
         Ok((added + changed > 0, (n, last)))
@@ -504,21 +631,51 @@ async fn read_command(
     } else {
         args[1]
     };
-    let z = match read(store, db, src, now, r).await {
-        Ok(Ok(z)) => z,
-        Ok(Err(())) => return Some(Ok(())),
-        Err(e) => return Some(Err(e)),
+    let z = loop {
+        match peek(store, db, src, now, r).await {
+            Err(e) => return Some(Err(e)),
+            Ok(Err(())) => return Some(Ok(())),
+            Ok(Ok(Peek::Compact(z))) => break z,
+            Ok(Ok(Peek::Paged(_))) => {}
+        }
+        let q = match name {
+            b"ZCARD" => Query::Card,
+            b"ZSCORE" | b"ZMSCORE" => Query::Scores(&args[2..]),
+            b"ZRANK" | b"ZREVRANK" => Query::Rank(args[2], name == b"ZREVRANK"),
+            b"ZCOUNT" | b"ZLEXCOUNT" => Query::Count(&count_range),
+            _ => Query::Range(ranged.as_ref().expect("parsed")),
+        };
+        match zset_pages::read(store, db, src, now, &q).await {
+            Err(e) => return Some(Err(e)),
+            // No longer paged: look again.
+            Ok(None) => continue,
+            Ok(Some(Answer::Items(items))) if name == b"ZRANGESTORE" => {
+                return Some(store_range(store, db, args[1], items, limits, now, r).await);
+            }
+            Ok(Some(Answer::Items(items))) => {
+                reply_items(r, &items, ranged.expect("parsed").withscores)
+            }
+            Ok(Some(Answer::Int(Some(n)))) => r.integer(n),
+            Ok(Some(Answer::Int(None))) => r.null(),
+            Ok(Some(Answer::Scores(scores))) => {
+                if name == b"ZMSCORE" {
+                    r.array(scores.len());
+                }
+                for s in scores {
+                    match s {
+                        Some(s) => reply_score(r, s),
+                        None => r.null(),
+                    }
+                }
+            }
+        }
+        return Some(Ok(()));
     };
     if name == b"ZRANGESTORE" {
         let items = z
             .map(|z| ranged.expect("parsed").run(&z))
             .unwrap_or_default();
-        let n = items.len();
-        let dst = ZSet::computed(items, limits);
-        let done = store
-            .update(db, args[1], now, |_| (dst.clone().change(0), ()))
-            .await;
-        return Some(done.map(|_| r.integer(n as i64)));
+        return Some(store_range(store, db, args[1], items, limits, now, r).await);
     }
     match name {
         b"ZCARD" => r.integer(z.map_or(0, |z| z.items.len() as i64)),
@@ -553,4 +710,23 @@ async fn read_command(
         }
     }
     Some(Ok(()))
+}
+
+/// ZRANGESTORE's write of the `items` it selected to `dst`.
+async fn store_range(
+    store: &RespStore,
+    db: usize,
+    dst: &[u8],
+    items: Vec<(f64, Vec<u8>)>,
+    limits: Limits,
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let n = items.len();
+    let z = ZSet::computed(items, limits);
+    store
+        .update(db, dst, now, |_| (z.clone().change(0), ()))
+        .await?;
+    r.integer(n as i64);
+    Ok(())
 }

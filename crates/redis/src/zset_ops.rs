@@ -10,10 +10,10 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::compact::Compact;
 use super::face::{arity, Shared};
 use super::scan::ScanOptions;
 use super::zset::{self, parse_score, read, reply_items, reply_score, update, Limits, ZSet};
+use super::zset_pages;
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -141,7 +141,12 @@ pub async fn pop(
     count: usize,
     now: u64,
 ) -> Result<Result<Vec<(f64, Vec<u8>)>, &'static str>, Error> {
-    update(store, db, key, now, |z| {
+    let op = zset_pages::Op::Pop { max, count };
+    let out = |o| match o {
+        zset_pages::Out::Items(items) => items,
+        _ => unreachable!("a pop answers members"),
+    };
+    update(store, db, key, now, Some(op), out, |z| {
         let Some(z) = z else {
             return Ok((false, Vec::new()));
         };
@@ -215,10 +220,10 @@ pub async fn try_mpop(
     r: &mut Reply<'_>,
 ) -> Result<Result<bool, ()>, Error> {
     for key in &spec.keys {
-        let Ok(z) = read(store, db, key, now, r).await? else {
+        let Ok(n) = zset::card(store, db, key, now, r).await? else {
             return Ok(Err(()));
         };
-        if z.is_none_or(|z| z.items.is_empty()) {
+        if n == 0 {
             continue;
         }
         let Ok(popped) = pop(store, db, key, spec.max, spec.count, now).await? else {
@@ -277,15 +282,14 @@ async fn input(
         return Ok(Ok(Vec::new()));
     };
     match v.kind() {
-        Kind::ZSet => Ok(Ok(zset::zset_of(Some(&v))
-            .map_err(|_| Error::Envelope("sorted set record".into()))?
-            .unwrap_or_default()
-            .items)),
-        Kind::Set => Ok(Ok(Compact::decode(v.data())?
-            .items
-            .into_iter()
-            .map(|m| (1.0, m))
-            .collect())),
+        Kind::ZSet => Ok(read(store, db, key, now, r)
+            .await?
+            .map(|z| z.map(|z| z.items).unwrap_or_default())),
+        Kind::Set => Ok(super::set::read(store, db, key, now, r).await?.map(|s| {
+            s.map_or_else(Vec::new, |s| {
+                s.members.into_iter().map(|m| (1.0, m)).collect()
+            })
+        })),
         _ => {
             r.error(errors::WRONGTYPE);
             Ok(Err(()))

@@ -254,6 +254,70 @@ impl Range {
     }
 }
 
+impl Range {
+    /// For a rank range: the ranks a..b it covers, ascending (`rev`:
+    /// counted from the highest), over `len` members. `None` for a score
+    /// or lex range.
+    pub fn rank_window(&self, len: u64, rev: bool) -> Option<(u64, u64)> {
+        let Range::Rank(a, b) = *self else {
+            return None;
+        };
+        let n = len as i64;
+        let a = if a < 0 { a.saturating_add(n) } else { a }.max(0);
+        let b = if b < 0 { b.saturating_add(n) } else { b };
+        if a > b || a >= n {
+            return Some((0, 0));
+        }
+        let (a, b) = (a as u64, b.min(n - 1) as u64);
+        Some(if rev {
+            (len - 1 - b, len - a)
+        } else {
+            (a, b + 1)
+        })
+    }
+
+    /// Whether a score or lex range can hold anything at all (Redis's
+    /// check of the bounds alone).
+    pub fn may_hold(&self) -> bool {
+        match self {
+            Range::Lex(l) => l.can_hold(),
+            Range::Score(s) => s.min <= s.max,
+            Range::Rank(..) => true,
+        }
+    }
+
+    /// Whether `it` has reached the range's low end: false, then true
+    /// along the order (for a lex range, over equal scores).
+    pub fn reached(&self, it: &(f64, Vec<u8>)) -> bool {
+        match self {
+            Range::Score(s) => {
+                if s.minex {
+                    it.0 > s.min
+                } else {
+                    it.0 >= s.min
+                }
+            }
+            Range::Lex(l) => l.gte_min(&it.1),
+            Range::Rank(..) => unreachable!("a rank range has no bounds to reach"),
+        }
+    }
+
+    /// Whether `it` is past the range's high end: false, then true.
+    pub fn past(&self, it: &(f64, Vec<u8>)) -> bool {
+        match self {
+            Range::Score(s) => {
+                if s.maxex {
+                    it.0 >= s.max
+                } else {
+                    it.0 > s.max
+                }
+            }
+            Range::Lex(l) => !l.lte_max(&it.1),
+            Range::Rank(..) => unreachable!("a rank range has no bounds to pass"),
+        }
+    }
+}
+
 /// ZRANGE's options (and the legacy forms', which fix some of them).
 pub struct RangeQuery {
     pub range: Range,
