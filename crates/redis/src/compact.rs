@@ -115,7 +115,8 @@ fn write_len(out: &mut Vec<u8>, mut n: usize) {
     out.push(n as u8);
 }
 
-fn read_len(b: &[u8]) -> Option<(usize, usize)> {
+/// A LEB128 length at the start of `b`: (length, bytes it took).
+pub fn read_len(b: &[u8]) -> Option<(usize, usize)> {
     let mut n = 0usize;
     for (i, &byte) in b.iter().take(LEN_BYTES_MAX).enumerate() {
         n |= usize::from(byte & 0x7f) << (7 * i);

@@ -32,7 +32,7 @@ use nvdepot_cache::Error;
 use super::hash_pages::{self as hpages, Whole};
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, page_key, Stop, SHAPE_PAGED};
-use super::zset::{order, zadd_step, AddFlags, Step, ZSet};
+use super::zset::{zadd_step, AddFlags, Step, ZSet};
 use super::zset_range::{Range, RangeQuery};
 use super::zset_tree::{self as tree, damaged, Item, Shape, Tree};
 
@@ -130,11 +130,11 @@ impl<'a> Edit<'a> {
     /// Gives member `m` (at `old`, or new) the score `new`.
     async fn put(&mut self, m: &[u8], old: Option<f64>, new: f64) -> Result<(), Stop> {
         if let Some(old) = old {
-            if !self.tree.remove(&(old, m.to_vec())).await? {
+            if !self.tree.remove((old, m)).await? {
                 return Err(Stop::Fail(damaged("a member missing from the order")));
             }
         }
-        self.tree.insert((new, m.to_vec())).await?;
+        self.tree.insert((new, m)).await?;
         self.members.set(m, &new.to_le_bytes()).await?;
         Ok(())
     }
@@ -144,7 +144,7 @@ impl<'a> Edit<'a> {
         let Some(s) = self.score(m).await? else {
             return Ok(false);
         };
-        if !self.tree.remove(&(s, m.to_vec())).await? {
+        if !self.tree.remove((s, m)).await? {
             return Err(Stop::Fail(damaged("a member missing from the order")));
         }
         self.members.del(m).await?;
@@ -338,8 +338,7 @@ impl Query<'_> {
             Query::Rank(m, rev) => match e.score(m).await? {
                 None => Answer::Int(None),
                 Some(s) => {
-                    let item = (s, m.to_vec());
-                    let rank = e.tree.rank_where(|it| order(it, &item).is_ge()).await?;
+                    let rank = e.tree.rank_where(|k| tree::cmp(k, (s, m)).is_ge()).await?;
                     let rank = if rev { e.count() - 1 - rank } else { rank };
                     Answer::Int(Some(rank as i64))
                 }
@@ -499,7 +498,7 @@ pub async fn write_whole(
         .collect();
     let elements = pairs.len();
     let (members, buckets) = hpages::plan(&pairs);
-    let (shape, nodes) = tree::build(z.items);
+    let (shape, nodes) = tree::build(&z.items);
     let stamp = members.stamp;
     let mut pages: Vec<(Vec<u8>, Vec<u8>)> = buckets
         .into_iter()

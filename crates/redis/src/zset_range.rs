@@ -288,7 +288,7 @@ impl Range {
 
     /// Whether `it` has reached the range's low end: false, then true
     /// along the order (for a lex range, over equal scores).
-    pub fn reached(&self, it: &(f64, Vec<u8>)) -> bool {
+    pub fn reached(&self, it: (f64, &[u8])) -> bool {
         match self {
             Range::Score(s) => {
                 if s.minex {
@@ -297,13 +297,13 @@ impl Range {
                     it.0 >= s.min
                 }
             }
-            Range::Lex(l) => l.gte_min(&it.1),
+            Range::Lex(l) => l.gte_min(it.1),
             Range::Rank(..) => unreachable!("a rank range has no bounds to reach"),
         }
     }
 
     /// Whether `it` is past the range's high end: false, then true.
-    pub fn past(&self, it: &(f64, Vec<u8>)) -> bool {
+    pub fn past(&self, it: (f64, &[u8])) -> bool {
         match self {
             Range::Score(s) => {
                 if s.maxex {
@@ -312,7 +312,7 @@ impl Range {
                     it.0 > s.max
                 }
             }
-            Range::Lex(l) => !l.lte_max(&it.1),
+            Range::Lex(l) => !l.lte_max(it.1),
             Range::Rank(..) => unreachable!("a rank range has no bounds to pass"),
         }
     }

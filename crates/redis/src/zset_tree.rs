@@ -7,15 +7,21 @@
 //! read.
 //!
 //! ```text
-//! node page (key: the set's key, stamp, page -1 - node id):
-//! leaf:  u8 3, then per item (ascending): member, score (8 bytes, f64 LE)
+//! node page (key: the set's key, stamp, page -1 - node id), every field
+//! a compact item (LEB128 length, then its bytes):
+//! leaf:  u8 3, then per item (ascending): score (8 bytes, f64 LE), member
 //! inner: u8 4, then per child: node id (8), items below (8),
-//!        first score (8), first member  — every field a compact item
-//!        (LEB128 length, bytes)
+//!        first score (8), first member
 //! ```
 //!
+//! A node stays in its encoded bytes while a step works on it, with the
+//! offset of each entry beside them: a look-up is a binary search over
+//! the offsets, an insert or a removal one splice, a count one 8-byte
+//! overwrite, so no step allocates per item (decoding leaves into items
+//! took a fifth of ZADD's CPU).
+//!
 //! Separators: child j's first (j >= 1) is at most every item below it
-//! and above every item of child j - 1; child 0's is not used. A leaf
+//! and above every item of child j - 1; child 0's is not used. A node
 //! splits past [`NODE_BYTES`] (its parent gains an entry; a root split
 //! adds a level), an emptied node leaves its parent, a leaf below a
 //! quarter merges into a sibling it fits with, and a root of one child
@@ -30,10 +36,11 @@ use nvdepot_cache::Error;
 
 use super::compact;
 use super::list_pages::{page_key, Stop};
-use super::zset::order;
 
 /// A member and its score.
 pub type Item = (f64, Vec<u8>);
+/// A member and its score, borrowed.
+pub type Key<'a> = (f64, &'a [u8]);
 
 const LEAF: u8 = 3;
 const INNER: u8 = 4;
@@ -47,9 +54,21 @@ const FILL_BYTES: usize = NODE_BYTES * 3 / 4;
 pub const HEIGHT_MAX: u8 = 64;
 /// Node ids stay below this (page numbers -1 - id are negative i64s).
 pub const NODE_ID_MAX: u64 = 1 << 62;
+/// An inner entry's fixed head: id, count and score, each a length byte
+/// (8) and 8 bytes.
+const INNER_HEAD: usize = 27;
+/// A leaf entry's fixed head: the score.
+const LEAF_HEAD: usize = 9;
 
 pub fn damaged(what: &str) -> Error {
     Error::Envelope(format!("paged sorted set: {what}"))
+}
+
+/// The order of members: by score, then by bytes.
+pub fn cmp(a: Key<'_>, b: Key<'_>) -> Ordering {
+    a.0.partial_cmp(&b.0)
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| a.1.cmp(b.1))
 }
 
 /// The page key of node `id` of the set under `key` stamped `stamp`
@@ -58,125 +77,221 @@ pub fn node_page(key: &[u8], stamp: u64, id: u64) -> Vec<u8> {
     page_key(key, stamp, -1 - id as i64)
 }
 
-/// An inner node's entry for one child.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Child {
-    pub id: u64,
-    pub count: u64,
-    pub first: Item,
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub enum Node {
-    Leaf(Vec<Item>),
-    Inner(Vec<Child>),
+/// A leaf's entry for `item`.
+fn leaf_entry((s, m): Key<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LEAF_HEAD + 5 + m.len());
+    compact::push_item(&mut out, &s.to_le_bytes());
+    compact::push_item(&mut out, m);
+    out
 }
 
-fn item_bytes(m: &[u8]) -> usize {
-    m.len() + 5 + 9
+/// An inner node's entry for child `id` of `count` items from `first`.
+fn inner_entry(id: u64, count: u64, (s, m): Key<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INNER_HEAD + 5 + m.len());
+    compact::push_item(&mut out, &id.to_le_bytes());
+    compact::push_item(&mut out, &count.to_le_bytes());
+    compact::push_item(&mut out, &s.to_le_bytes());
+    compact::push_item(&mut out, m);
+    out
+}
+
+/// A node: its page's bytes and where each entry starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    bytes: Vec<u8>,
+    offs: Vec<u32>,
 }
 
 impl Node {
-    fn bytes(&self) -> usize {
-        1 + match self {
-            Node::Leaf(items) => items.iter().map(|(_, m)| item_bytes(m)).sum::<usize>(),
-            Node::Inner(ch) => ch.iter().map(|c| 18 + item_bytes(&c.first.1)).sum(),
+    fn new(kind: u8) -> Node {
+        Node {
+            bytes: vec![kind],
+            offs: Vec::new(),
         }
     }
 
-    fn len(&self) -> usize {
-        match self {
-            Node::Leaf(items) => items.len(),
-            Node::Inner(ch) => ch.len(),
-        }
+    pub fn is_leaf(&self) -> bool {
+        self.bytes[0] == LEAF
+    }
+
+    pub fn len(&self) -> usize {
+        self.offs.len()
+    }
+
+    fn start(&self, i: usize) -> usize {
+        self.offs[i] as usize
+    }
+
+    fn end(&self, i: usize) -> usize {
+        self.offs
+            .get(i + 1)
+            .map_or(self.bytes.len(), |&o| o as usize)
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Entry `i`'s (score, member): an item of a leaf, a child's first.
+    pub fn key(&self, i: usize) -> Key<'_> {
+        let (at, head) = (
+            self.start(i),
+            if self.is_leaf() {
+                LEAF_HEAD
+            } else {
+                INNER_HEAD
+            },
+        );
+        let s = f64::from_bits(u64_at(&self.bytes, at + head - 8));
+        let m = &self.bytes[at + head..self.end(i)];
+        let (len, used) = compact::read_len(m).expect("checked when parsed");
+        (s, &m[used..used + len])
+    }
+
+    /// Child `i`'s node id and item count (inner nodes).
+    pub fn child(&self, i: usize) -> (u64, u64) {
+        let at = self.start(i);
+        (u64_at(&self.bytes, at + 1), u64_at(&self.bytes, at + 10))
+    }
+
+    fn set_count(&mut self, i: usize, count: u64) {
+        let at = self.start(i) + 10;
+        self.bytes[at..at + 8].copy_from_slice(&count.to_le_bytes());
+    }
+
+    fn add_count(&mut self, i: usize, by: i64) {
+        let c = self.child(i).1;
+        self.set_count(i, c.wrapping_add_signed(by));
     }
 
     /// The items below this node.
     fn count(&self) -> u64 {
-        match self {
-            Node::Leaf(items) => items.len() as u64,
-            Node::Inner(ch) => ch.iter().map(|c| c.count).sum(),
+        if self.is_leaf() {
+            self.len() as u64
+        } else {
+            (0..self.len()).fold(0u64, |a, i| a.saturating_add(self.child(i).1))
         }
     }
 
-    /// The node's first item (leaf) or its first child's separator.
-    fn first(&self) -> Item {
-        match self {
-            Node::Leaf(items) => items[0].clone(),
-            Node::Inner(ch) => ch[0].first.clone(),
+    /// The first of `n` entries with `pred` true, for `pred` false then
+    /// true over the entries.
+    fn partition_point(&self, from: usize, pred: impl Fn(Key<'_>) -> bool) -> usize {
+        let (mut lo, mut hi) = (from, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.key(mid)) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
+        lo
+    }
+
+    fn insert(&mut self, i: usize, entry: &[u8]) {
+        let at = if i < self.len() {
+            self.start(i)
+        } else {
+            self.bytes.len()
+        };
+        self.bytes.splice(at..at, entry.iter().copied());
+        for o in &mut self.offs[i..] {
+            *o += entry.len() as u32;
+        }
+        self.offs.insert(i, at as u32);
+    }
+
+    fn remove(&mut self, i: usize) {
+        let (at, end) = (self.start(i), self.end(i));
+        self.bytes.drain(at..end);
+        self.offs.remove(i);
+        for o in &mut self.offs[i..] {
+            *o -= (end - at) as u32;
+        }
+    }
+
+    /// Entries `at..` moved to a new node of the same kind.
+    fn split_off(&mut self, at: usize) -> Node {
+        let cut = self.start(at);
+        let mut right = Node::new(self.bytes[0]);
+        right.bytes.extend_from_slice(&self.bytes[cut..]);
+        right.offs = self.offs[at..]
+            .iter()
+            .map(|&o| o - cut as u32 + 1)
+            .collect();
+        self.bytes.truncate(cut);
+        self.offs.truncate(at);
+        right
+    }
+
+    /// `other`'s entries (all after this node's) appended.
+    fn append(&mut self, other: &Node) {
+        let base = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(&other.bytes[1..]);
+        self.offs.extend(other.offs.iter().map(|&o| o - 1 + base));
+    }
+
+    /// The first entry's (score, member), owned.
+    fn first(&self) -> Item {
+        let (s, m) = self.key(0);
+        (s, m.to_vec())
+    }
+
+    /// Where to split: the first entry starting past half the bytes, so
+    /// both sides hold at least one.
+    fn half(&self) -> usize {
+        let want = 1 + (self.bytes.len() - 1).div_ceil(2);
+        let at = self.offs.partition_point(|&o| (o as usize) < want);
+        at.clamp(1, self.len() - 1)
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bytes());
-        match self {
-            Node::Leaf(items) => {
-                out.push(LEAF);
-                for (s, m) in items {
-                    compact::push_item(&mut out, m);
-                    compact::push_item(&mut out, &s.to_le_bytes());
-                }
-            }
-            Node::Inner(ch) => {
-                out.push(INNER);
-                for c in ch {
-                    compact::push_item(&mut out, &c.id.to_le_bytes());
-                    compact::push_item(&mut out, &c.count.to_le_bytes());
-                    compact::push_item(&mut out, &c.first.0.to_le_bytes());
-                    compact::push_item(&mut out, &c.first.1);
-                }
-            }
-        }
-        out
+        self.bytes.clone()
     }
 
-    pub fn decode(data: &[u8]) -> Result<Node, Error> {
-        let fields: Vec<&[u8]> = compact::items(data)
-            .map(|i| i.map(|(_, e)| e))
-            .collect::<Result<_, _>>()?;
-        let u64_of = |b: &[u8]| -> Result<u64, Error> {
-            Ok(u64::from_le_bytes(
-                b.try_into()
-                    .map_err(|_| damaged("a number of the wrong size"))?,
-            ))
-        };
-        let score_of = |b: &[u8]| -> Result<f64, Error> {
-            let s = f64::from_bits(u64_of(b)?);
-            if s.is_nan() {
-                return Err(damaged("a score that is not a number"));
-            }
-            Ok(s)
-        };
-        let node = match data.first() {
-            Some(&LEAF) if fields.len().is_multiple_of(2) => Node::Leaf(
-                fields
-                    .chunks(2)
-                    .map(|f| Ok((score_of(f[1])?, f[0].to_vec())))
-                    .collect::<Result<_, Error>>()?,
-            ),
-            Some(&INNER) if fields.len().is_multiple_of(4) => Node::Inner(
-                fields
-                    .chunks(4)
-                    .map(|f| {
-                        Ok(Child {
-                            id: u64_of(f[0])?,
-                            count: u64_of(f[1])?,
-                            first: (score_of(f[2])?, f[3].to_vec()),
-                        })
-                    })
-                    .collect::<Result<_, Error>>()?,
-            ),
+    /// Parses a node page, checking every entry's shape and their order.
+    pub fn decode(data: Vec<u8>) -> Result<Node, Error> {
+        let kind = *data.first().ok_or_else(|| damaged("an empty node"))?;
+        let per = match kind {
+            LEAF => 2,
+            INNER => 4,
             _ => return Err(damaged("a node of an unknown shape")),
         };
-        let ordered = match &node {
-            Node::Leaf(items) => items.windows(2).all(|w| order(&w[0], &w[1]).is_lt()),
-            Node::Inner(ch) => {
-                ch.iter().all(|c| c.count > 0 && c.id < NODE_ID_MAX)
-                    && !ch.is_empty()
-                    && ch[1..]
-                        .windows(2)
-                        .all(|w| order(&w[0].first, &w[1].first).is_lt())
+        let mut offs = Vec::new();
+        let mut fields = 0;
+        for (n, item) in compact::items(&data).enumerate() {
+            let (at, field) = item?;
+            fields = n + 1;
+            let fixed = n % per != per - 1;
+            if fixed && field.len() != 8 {
+                return Err(damaged("a number of the wrong size"));
             }
+            if n % per == 0 {
+                offs.push(at as u32);
+            }
+        }
+        let node = Node { bytes: data, offs };
+        if node.bytes.len() > u32::MAX as usize || fields % per != 0 {
+            return Err(damaged("a node cut short"));
+        }
+        for i in 0..node.len() {
+            if node.key(i).0.is_nan() {
+                return Err(damaged("a score that is not a number"));
+            }
+        }
+        let ordered = if node.is_leaf() {
+            (1..node.len()).all(|i| cmp(node.key(i - 1), node.key(i)).is_lt())
+        } else {
+            !node.offs.is_empty()
+                && (0..node.len()).all(|i| {
+                    let (id, count) = node.child(i);
+                    count > 0 && id < NODE_ID_MAX
+                })
+                && (2..node.len()).all(|i| cmp(node.key(i - 1), node.key(i)).is_lt())
         };
         if !ordered {
             return Err(damaged("a node out of order"));
@@ -246,7 +361,7 @@ impl<'a> Tree<'a> {
                     Stop::Retry
                 });
             };
-            self.nodes.insert(id, Node::decode(&data)?);
+            self.nodes.insert(id, Node::decode(data)?);
         }
         Ok(())
     }
@@ -258,20 +373,6 @@ impl<'a> Tree<'a> {
     fn node_mut(&mut self, id: u64) -> &mut Node {
         self.dirty.insert(id);
         self.nodes.get_mut(&id).expect("loaded")
-    }
-
-    fn inner_mut(&mut self, id: u64) -> &mut Vec<Child> {
-        match self.node_mut(id) {
-            Node::Inner(ch) => ch,
-            Node::Leaf(_) => unreachable!("a path holds inner nodes"),
-        }
-    }
-
-    fn leaf_mut(&mut self, id: u64) -> &mut Vec<Item> {
-        match self.node_mut(id) {
-            Node::Leaf(items) => items,
-            Node::Inner(_) => unreachable!("a path ends at a leaf"),
-        }
     }
 
     fn alloc(&mut self, node: Node) -> Result<u64, Stop> {
@@ -292,23 +393,24 @@ impl<'a> Tree<'a> {
     }
 
     /// Descends from the root, at each inner node taking the child
-    /// `pick` names (given the children), to a leaf: the path, the
-    /// leaf, and the items before the leaf.
+    /// `pick` names (given the node and the items before it), to a leaf:
+    /// the path, the leaf, and the items before the leaf.
     async fn descend(
         &mut self,
-        mut pick: impl FnMut(&[Child], u64) -> usize,
+        mut pick: impl FnMut(&Node, u64) -> usize,
     ) -> Result<(Path, u64, u64), Stop> {
         let mut path = Vec::with_capacity(usize::from(self.shape.height));
         let (mut id, mut before) = (self.shape.root, 0u64);
         for depth in 0..=self.shape.height {
             self.load(id).await?;
-            match (self.node(id), depth == self.shape.height) {
-                (Node::Leaf(_), true) => return Ok((path, id, before)),
-                (Node::Inner(ch), false) => {
-                    let j = pick(ch, before).min(ch.len() - 1);
-                    before += ch[..j].iter().map(|c| c.count).sum::<u64>();
+            let n = self.node(id);
+            match (n.is_leaf(), depth == self.shape.height) {
+                (true, true) => return Ok((path, id, before)),
+                (false, false) => {
+                    let j = pick(n, before).min(n.len() - 1);
+                    before = (0..j).fold(before, |a, i| a.saturating_add(n.child(i).1));
                     path.push((id, j));
-                    id = ch[j].id;
+                    id = n.child(j).0;
                 }
                 _ => return Err(Stop::Fail(damaged("a leaf not at the tree's height"))),
             }
@@ -318,22 +420,19 @@ impl<'a> Tree<'a> {
 
     /// The rank of the first item `reached` holds for (the item count if
     /// none), for `reached` false then true along the order.
-    pub async fn rank_where(&mut self, reached: impl Fn(&Item) -> bool) -> Result<u64, Stop> {
+    pub async fn rank_where(&mut self, reached: impl Fn(Key<'_>) -> bool) -> Result<u64, Stop> {
+        // Child j >= 1 holds the answer's leaf if its first has not
+        // reached it: the last such child, else child 0.
         let (_, leaf, before) = self
-            .descend(|ch, _| ch[1..].partition_point(|c| !reached(&c.first)))
+            .descend(|n, _| n.partition_point(1, &reached) - 1)
             .await?;
-        let Node::Leaf(items) = self.node(leaf) else {
-            unreachable!("descend ends at a leaf")
-        };
-        Ok(before + items.partition_point(|it| !reached(it)) as u64)
+        Ok(before + self.node(leaf).partition_point(0, &reached) as u64)
     }
 
     /// The path to the leaf where `item` lies or would.
-    async fn path_to(&mut self, item: &Item) -> Result<(Path, u64), Stop> {
+    async fn path_to(&mut self, item: Key<'_>) -> Result<(Path, u64), Stop> {
         let (path, leaf, _) = self
-            .descend(|ch, _| {
-                ch[1..].partition_point(|c| order(&c.first, item) != Ordering::Greater)
-            })
+            .descend(|n, _| n.partition_point(1, |k| cmp(k, item).is_gt()) - 1)
             .await?;
         Ok((path, leaf))
     }
@@ -344,54 +443,54 @@ impl<'a> Tree<'a> {
         let mut r = a;
         while r < b {
             let (_, leaf, before) = self
-                .descend(|ch, before| {
+                .descend(|n, before| {
                     let mut acc = before;
-                    ch.iter()
-                        .position(|c| {
-                            acc += c.count;
+                    (0..n.len())
+                        .position(|i| {
+                            acc = acc.saturating_add(n.child(i).1);
                             acc > r
                         })
-                        .unwrap_or(ch.len())
+                        .unwrap_or(n.len())
                 })
                 .await?;
-            let Node::Leaf(items) = self.node(leaf) else {
-                unreachable!("descend ends at a leaf")
-            };
+            let n = self.node(leaf);
             let from = r.checked_sub(before).map(|f| f as usize);
-            let Some(from) = from.filter(|&f| f < items.len()) else {
+            let Some(from) = from.filter(|&f| f < n.len()) else {
                 return Err(Stop::Fail(damaged("counts that disagree with the leaves")));
             };
-            let to = items.len().min((b - before) as usize);
-            out.extend_from_slice(&items[from..to]);
+            let to = n.len().min((b - before) as usize);
+            out.extend((from..to).map(|i| {
+                let (s, m) = n.key(i);
+                (s, m.to_vec())
+            }));
             r = before + to as u64;
         }
         Ok(out)
     }
 
     /// Inserts `item` (its member absent from the set).
-    pub async fn insert(&mut self, item: Item) -> Result<(), Stop> {
-        let (path, leaf) = self.path_to(&item).await?;
-        let items = self.leaf_mut(leaf);
-        let at = items.partition_point(|x| order(x, &item).is_lt());
-        items.insert(at, item);
+    pub async fn insert(&mut self, item: Key<'_>) -> Result<(), Stop> {
+        let (path, leaf) = self.path_to(item).await?;
+        let n = self.node_mut(leaf);
+        let at = n.partition_point(0, |k| cmp(k, item).is_ge());
+        n.insert(at, &leaf_entry(item));
         for &(id, j) in &path {
-            self.inner_mut(id)[j].count += 1;
+            self.node_mut(id).add_count(j, 1);
         }
         self.split_up(&path, leaf)
     }
 
     /// Removes `item`; false if it is not there.
-    pub async fn remove(&mut self, item: &Item) -> Result<bool, Stop> {
+    pub async fn remove(&mut self, item: Key<'_>) -> Result<bool, Stop> {
         let (path, leaf) = self.path_to(item).await?;
-        let Node::Leaf(items) = self.node(leaf) else {
-            unreachable!("path_to ends at a leaf")
-        };
-        let Ok(at) = items.binary_search_by(|x| order(x, item)) else {
+        let n = self.node(leaf);
+        let at = n.partition_point(0, |k| cmp(k, item).is_ge());
+        if at == n.len() || cmp(n.key(at), item).is_ne() {
             return Ok(false);
-        };
-        self.leaf_mut(leaf).remove(at);
+        }
+        self.node_mut(leaf).remove(at);
         for &(id, j) in &path {
-            self.inner_mut(id)[j].count -= 1;
+            self.node_mut(id).add_count(j, -1);
         }
         self.shrink_up(&path, leaf).await?;
         Ok(true)
@@ -406,30 +505,19 @@ impl<'a> Tree<'a> {
             if n.bytes() <= NODE_BYTES || n.len() < 2 {
                 return Ok(());
             }
-            let right = match self.node_mut(node) {
-                Node::Leaf(items) => {
-                    Node::Leaf(items.split_off(half(items.iter().map(|(_, m)| item_bytes(m)))))
-                }
-                Node::Inner(ch) => {
-                    Node::Inner(ch.split_off(half(ch.iter().map(|c| 18 + item_bytes(&c.first.1)))))
-                }
-            };
+            let at = n.half();
+            let right = self.node_mut(node).split_off(at);
             let (right_count, right_first) = (right.count(), right.first());
             let right = self.alloc(right)?;
             if level == 0 {
                 let left = self.node(node);
-                let root = Node::Inner(vec![
-                    Child {
-                        id: node,
-                        count: left.count(),
-                        first: left.first(),
-                    },
-                    Child {
-                        id: right,
-                        count: right_count,
-                        first: right_first,
-                    },
-                ]);
+                let mut root = Node::new(INNER);
+                let (lc, lf) = (left.count(), left.first());
+                root.insert(0, &inner_entry(node, lc, (lf.0, &lf.1)));
+                root.insert(
+                    1,
+                    &inner_entry(right, right_count, (right_first.0, &right_first.1)),
+                );
                 self.shape.root = self.alloc(root)?;
                 self.shape.height += 1;
                 if self.shape.height > HEIGHT_MAX {
@@ -438,15 +526,11 @@ impl<'a> Tree<'a> {
                 return Ok(());
             }
             let (parent, j) = path[level - 1];
-            let ch = self.inner_mut(parent);
-            ch[j].count -= right_count;
-            ch.insert(
+            let p = self.node_mut(parent);
+            p.add_count(j, -(right_count as i64));
+            p.insert(
                 j + 1,
-                Child {
-                    id: right,
-                    count: right_count,
-                    first: right_first,
-                },
+                &inner_entry(right, right_count, (right_first.0, &right_first.1)),
             );
             node = parent;
             level -= 1;
@@ -461,18 +545,15 @@ impl<'a> Tree<'a> {
         while level > 0 {
             let (parent, j) = path[level - 1];
             if self.node(node).len() == 0 {
-                self.inner_mut(parent).remove(j);
+                self.node_mut(parent).remove(j);
                 self.free(node);
                 node = parent;
                 level -= 1;
                 continue;
             }
-            let small =
-                matches!(self.node(node), Node::Leaf(_)) && self.node(node).bytes() < MERGE_BELOW;
-            let Node::Inner(ch) = self.node(parent) else {
-                unreachable!("a path holds inner nodes")
-            };
-            let sibling = if j + 1 < ch.len() {
+            let small = self.node(node).is_leaf() && self.node(node).bytes() < MERGE_BELOW;
+            let p = self.node(parent);
+            let sibling = if j + 1 < p.len() {
                 Some(j + 1)
             } else {
                 j.checked_sub(1)
@@ -481,31 +562,31 @@ impl<'a> Tree<'a> {
                 break;
             };
             let (lj, rj) = (j.min(s), j.max(s));
-            let (l, r, sib) = (ch[lj].id, ch[rj].id, ch[s].id);
+            let (l, r, sib) = (p.child(lj).0, p.child(rj).0, p.child(s).0);
+            let right_count = p.child(rj).1;
             self.load(sib).await?;
-            if !matches!(self.node(sib), Node::Leaf(_)) {
+            if !self.node(sib).is_leaf() {
                 return Err(Stop::Fail(damaged("a leaf's sibling is not a leaf")));
             }
             if self.node(l).bytes() + self.node(r).bytes() <= NODE_BYTES {
-                let Some(Node::Leaf(moved)) = self.nodes.remove(&r) else {
-                    unreachable!("checked a leaf")
-                };
-                self.leaf_mut(l).extend(moved);
+                let moved = self.nodes.remove(&r).expect("loaded");
+                self.node_mut(l).append(&moved);
                 self.free(r);
-                let ch = self.inner_mut(parent);
-                ch[lj].count += ch[rj].count;
-                ch.remove(rj);
+                let p = self.node_mut(parent);
+                p.add_count(lj, right_count as i64);
+                p.remove(rj);
             }
             break;
         }
         while self.shape.height > 0 {
-            let Node::Inner(ch) = self.node(self.shape.root) else {
+            let root = self.node(self.shape.root);
+            if root.is_leaf() {
                 return Err(Stop::Fail(damaged("a leaf above the tree's height")));
-            };
-            if ch.len() != 1 {
+            }
+            if root.len() != 1 {
                 break;
             }
-            let only = ch[0].id;
+            let only = root.child(0).0;
             self.free(self.shape.root);
             self.shape.root = only;
             self.shape.height -= 1;
@@ -532,89 +613,56 @@ impl<'a> Tree<'a> {
     }
 }
 
-/// Where to split entries of these sizes: the first index past half of
-/// their bytes, so both sides hold at least one.
-fn half(sizes: impl Iterator<Item = usize> + Clone) -> usize {
-    let total: usize = sizes.clone().sum();
-    let n = sizes.clone().count();
-    let mut acc = 0;
-    for (i, b) in sizes.enumerate() {
-        acc += b;
-        if acc * 2 >= total {
-            return (i + 1).clamp(1, n - 1);
-        }
-    }
-    n / 2
-}
-
 /// A tree of `items` (ascending, distinct members) built whole: its
 /// shape and its nodes by id.
-pub fn build(items: Vec<Item>) -> (Shape, Vec<(u64, Node)>) {
+pub fn build(items: &[Item]) -> (Shape, Vec<(u64, Node)>) {
     let mut nodes: Vec<(u64, Node)> = Vec::new();
-    let mut level: Vec<Child> = Vec::new();
-    let mut leaf: Vec<Item> = Vec::new();
-    let mut bytes = 1;
-    let flush_leaf =
-        |leaf: &mut Vec<Item>, nodes: &mut Vec<(u64, Node)>, level: &mut Vec<Child>| {
+    // (id, count, first item index) per node of the level built last.
+    let mut level: Vec<(u64, u64, usize)> = Vec::new();
+    let mut leaf = Node::new(LEAF);
+    let mut first = 0;
+    for (i, (s, m)) in items.iter().enumerate() {
+        let e = leaf_entry((*s, m));
+        if leaf.len() > 0 && leaf.bytes() + e.len() > FILL_BYTES {
             let id = nodes.len() as u64;
-            level.push(Child {
-                id,
-                count: leaf.len() as u64,
-                first: leaf[0].clone(),
-            });
-            nodes.push((id, Node::Leaf(std::mem::take(leaf))));
-        };
-    for it in items {
-        let b = item_bytes(&it.1);
-        if !leaf.is_empty() && bytes + b > FILL_BYTES {
-            flush_leaf(&mut leaf, &mut nodes, &mut level);
-            bytes = 1;
+            level.push((id, leaf.len() as u64, first));
+            nodes.push((id, std::mem::replace(&mut leaf, Node::new(LEAF))));
+            first = i;
         }
-        bytes += b;
-        leaf.push(it);
+        let at = leaf.len();
+        leaf.insert(at, &e);
     }
-    if !leaf.is_empty() || level.is_empty() {
-        if leaf.is_empty() {
-            nodes.push((0, Node::Leaf(Vec::new())));
-            let shape = Shape {
-                root: 0,
-                height: 0,
-                next_node: 1,
-            };
-            return (shape, nodes);
-        }
-        flush_leaf(&mut leaf, &mut nodes, &mut level);
+    if leaf.len() > 0 || level.is_empty() {
+        let id = nodes.len() as u64;
+        level.push((id, leaf.len() as u64, first));
+        nodes.push((id, leaf));
     }
     let mut height = 0u8;
     while level.len() > 1 {
-        let mut up: Vec<Child> = Vec::new();
-        let mut group: Vec<Child> = Vec::new();
-        let mut bytes = 1;
-        let flush = |group: &mut Vec<Child>, nodes: &mut Vec<(u64, Node)>, up: &mut Vec<Child>| {
-            let id = nodes.len() as u64;
-            let count = group.iter().map(|c| c.count).sum();
-            up.push(Child {
-                id,
-                count,
-                first: group[0].first.clone(),
-            });
-            nodes.push((id, Node::Inner(std::mem::take(group))));
-        };
-        for c in level {
-            let b = 18 + item_bytes(&c.first.1);
-            if group.len() >= 2 && bytes + b > FILL_BYTES {
-                flush(&mut group, &mut nodes, &mut up);
-                bytes = 1;
+        let mut up = Vec::new();
+        let mut inner = Node::new(INNER);
+        let (mut count, mut first) = (0, level[0].2);
+        for &(id, c, f) in &level {
+            let (s, m) = &items[f];
+            let e = inner_entry(id, c, (*s, m));
+            if inner.len() >= 2 && inner.bytes() + e.len() > FILL_BYTES {
+                let nid = nodes.len() as u64;
+                up.push((nid, count, first));
+                nodes.push((nid, std::mem::replace(&mut inner, Node::new(INNER))));
+                (count, first) = (0, f);
             }
-            bytes += b;
-            group.push(c);
+            let at = inner.len();
+            inner.insert(at, &e);
+            count += c;
         }
-        flush(&mut group, &mut nodes, &mut up);
+        let nid = nodes.len() as u64;
+        up.push((nid, count, first));
+        nodes.push((nid, inner));
         level = up;
         height += 1;
     }
     let shape = Shape {
-        root: level[0].id,
+        root: level[0].0,
         height,
         next_node: nodes.len() as u64,
     };
@@ -634,7 +682,7 @@ mod tests {
                 )
             })
             .collect();
-        v.sort_by(order);
+        v.sort_by(|a, b| cmp((a.0, &a.1), (b.0, &b.1)));
         v
     }
 
@@ -642,26 +690,30 @@ mod tests {
     /// height, counts equal to the items below, separators bounding their
     /// subtrees; returns the items in order.
     fn walk(nodes: &HashMap<u64, Node>, id: u64, depth: u8, height: u8) -> Vec<Item> {
-        match &nodes[&id] {
-            Node::Leaf(items) => {
-                assert_eq!(depth, height, "leaf at the tree's height");
-                items.clone()
-            }
-            Node::Inner(ch) => {
-                assert!(depth < height);
-                let mut out = Vec::new();
-                for (j, c) in ch.iter().enumerate() {
-                    let below = walk(nodes, c.id, depth + 1, height);
-                    assert_eq!(below.len() as u64, c.count, "a child's count");
-                    if j > 0 {
-                        assert!(order(&c.first, &below[0]).is_le());
-                        assert!(order(out.last().unwrap(), &c.first).is_lt());
-                    }
-                    out.extend(below);
-                }
-                out
-            }
+        let n = &nodes[&id];
+        let own = |i| {
+            let (s, m): Key<'_> = n.key(i);
+            (s, m.to_vec())
+        };
+        if n.is_leaf() {
+            assert_eq!(depth, height, "leaf at the tree's height");
+            return (0..n.len()).map(own).collect();
         }
+        assert!(depth < height);
+        let mut out: Vec<Item> = Vec::new();
+        for j in 0..n.len() {
+            let (child, count) = n.child(j);
+            let below = walk(nodes, child, depth + 1, height);
+            assert_eq!(below.len() as u64, count, "a child's count");
+            if j > 0 {
+                let sep = own(j);
+                assert!(cmp((sep.0, &sep.1), (below[0].0, &below[0].1)).is_le());
+                let last = out.last().unwrap();
+                assert!(cmp((last.0, &last.1), (sep.0, &sep.1)).is_lt());
+            }
+            out.extend(below);
+        }
+        out
     }
 
     #[test]
@@ -675,9 +727,12 @@ mod tests {
             (3000, 700),
         ] {
             let want = items(n, pad);
-            let (shape, nodes) = build(want.clone());
+            let (shape, nodes) = build(&want);
             assert_eq!(shape.next_node, nodes.len() as u64);
-            let map: HashMap<u64, Node> = nodes.into_iter().collect();
+            let map: HashMap<u64, Node> = nodes
+                .into_iter()
+                .map(|(id, n)| (id, Node::decode(n.encode()).expect("parses back")))
+                .collect();
             let got = walk(&map, shape.root, 0, shape.height);
             assert_eq!(got, want, "{n} items of {pad} bytes");
             for n in map.values() {
@@ -692,39 +747,57 @@ mod tests {
         }
     }
 
+    /// Entries inserted, removed, split off and appended in bytes: the
+    /// node parses back to the same entries.
     #[test]
-    fn nodes_round_trip() {
-        let leaf = Node::Leaf(vec![
-            (-0.0, vec![]),
-            (1.5, b"a".to_vec()),
-            (f64::INFINITY, vec![9; 300]),
-        ]);
-        assert_eq!(Node::decode(&leaf.encode()).unwrap(), leaf);
-        let inner = Node::Inner(vec![
-            Child {
-                id: 4,
-                count: 10,
-                first: (f64::NEG_INFINITY, b"x".to_vec()),
-            },
-            Child {
-                id: 7,
-                count: 1,
-                first: (2.0, b"b".to_vec()),
-            },
-        ]);
-        assert_eq!(Node::decode(&inner.encode()).unwrap(), inner);
-        let unordered = Node::Leaf(vec![(2.0, b"a".to_vec()), (1.0, b"a".to_vec())]);
-        assert!(Node::decode(&unordered.encode()).is_err());
-        let empty_inner = Node::Inner(Vec::new());
-        assert!(Node::decode(&empty_inner.encode()).is_err());
+    fn nodes_edit_in_place_and_round_trip() {
+        let mut leaf = Node::new(LEAF);
+        let keys: Vec<Item> = vec![
+            (f64::NEG_INFINITY, vec![]),
+            (-0.0, b"a".to_vec()),
+            (1.5, vec![9; 300]),
+            (f64::INFINITY, b"z".to_vec()),
+        ];
+        for k in [3, 0, 2, 1] {
+            let at = leaf.partition_point(0, |x| cmp(x, (keys[k].0, &keys[k].1)).is_ge());
+            leaf.insert(at, &leaf_entry((keys[k].0, &keys[k].1)));
+        }
+        let back = Node::decode(leaf.encode()).unwrap();
+        assert_eq!(back, leaf);
+        assert_eq!(
+            (0..4).map(|i| back.key(i).1.to_vec()).collect::<Vec<_>>(),
+            keys.iter().map(|k| k.1.clone()).collect::<Vec<_>>()
+        );
+        let mut left = back.clone();
+        let right = left.split_off(left.half());
+        assert!(left.len() >= 1 && right.len() >= 1);
+        assert_eq!(Node::decode(right.encode()).unwrap(), right);
+        left.append(&right);
+        assert_eq!(left, back);
+        left.remove(1);
+        assert_eq!(Node::decode(left.encode()).unwrap().len(), 3);
+        let mut inner = Node::new(INNER);
+        inner.insert(0, &inner_entry(4, 10, (f64::NEG_INFINITY, b"x")));
+        inner.insert(1, &inner_entry(7, 1, (2.0, b"b")));
+        inner.add_count(0, -3);
+        let back = Node::decode(inner.encode()).unwrap();
+        assert_eq!(back.child(0), (4, 7));
+        assert_eq!(back.child(1), (7, 1));
+        assert_eq!(back.count(), 8);
+        let mut unordered = Node::new(LEAF);
+        unordered.insert(0, &leaf_entry((2.0, b"a")));
+        unordered.insert(1, &leaf_entry((1.0, b"a")));
+        assert!(Node::decode(unordered.encode()).is_err());
+        assert!(Node::decode(Node::new(INNER).encode()).is_err());
     }
 
-    /// Damaged node pages are errors, never a panic.
+    /// Damaged node pages are errors, never a panic (and what parses
+    /// answers every accessor).
     #[test]
     fn damaged_nodes_are_errors_not_panics() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let (_, nodes) = build(items(400, 5));
+        let (_, nodes) = build(&items(400, 5));
         let pages: Vec<Vec<u8>> = nodes.iter().map(|(_, n)| n.encode()).collect();
         for _ in 0..20_000 {
             let mut p = pages[rng.gen_range(0..pages.len())].clone();
@@ -736,15 +809,15 @@ mod tests {
                     p[i] ^= 1 << rng.gen_range(0..8);
                 }
             }
-            let _ = Node::decode(&p);
+            if let Ok(n) = Node::decode(p) {
+                for i in 0..n.len() {
+                    let _ = n.key(i);
+                    if !n.is_leaf() {
+                        let _ = n.child(i);
+                    }
+                }
+                let _ = n.count();
+            }
         }
-    }
-
-    #[test]
-    fn splits_fall_near_half_and_leave_both_sides_some() {
-        assert_eq!(half([10, 10, 10, 10].into_iter()), 2);
-        assert_eq!(half([100, 1].into_iter()), 1);
-        assert_eq!(half([1, 100].into_iter()), 1);
-        assert_eq!(half([1, 1, 100].into_iter()), 2);
     }
 }

@@ -106,6 +106,10 @@ pub fn differential(
             "16M",
             "--expiry-sweep-secs",
             "1",
+            // The DRAM tier at half its default: the RSS bound then
+            // leaves room for the allocator's arenas in long runs.
+            "--cache-mb",
+            "32",
         ],
     );
     let mut peak = 0;
