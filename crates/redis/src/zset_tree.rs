@@ -270,6 +270,10 @@ impl Node {
             if fixed && field.len() != 8 {
                 return Err(damaged("a number of the wrong size"));
             }
+            let score = if per == 2 { 0 } else { 2 };
+            if n % per == score && f64::from_le_bytes(field.try_into().expect("8")).is_nan() {
+                return Err(damaged("a score that is not a number"));
+            }
             if n % per == 0 {
                 offs.push(at as u32);
             }
@@ -278,13 +282,12 @@ impl Node {
         if node.bytes.len() > u32::MAX as usize || fields % per != 0 {
             return Err(damaged("a node cut short"));
         }
-        for i in 0..node.len() {
-            if node.key(i).0.is_nan() {
-                return Err(damaged("a score that is not a number"));
-            }
-        }
+        // A leaf's order is checked in debug builds only: its bytes are
+        // the engine's, CRC-checked, as written from an ordered leaf, and
+        // every ZADD parses a leaf (bench/results/ab-zset-nodes.md).
         let ordered = if node.is_leaf() {
-            (1..node.len()).all(|i| cmp(node.key(i - 1), node.key(i)).is_lt())
+            !cfg!(debug_assertions)
+                || (1..node.len()).all(|i| cmp(node.key(i - 1), node.key(i)).is_lt())
         } else {
             !node.offs.is_empty()
                 && (0..node.len()).all(|i| {
@@ -787,7 +790,9 @@ mod tests {
         let mut unordered = Node::new(LEAF);
         unordered.insert(0, &leaf_entry((2.0, b"a")));
         unordered.insert(1, &leaf_entry((1.0, b"a")));
-        assert!(Node::decode(unordered.encode()).is_err());
+        if cfg!(debug_assertions) {
+            assert!(Node::decode(unordered.encode()).is_err());
+        }
         assert!(Node::decode(Node::new(INNER).encode()).is_err());
     }
 
