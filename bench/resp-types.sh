@@ -12,8 +12,8 @@
 # one sorted set and one hash (`myhash`, 100 000 random fields with -r):
 # so the collections grow to tens of thousands of elements during a run,
 # which is exactly the case the compact layout (a collection in one
-# record, rewritten whole by each write) is slow at; the numbers say how
-# slow, for the paged layout to beat.
+# record, rewritten whole by each write) was slow at, and the paged
+# layouts (lists, hashes, sets, sorted sets) are for.
 # Not in this script yet: the big scenario (4x an equal memory cgroup:
 # 1 M hashes, a 10 M-member sorted set, 1 M lists) with reads per op from
 # /proc/diskstats and DRAM per element.
@@ -100,8 +100,9 @@ lines = ["# Redis collection types: nvdepot serve against redis-server",
          f"{sys.argv[5]} rep(s); medians in ops/s). redis-benchmark's type tests work on one key "
          "per type, which grows to tens of thousands of elements. Lists past 16 KiB are "
          "paged (a push or pop writes one page and the metadata), and so are hashes "
-         "and sets (a field's or member's write, one bucket and the metadata); sorted "
-         "sets are still one record per collection, rewritten whole on every write.",
+         "and sets (a field's or member's write, one bucket and the metadata), and sorted "
+         "sets (a member's write, its bucket, its tree leaf, the inner nodes above it and "
+         "the metadata).",
          "",
          "| test | c | redis-none | redis-always | nvdepot | nvdepot / redis-always | nvdepot / redis-none |",
          "|---|---|---|---|---|---|---|"]
