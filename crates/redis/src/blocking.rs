@@ -260,6 +260,24 @@ impl RespSession {
             }
             return;
         }
+        if name == b"XREADGROUP" {
+            if !arity(args, 7, None, r) {
+                return;
+            }
+            let a = match super::stream_readgroup::parse_readgroup(args) {
+                Ok(a) => a,
+                Err(msg) => return r.error(&msg),
+            };
+            match super::stream_readgroup::try_readgroup(store, self.db, &a, now, r).await {
+                Ok(true) => {}
+                Ok(false) => match a.block {
+                    Some(t) if self.may_block => self.would_block = Some(t),
+                    _ => r.null_array(),
+                },
+                Err(e) => r.error(format!("ERR {e}")),
+            }
+            return;
+        }
         match try_blocking(store, self.db, name, args, now, r).await {
             Ok(Attempt::Replied) => {}
             Ok(Attempt::Empty(t)) if self.may_block => self.would_block = Some(t),
@@ -377,6 +395,9 @@ pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
             Err(_) => Vec::new(),
         },
         b"XREAD" => super::stream::parse_read(args).map_or(Vec::new(), |a| a.keys),
+        b"XREADGROUP" => {
+            super::stream_readgroup::parse_readgroup(args).map_or(Vec::new(), |a| a.keys)
+        }
         b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
         b"BLMPOP" => match super::list::MPop::parse(args, 2) {
             Ok(spec) => spec.keys,

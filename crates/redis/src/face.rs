@@ -341,8 +341,8 @@ impl RespSession {
             return self.pay_durability(start, out).await;
         }
         let shared = self.shared();
-        let xread_block =
-            name.as_slice() == b"XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
+        let xread_block = matches!(name.as_slice(), b"XREAD" | b"XREADGROUP")
+            && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
         if super::blocking::is_blocking(&name) || xread_block {
             return self.block(&name, args, out).await;
         }
@@ -549,8 +549,8 @@ impl RespSession {
                 self.eval(&name, args, &mut r).await
             }
             b"FUNCTION" => self.function(args, &mut r).await,
-            b"XREAD" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH" | b"BLMPOP"
-            | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
+            b"XREAD" | b"XREADGROUP" | b"BLPOP" | b"BRPOP" | b"BLMOVE" | b"BRPOPLPUSH"
+            | b"BLMPOP" | b"BZPOPMIN" | b"BZPOPMAX" | b"BZMPOP" => {
                 self.try_blocking(&shared, &name, args, &mut r).await;
                 self.wake_blocked(&shared, &name, args);
             }

@@ -296,8 +296,13 @@ pub(super) fn call_from_script(
     if refused_in_scripts(&name) {
         return Err("This Redis command is not allowed from script".into());
     }
-    if name.as_slice() == b"XREAD" && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK")) {
-        return Err("xread command is not allowed with BLOCK option from scripts".into());
+    if matches!(name.as_slice(), b"XREAD" | b"XREADGROUP")
+        && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"))
+    {
+        return Err(format!(
+            "{} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(&name).to_ascii_lowercase()
+        ));
     }
     if spec.write {
         if run.read_only {

@@ -1,5 +1,5 @@
-//! The stream type's commands (Redis 7.0's `t_stream.c`), without
-//! consumer groups yet: XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XREAD
+//! The stream type's commands (Redis 7.0's `t_stream.c`; consumer groups
+//! in `stream_groups.rs`): XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XREAD
 //! (COUNT, BLOCK, `$`), XSETID, over one record per stream
 //! (`stream_log.rs` holds the entries and their encoding).
 
@@ -40,7 +40,7 @@ fn change(s: &Stream, expire_at_ms: u64) -> Change {
 }
 
 /// One atomic update of stream `key` (`None` when missing).
-async fn update<T>(
+pub(crate) async fn update<T>(
     store: &RespStore,
     db: usize,
     key: &[u8],
@@ -74,7 +74,7 @@ async fn update<T>(
     }
 }
 
-async fn read(
+pub(crate) async fn read(
     store: &RespStore,
     db: usize,
     key: &[u8],
@@ -92,7 +92,7 @@ async fn read(
     }
 }
 
-fn reply_entry(r: &mut Reply<'_>, e: &Entry) {
+pub(crate) fn reply_entry(r: &mut Reply<'_>, e: &Entry) {
     r.array(2);
     r.bulk(&e.id.text());
     r.array(e.fields.len() * 2);
@@ -252,7 +252,7 @@ pub async fn execute(
         b"XLEN" | b"XRANGE" | b"XREVRANGE" => {
             return Some(read_command(store, db, name, args, now, r).await)
         }
-        _ => return None,
+        _ => return super::stream_groups::execute(store, db, name, args, now, r).await,
     };
     Some(done.map(|out| {
         if let Err(msg) = out {

@@ -16,7 +16,14 @@
 //! entries added u64, max deleted ID 16 bytes, node count u32, group
 //! count u32, all LE), then per node an item (deleted u64, the ID of its
 //! last entry appended 16 bytes, entry count u32) and per entry an ID item
-//! (16 bytes), a field count item (u32) and the fields and values.
+//! (16 bytes), a field count item (u32) and the fields and values; then
+//! per consumer group (by name): its name item, a header item (last
+//! delivered ID 16 bytes, entries read u64 (all ones: unknown), pending
+//! count u32, consumer count u32), per pending entry an item (ID 16 bytes,
+//! last delivery Unix ms u64, deliveries u64) and its consumer's name
+//! item, per consumer its name item and a last-seen Unix ms item (u64).
+
+use std::collections::BTreeMap;
 
 use nvdepot_cache::Error;
 use nvdepot_resp::errors;
@@ -180,6 +187,28 @@ pub(crate) struct Stream {
     pub(crate) added: u64,
     pub(crate) max_deleted: Id,
     pub(crate) nodes: Vec<Node>,
+    /// Consumer groups by name (`stream_groups.rs`).
+    pub(crate) groups: BTreeMap<Vec<u8>, Group>,
+}
+
+/// An entry delivered to a consumer and not yet acknowledged.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub(crate) consumer: Vec<u8>,
+    /// Unix ms of its last delivery.
+    pub(crate) delivered: u64,
+    pub(crate) deliveries: u64,
+}
+
+/// A consumer group: what it has delivered, its pending entries list
+/// (PEL, by entry ID) and its consumers (name to the Unix ms last seen).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Group {
+    pub(crate) last: Id,
+    /// Redis's `entries_read`: `None` when unknown.
+    pub(crate) entries_read: Option<u64>,
+    pub(crate) pending: BTreeMap<Id, Pending>,
+    pub(crate) consumers: BTreeMap<Vec<u8>, u64>,
 }
 
 fn bad(what: &str) -> Error {
@@ -205,12 +234,10 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
         added: u64::from_le_bytes(head[16..24].try_into().expect("8 bytes")),
         max_deleted: id(&head[24..40])?,
         nodes: Vec::new(),
+        groups: BTreeMap::new(),
     };
     let nodes = u32_of(&head[40..44])?;
     let groups = u32_of(&head[44..48])?;
-    if groups != 0 {
-        return Err(bad("consumer groups are not known to this version"));
-    }
     for _ in 0..nodes {
         let n = it.next().ok_or_else(|| bad("missing node"))?;
         if n.len() != 28 {
@@ -234,8 +261,47 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
         }
         s.nodes.push(node);
     }
+    for _ in 0..groups {
+        let name = it.next().ok_or_else(|| bad("missing group"))?;
+        let h = it.next().ok_or_else(|| bad("missing group header"))?;
+        if h.len() != 32 {
+            return Err(bad("group header size"));
+        }
+        let read = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+        let mut g = Group {
+            last: id(&h[..16])?,
+            entries_read: (read != u64::MAX).then_some(read),
+            ..Group::default()
+        };
+        for _ in 0..u32_of(&h[24..28])? {
+            let p = it.next().ok_or_else(|| bad("missing pending entry"))?;
+            if p.len() != 32 {
+                return Err(bad("pending entry size"));
+            }
+            let consumer = it.next().ok_or_else(|| bad("missing pending consumer"))?;
+            let pending = Pending {
+                consumer,
+                delivered: u64::from_le_bytes(p[16..24].try_into().expect("8 bytes")),
+                deliveries: u64::from_le_bytes(p[24..].try_into().expect("8 bytes")),
+            };
+            g.pending.insert(id(&p[..16])?, pending);
+        }
+        for _ in 0..u32_of(&h[28..])? {
+            let c = it.next().ok_or_else(|| bad("missing consumer"))?;
+            let seen = it.next().ok_or_else(|| bad("missing consumer time"))?;
+            let seen = u64::from_le_bytes(seen.try_into().map_err(|_| bad("a time is 8 bytes"))?);
+            g.consumers.insert(c, seen);
+        }
+        if g.pending
+            .values()
+            .any(|p| !g.consumers.contains_key(&p.consumer))
+        {
+            return Err(bad("a pending entry of no consumer"));
+        }
+        s.groups.insert(name, g);
+    }
     if it.next().is_some() {
-        return Err(bad("bytes after the last node"));
+        return Err(bad("bytes after the last group"));
     }
     Ok(s)
 }
@@ -248,7 +314,7 @@ impl Stream {
         head.extend_from_slice(&self.added.to_le_bytes());
         head.extend_from_slice(&self.max_deleted.bytes());
         head.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
-        head.extend_from_slice(&0u32.to_le_bytes());
+        head.extend_from_slice(&(self.groups.len() as u32).to_le_bytes());
         items.push(head);
         for n in &self.nodes {
             let mut h = n.deleted.to_le_bytes().to_vec();
@@ -264,7 +330,76 @@ impl Stream {
                 }
             }
         }
+        for (name, g) in &self.groups {
+            items.push(name.clone());
+            let mut h = g.last.bytes().to_vec();
+            h.extend_from_slice(&g.entries_read.unwrap_or(u64::MAX).to_le_bytes());
+            h.extend_from_slice(&(g.pending.len() as u32).to_le_bytes());
+            h.extend_from_slice(&(g.consumers.len() as u32).to_le_bytes());
+            items.push(h);
+            for (id, p) in &g.pending {
+                let mut e = id.bytes().to_vec();
+                e.extend_from_slice(&p.delivered.to_le_bytes());
+                e.extend_from_slice(&p.deliveries.to_le_bytes());
+                items.push(e);
+                items.push(p.consumer.clone());
+            }
+            for (c, seen) in &g.consumers {
+                items.push(c.clone());
+                items.push(seen.to_le_bytes().to_vec());
+            }
+        }
         Compact { large: true, items }.encode()
+    }
+
+    /// The ID of the first entry (0-0 when empty).
+    pub(crate) fn first_id(&self) -> Id {
+        self.entries().next().map_or(Id::default(), |e| e.id)
+    }
+
+    /// Whether entry `id` is in the stream.
+    pub(crate) fn entry(&self, id: Id) -> Option<&Entry> {
+        self.nodes
+            .iter()
+            .find(|n| n.last >= id)
+            .and_then(|n| n.entries.iter().find(|e| e.id == id))
+    }
+
+    /// Redis's `streamRangeHasTombstones` from `start` to the end.
+    pub(crate) fn tombstones_from(&self, start: Id) -> bool {
+        if self.len() == 0 || self.max_deleted == Id::default() {
+            return false;
+        }
+        if self.first_id() > self.max_deleted {
+            return false;
+        }
+        start <= self.max_deleted
+    }
+
+    /// Redis's `streamEstimateDistanceFromFirstEverEntry`: the entries
+    /// added up to `id`, when known.
+    pub(crate) fn entries_read_at(&self, id: Id) -> Option<u64> {
+        if self.added == 0 {
+            return Some(0);
+        }
+        let len = self.len() as u64;
+        if len == 0 && id <= self.last {
+            return Some(self.added);
+        }
+        match id.cmp(&self.last) {
+            std::cmp::Ordering::Equal => return Some(self.added),
+            std::cmp::Ordering::Greater => return None,
+            std::cmp::Ordering::Less => {}
+        }
+        let first = self.first_id();
+        if self.max_deleted == Id::default() || self.max_deleted < first {
+            if id < first {
+                return Some(self.added - len);
+            } else if id == first {
+                return Some(self.added - len + 1);
+            }
+        }
+        None
     }
 
     pub(crate) fn len(&self) -> usize {
