@@ -338,7 +338,7 @@ pub async fn load_all(
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Stop> {
     // Read only: its kind is never written.
     let mut edit = Edit::new(store, Kind::Hash, db, key, meta, version);
-    let mut all = Vec::with_capacity(meta.count as usize);
+    let mut all = Vec::with_capacity(meta.count.min(1 << 20) as usize);
     for b in 0..meta.buckets() {
         let bucket = edit.load(b).await?;
         for (f, v) in pairs(bucket)? {

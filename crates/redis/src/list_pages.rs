@@ -623,7 +623,7 @@ pub async fn load_all(
     version: u64,
 ) -> Result<VecDeque<Vec<u8>>, Stop> {
     let mut edit = Edit::new(store, db, key, meta, version);
-    let mut all = VecDeque::with_capacity(meta.len as usize);
+    let mut all = VecDeque::with_capacity(meta.len.min(1 << 20) as usize);
     for p in meta.head..=meta.tail {
         for e in edit.load(p).await?.range(0, usize::MAX - 1) {
             all.push_back(e?.to_vec());

@@ -251,7 +251,8 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
         for _ in 0..u32_of(&n[24..])? {
             let eid = id(&it.next().ok_or_else(|| bad("missing entry"))?)?;
             let count = u32_of(&it.next().ok_or_else(|| bad("missing field count"))?)?;
-            let mut fields = Vec::with_capacity(count as usize);
+            // (A damaged count must not size an allocation.)
+            let mut fields = Vec::with_capacity((count as usize).min(64));
             for _ in 0..count {
                 let f = it.next().ok_or_else(|| bad("missing field"))?;
                 let v = it.next().ok_or_else(|| bad("missing value"))?;
@@ -617,4 +618,71 @@ pub(crate) fn parse_add_or_trim(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Stream {
+        let mut s = Stream::default();
+        for i in 1..=5u64 {
+            let e = Entry {
+                id: Id { ms: i, seq: 0 },
+                fields: vec![(b"f".to_vec(), vec![b'v'; i as usize])],
+            };
+            s.append(e, 2);
+        }
+        let mut g = Group {
+            last: Id { ms: 3, seq: 0 },
+            entries_read: Some(3),
+            ..Group::default()
+        };
+        g.consumers.insert(b"alice".to_vec(), 17);
+        g.consumers.insert(b"bob".to_vec(), 18);
+        g.pending.insert(
+            Id { ms: 2, seq: 0 },
+            Pending {
+                consumer: b"bob".to_vec(),
+                delivered: 99,
+                deliveries: 4,
+            },
+        );
+        s.groups.insert(b"workers".to_vec(), g);
+        s.groups.insert(b"idle".to_vec(), Group::default());
+        s
+    }
+
+    #[test]
+    fn groups_round_trip_with_their_stream() {
+        let s = sample();
+        let back = decode(&s.encode()).unwrap();
+        assert_eq!(back.len(), 5);
+        assert_eq!(back.groups.len(), 2);
+        let g = &back.groups[&b"workers".to_vec()];
+        assert_eq!(g.last, Id { ms: 3, seq: 0 });
+        assert_eq!(g.entries_read, Some(3));
+        assert_eq!(g.consumers.len(), 2);
+        assert_eq!(g.pending[&Id { ms: 2, seq: 0 }].deliveries, 4);
+        assert_eq!(back.groups[&b"idle".to_vec()].entries_read, None);
+        assert_eq!(back.encode(), s.encode());
+    }
+
+    /// Damaged stream records (groups included) are errors, never a panic.
+    #[test]
+    fn damaged_stream_records_are_errors_not_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let good = sample().encode();
+        for _ in 0..20_000 {
+            let mut d = good.clone();
+            if rng.gen_bool(0.3) {
+                d.truncate(rng.gen_range(0..d.len()));
+            } else {
+                let i = rng.gen_range(0..d.len());
+                d[i] ^= 1 << rng.gen_range(0..8);
+            }
+            let _ = decode(&d);
+        }
+    }
 }
