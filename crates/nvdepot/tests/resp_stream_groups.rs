@@ -6,9 +6,10 @@
 //! JUSTID, RETRYCOUNT, LASTID, min-idle), XAUTOCLAIM (COUNT, JUSTID, the
 //! cursor, deleted entries), XDEL and XTRIM under the PELs, and the
 //! errors in between (NOGROUP, BUSYGROUP, WRONGTYPE, `$` in XREADGROUP,
-//! bad IDs and options). Every reply equal to redis-server's, but idle
-//! times (wall-clock ms since a delivery), which are compared for being
-//! integers only. Entry IDs are explicit (`*` is the clock's).
+//! bad IDs and options), and XINFO STREAM, GROUPS (entries read, lag)
+//! and CONSUMERS. Every reply equal to redis-server's, but idle times
+//! (wall-clock ms since a delivery) and XINFO STREAM's radix-tree-nodes,
+//! which are compared for being integers only. Entry IDs are explicit (`*` is the clock's).
 //!
 //! `NVDEPOT_GROUPS_OPS` commands per seed (default 3 000),
 //! `NVDEPOT_GROUPS_SEEDS` seeds (default 3).
@@ -224,14 +225,27 @@ impl Gen {
             94 => vec![s("DEL"), key],
             95 => vec![s("SET"), key, s("x")],
             96 => vec![s("RENAME"), key, self.key()],
-            97 => vec![s("COPY"), key, self.key()],
+            97 if self.rng.gen_bool(0.5) => vec![s("XINFO"), s("GROUPS"), key],
+            97 if self.rng.gen_bool(0.5) => vec![s("XINFO"), s("STREAM"), key],
+            97 => vec![s("XINFO"), s("CONSUMERS"), key, self.group()],
+            98 => vec![s("COPY"), key, self.key()],
             _ => vec![s("TYPE"), key],
         }
     }
 }
 
-/// A reply as compared: XPENDING's idle times (wall-clock) as 0.
+/// A reply as compared: XPENDING's and XINFO CONSUMERS' idle times
+/// (wall-clock) as 0, XINFO STREAM's radix-tree-nodes (Redis's radix
+/// tree internals) as 0.
 fn comparable(cmd: &Cmd, v: &Value) -> Value {
+    if cmd[0] == b"XINFO" {
+        let mask = if cmd[1] == b"STREAM" {
+            &b"radix-tree-nodes"[..]
+        } else {
+            &b"idle"[..]
+        };
+        return masked(v, mask);
+    }
     if !cmd[0].eq_ignore_ascii_case(b"XPENDING") || cmd.len() == 3 {
         return v.clone();
     }
@@ -250,6 +264,25 @@ fn comparable(cmd: &Cmd, v: &Value) -> Value {
                 })
                 .collect(),
         )),
+        other => other.clone(),
+    }
+}
+
+/// `v` with the integer after every `label` (in flat key, value arrays,
+/// at any depth) as 0.
+fn masked(v: &Value, label: &[u8]) -> Value {
+    match v {
+        Value::Array(Some(items)) => {
+            let mut out: Vec<Value> = items.iter().map(|i| masked(i, label)).collect();
+            for i in 1..out.len() {
+                if out[i - 1] == Value::Bulk(Some(label.to_vec())) {
+                    if let Value::Integer(_) = out[i] {
+                        out[i] = Value::Integer(0);
+                    }
+                }
+            }
+            Value::Array(Some(out))
+        }
         other => other.clone(),
     }
 }

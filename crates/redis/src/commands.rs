@@ -219,6 +219,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("XPENDING", -3, 1, 1, 1),
     write("XCLAIM", -6, 1, 1, 1),
     write("XAUTOCLAIM", -6, 1, 1, 1),
+    spec("XINFO", -2, 2, 2, 1),
     write("SETBIT", 4, 1, 1, 1),
     spec("GETBIT", 3, 1, 1, 1),
     spec("BITCOUNT", -2, 1, 1, 1),

@@ -50,6 +50,7 @@ mod script;
 mod set;
 mod stream;
 mod stream_groups;
+mod stream_info;
 mod stream_log;
 mod stream_readgroup;
 mod strings;

@@ -58,6 +58,7 @@ pub async fn execute(
         b"XPENDING" => xpending(store, db, args, now, r).await,
         b"XCLAIM" => xclaim(store, db, args, now, r).await,
         b"XAUTOCLAIM" => xautoclaim(store, db, args, now, r).await,
+        b"XINFO" => super::stream_info::xinfo(store, db, args, now, r).await,
         _ => return None,
     })
 }

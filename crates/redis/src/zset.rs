@@ -124,12 +124,13 @@ impl ZSet {
         self.find(member).map(|i| self.items[i].0)
     }
 
-    /// Inserts a member known to be absent; converts as Redis's zsetAdd.
+    /// Inserts a member known to be absent; converts as Redis's zsetAdd
+    /// (before the insert: the member that converts goes in as a double).
     pub fn insert(&mut self, score: f64, member: &[u8], limits: Limits) {
         if self.items.len() + 1 > limits.entries || member.len() > limits.value {
             self.large = true;
         }
-        let item = (score, member.to_vec());
+        let item = (self.stored(score), member.to_vec());
         let at = self
             .items
             .binary_search_by(|x| order(x, &item))
@@ -137,10 +138,22 @@ impl ZSet {
         self.items.insert(at, item);
     }
 
+    /// A score as this set keeps it: a listpack keeps an integral score
+    /// as an integer (Redis's zzlInsertAt and double2ll), so -0 goes in
+    /// as 0 there, while a skiplist keeps the double. (Applied at each
+    /// insert, as Redis: a -0 inserted while small stays 0 once large.)
+    fn stored(&self, score: f64) -> f64 {
+        if !self.large && score == 0.0 {
+            0.0
+        } else {
+            score
+        }
+    }
+
     /// Moves member `i` to `score`.
     pub fn rescore(&mut self, i: usize, score: f64) {
         let (_, member) = self.items.remove(i);
-        let item = (score, member);
+        let item = (self.stored(score), member);
         let at = self
             .items
             .binary_search_by(|x| order(x, &item))

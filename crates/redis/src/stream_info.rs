@@ -1,0 +1,179 @@
+//! XINFO (Redis 7.0's `xinfoCommand`): STREAM (without FULL), GROUPS
+//! (with the entries-read counter and the lag Redis derives from it) and
+//! CONSUMERS. `radix-tree-keys` answers the stream's node count (the
+//! nodes model Redis's listpacks, `stream_log.rs`); `radix-tree-nodes`,
+//! the internal nodes of Redis's radix tree, has no counterpart here and
+//! answers one more than that (Redis's count for a stream of one node,
+//! and of none).
+
+use nvdepot_cache::resp::RespStore;
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, Reply};
+
+use super::stream::{read, reply_entry};
+use super::stream_log::{Group, Stream};
+
+/// Redis's `streamReplyWithCGLag`: the entries added after the group's
+/// last delivered one, when that can be known.
+fn lag(s: &Stream, g: &Group) -> Option<u64> {
+    if s.added == 0 {
+        return Some(0);
+    }
+    if let Some(read) = g.entries_read {
+        if !s.tombstones_from(g.last) {
+            return Some(s.added.saturating_sub(read));
+        }
+    }
+    s.entries_read_at(g.last)
+        .map(|read| s.added.saturating_sub(read))
+}
+
+fn opt_int(r: &mut Reply<'_>, v: Option<u64>) {
+    match v {
+        Some(n) => r.integer(n as i64),
+        None => r.null(),
+    }
+}
+
+pub async fn xinfo(
+    store: &RespStore,
+    db: usize,
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    if args.len() < 2 {
+        r.error(errors::wrong_arity(args[0]));
+        return Ok(());
+    }
+    let sub = args[1].to_ascii_uppercase();
+    let lower = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+    let arity: i64 = match sub.as_slice() {
+        b"CONSUMERS" => 4,
+        b"GROUPS" => 3,
+        b"STREAM" => -3,
+        b"HELP" => 2,
+        _ => {
+            r.error(format!(
+                "ERR unknown subcommand '{}'. Try XINFO HELP.",
+                String::from_utf8_lossy(args[1])
+            ));
+            return Ok(());
+        }
+    };
+    let n = args.len() as i64;
+    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+        r.error(format!(
+            "ERR wrong number of arguments for 'xinfo|{lower}' command"
+        ));
+        return Ok(());
+    }
+    if sub.as_slice() == b"HELP" {
+        let lines = [
+            "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CONSUMERS <key> <groupname>",
+            "    Show consumers of <groupname>.",
+            "GROUPS <key>",
+            "    Show the stream consumer groups.",
+            "STREAM <key> [FULL [COUNT <count>]",
+            "    Show information about the stream.",
+            "HELP",
+            "    Prints this help.",
+        ];
+        r.array(lines.len());
+        for l in lines {
+            r.simple(l);
+        }
+        return Ok(());
+    }
+    if sub.as_slice() == b"STREAM" && n > 3 {
+        // FULL is not built; anything else is Redis's error too.
+        if args[3].eq_ignore_ascii_case(b"FULL") {
+            r.error("ERR XINFO STREAM FULL is not supported by nvdepot yet");
+        } else {
+            r.error(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{lower}'. Try XINFO HELP."
+            ));
+        }
+        return Ok(());
+    }
+    let key = args[2];
+    let Ok(s) = read(store, db, key, now, r).await? else {
+        return Ok(());
+    };
+    let Some(s) = s else {
+        r.error("ERR no such key");
+        return Ok(());
+    };
+    match sub.as_slice() {
+        b"CONSUMERS" => {
+            let Some(g) = s.groups.get(args[3]) else {
+                r.error(format!(
+                    "NOGROUP No such consumer group '{}' for key name '{}'",
+                    String::from_utf8_lossy(args[3]),
+                    String::from_utf8_lossy(key)
+                ));
+                return Ok(());
+            };
+            r.array(g.consumers.len());
+            for (name, seen) in &g.consumers {
+                let pending = g.pending.values().filter(|p| &p.consumer == name).count();
+                r.map(3);
+                r.bulk(b"name");
+                r.bulk(name);
+                r.bulk(b"pending");
+                r.integer(pending as i64);
+                r.bulk(b"idle");
+                r.integer(now.saturating_sub(*seen) as i64);
+            }
+        }
+        b"GROUPS" => {
+            r.array(s.groups.len());
+            for (name, g) in &s.groups {
+                r.map(6);
+                r.bulk(b"name");
+                r.bulk(name);
+                r.bulk(b"consumers");
+                r.integer(g.consumers.len() as i64);
+                r.bulk(b"pending");
+                r.integer(g.pending.len() as i64);
+                r.bulk(b"last-delivered-id");
+                r.bulk(&g.last.text());
+                r.bulk(b"entries-read");
+                opt_int(r, g.entries_read);
+                r.bulk(b"lag");
+                opt_int(r, lag(&s, g));
+            }
+        }
+        _ => {
+            r.map(10);
+            r.bulk(b"length");
+            r.integer(s.len() as i64);
+            r.bulk(b"radix-tree-keys");
+            r.integer(s.nodes.len() as i64);
+            r.bulk(b"radix-tree-nodes");
+            r.integer(s.nodes.len() as i64 + 1);
+            r.bulk(b"last-generated-id");
+            r.bulk(&s.last.text());
+            r.bulk(b"max-deleted-entry-id");
+            r.bulk(&s.max_deleted.text());
+            r.bulk(b"entries-added");
+            r.integer(s.added as i64);
+            r.bulk(b"recorded-first-entry-id");
+            r.bulk(&s.first_id().text());
+            r.bulk(b"groups");
+            r.integer(s.groups.len() as i64);
+            for (label, e) in [
+                ("first-entry", s.entries().next()),
+                ("last-entry", s.entries().next_back()),
+            ] {
+                r.bulk(label.as_bytes());
+                match e {
+                    Some(e) => reply_entry(r, e),
+                    None => r.null(),
+                }
+            }
+        }
+    }
+    Ok(())
+}
