@@ -268,6 +268,18 @@ fn comparable(cmd: &Cmd, v: &Value) -> Value {
     }
 }
 
+/// A reply as text (bulk strings as text, not bytes).
+fn readable(v: &Value) -> String {
+    match v {
+        Value::Bulk(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
+        Value::Array(Some(items)) => {
+            let inner: Vec<String> = items.iter().map(readable).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        other => brief(other),
+    }
+}
+
 /// `v` with the integer after every `label` (in flat key, value arrays,
 /// at any depth) as 0.
 fn masked(v: &Value, label: &[u8]) -> Value {
@@ -329,8 +341,8 @@ fn consumer_groups_answer_as_redis() {
                 want == got,
                 "seed {seed}, command {sent}: {}\n redis-server: {}\n nvdepot:      {}\n before it:\n  {}",
                 show(&cmd),
-                brief(&want),
-                brief(&got),
+                readable(&want),
+                readable(&got),
                 recent.join("\n  ")
             );
             if cmd[0] == b"XREADGROUP" && matches!(want, Value::Array(Some(_)) | Value::Map(_)) {

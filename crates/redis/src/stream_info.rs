@@ -14,23 +14,24 @@ use super::stream::{read, reply_entry};
 use super::stream_log::{Group, Stream};
 
 /// Redis's `streamReplyWithCGLag`: the entries added after the group's
-/// last delivered one, when that can be known.
-fn lag(s: &Stream, g: &Group) -> Option<u64> {
+/// last delivered one, when that can be known (negative, as Redis's, when
+/// a group's entries-read was set past the entries added).
+fn lag(s: &Stream, g: &Group) -> Option<i64> {
     if s.added == 0 {
         return Some(0);
     }
+    let since = |read: u64| (s.added as i64).wrapping_sub(read as i64);
     if let Some(read) = g.entries_read {
         if !s.tombstones_from(g.last) {
-            return Some(s.added.saturating_sub(read));
+            return Some(since(read));
         }
     }
-    s.entries_read_at(g.last)
-        .map(|read| s.added.saturating_sub(read))
+    s.entries_read_at(g.last).map(since)
 }
 
-fn opt_int(r: &mut Reply<'_>, v: Option<u64>) {
+fn opt_int(r: &mut Reply<'_>, v: Option<i64>) {
     match v {
-        Some(n) => r.integer(n as i64),
+        Some(n) => r.integer(n),
         None => r.null(),
     }
 }
@@ -140,7 +141,7 @@ pub async fn xinfo(
                 r.bulk(b"last-delivered-id");
                 r.bulk(&g.last.text());
                 r.bulk(b"entries-read");
-                opt_int(r, g.entries_read);
+                opt_int(r, g.entries_read.map(|n| n as i64));
                 r.bulk(b"lag");
                 opt_int(r, lag(&s, g));
             }
