@@ -238,7 +238,7 @@ impl RespSession {
             if !arity(args, 4, None, r) {
                 return;
             }
-            let a = match super::stream::parse_read(args) {
+            let a = match super::stream::parse_read(args, false) {
                 Ok(a) => a,
                 Err(msg) => return r.error(&msg),
             };
@@ -264,7 +264,7 @@ impl RespSession {
             if !arity(args, 7, None, r) {
                 return;
             }
-            let a = match super::stream_readgroup::parse_readgroup(args) {
+            let a = match super::stream::parse_read(args, true) {
                 Ok(a) => a,
                 Err(msg) => return r.error(&msg),
             };
@@ -394,10 +394,8 @@ pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
             Ok(spec) => spec.keys,
             Err(_) => Vec::new(),
         },
-        b"XREAD" => super::stream::parse_read(args).map_or(Vec::new(), |a| a.keys),
-        b"XREADGROUP" => {
-            super::stream_readgroup::parse_readgroup(args).map_or(Vec::new(), |a| a.keys)
-        }
+        b"XREAD" => super::stream::parse_read(args, false).map_or(Vec::new(), |a| a.keys),
+        b"XREADGROUP" => super::stream::parse_read(args, true).map_or(Vec::new(), |a| a.keys),
         b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
         b"BLMPOP" => match super::list::MPop::parse(args, 2) {
             Ok(spec) => spec.keys,

@@ -9,7 +9,8 @@ use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, Shared};
 use super::stream_log::{
-    decode, parse_add_or_trim, parse_id, parse_interval, Entry, Id, IdForm, Stream, INVALID_ID,
+    decode, interval_end, interval_start, parse_add_or_trim, parse_id, Entry, Id, IdForm, Stream,
+    INVALID_ID,
 };
 
 enum Fail {
@@ -377,32 +378,13 @@ async fn read_command(
     } else {
         (args[2], args[3])
     };
-    let Some((mut start, startex)) = parse_interval(start_arg, 0) else {
-        r.error(INVALID_ID);
-        return Ok(());
-    };
-    if startex {
-        match start.next() {
-            Some(n) => start = n,
-            None => {
-                r.error("ERR invalid start ID for the interval");
-                return Ok(());
-            }
+    let (start, end) = match (interval_start(start_arg), interval_end(end_arg)) {
+        (Err(msg), _) | (_, Err(msg)) => {
+            r.error(msg);
+            return Ok(());
         }
-    }
-    let Some((mut end, endex)) = parse_interval(end_arg, u64::MAX) else {
-        r.error(INVALID_ID);
-        return Ok(());
+        (Ok(start), Ok(end)) => (start, end),
     };
-    if endex {
-        match end.prev() {
-            Some(p) => end = p,
-            None => {
-                r.error("ERR invalid end ID for the interval");
-                return Ok(());
-            }
-        }
-    }
     let mut count: i64 = -1;
     let mut j = 4;
     while j < args.len() {
@@ -453,23 +435,33 @@ async fn read_command(
     Ok(())
 }
 
-/// XREAD's arguments.
+/// XREAD's and XREADGROUP's arguments.
 pub struct ReadArgs<'a> {
     pub count: usize,
     pub block: Option<Option<std::time::Duration>>,
     pub keys: Vec<&'a [u8]>,
-    /// The ID arguments, `$` included.
+    /// The ID arguments, `$` (and `>`) included.
     pub ids: Vec<&'a [u8]>,
+    /// XREADGROUP's GROUP group consumer (empty for XREAD), and NOACK.
+    pub group: &'a [u8],
+    pub consumer: &'a [u8],
+    pub noack: bool,
 }
 
-/// Parses XREAD's arguments, or the error to answer.
-pub fn parse_read<'a>(args: &[&'a [u8]]) -> Result<ReadArgs<'a>, String> {
+/// Parses XREAD's arguments (XREADGROUP's with `grouped`: GROUP, which it
+/// requires, and NOACK, which XREAD answers a syntax error to), or the
+/// error to answer.
+pub fn parse_read<'a>(args: &[&'a [u8]], grouped: bool) -> Result<ReadArgs<'a>, String> {
     let mut out = ReadArgs {
         count: 0,
         block: None,
         keys: Vec::new(),
         ids: Vec::new(),
+        group: b"",
+        consumer: b"",
+        noack: false,
     };
+    let mut has_group = false;
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - 1 - i;
@@ -503,8 +495,18 @@ pub fn parse_read<'a>(args: &[&'a [u8]]) -> Result<ReadArgs<'a>, String> {
                 let half = rest.len() / 2;
                 out.keys = rest[..half].to_vec();
                 out.ids = rest[half..].to_vec();
+                if grouped && !has_group {
+                    return Err("ERR Missing GROUP option for XREADGROUP".into());
+                }
                 return Ok(out);
             }
+            b"GROUP" if grouped && more >= 2 => {
+                out.group = args[i + 1];
+                out.consumer = args[i + 2];
+                has_group = true;
+                i += 2;
+            }
+            b"NOACK" if grouped => out.noack = true,
             _ => return Err(errors::SYNTAX.into()),
         }
         i += 1;

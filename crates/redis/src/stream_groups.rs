@@ -13,8 +13,17 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::stream::{read, reply_entry, update};
 use super::stream_log::{
-    parse_id, parse_interval, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,
+    interval_end, interval_start, parse_id, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,
 };
+
+/// Redis's error for a group a key's stream does not have (XGROUP, XINFO).
+pub(crate) fn no_such_group(group: &[u8], key: &[u8]) -> String {
+    format!(
+        "NOGROUP No such consumer group '{}' for key name '{}'",
+        String::from_utf8_lossy(group),
+        String::from_utf8_lossy(key)
+    )
+}
 
 pub(crate) fn no_group(key: &[u8], group: &[u8]) -> String {
     format!(
@@ -39,6 +48,18 @@ pub(crate) fn reply_served(r: &mut Reply<'_>, items: &[Served]) {
                 r.null_array();
             }
         }
+    }
+}
+
+/// What XCLAIM and XAUTOCLAIM claimed: the entries, or with JUSTID their
+/// IDs alone.
+fn reply_claimed(r: &mut Reply<'_>, served: &[Served], justid: bool) {
+    if !justid {
+        return reply_served(r, served);
+    }
+    r.array(served.len());
+    for (id, _) in served {
+        r.bulk(&id.text());
     }
 }
 
@@ -151,11 +172,7 @@ async fn xgroup(
             b"SETID" | b"CREATECONSUMER" | b"DELCONSUMER"
         );
         if needs_group && !s.groups.contains_key(group) {
-            r.error(format!(
-                "NOGROUP No such consumer group '{}' for key name '{}'",
-                String::from_utf8_lossy(group),
-                String::from_utf8_lossy(key)
-            ));
+            r.error(no_such_group(group, key));
             return Ok(());
         }
     }
@@ -255,11 +272,7 @@ async fn xgroup(
     match out {
         Ok(Reply2::Ok) => r.ok(),
         Ok(Reply2::Int(n)) => r.integer(n),
-        Err("NOGROUP") => r.error(format!(
-            "NOGROUP No such consumer group '{}' for key name '{}'",
-            String::from_utf8_lossy(group),
-            String::from_utf8_lossy(key)
-        )),
+        Err("NOGROUP") => r.error(no_such_group(group, key)),
         Err(msg) => r.error(msg),
     }
     Ok(())
@@ -355,28 +368,13 @@ async fn xpending(
             r.error(errors::NOT_INTEGER);
             return Ok(());
         };
-        let Some((mut start, startex)) = parse_interval(args[at], 0) else {
-            r.error(INVALID_ID);
-            return Ok(());
-        };
-        if startex {
-            let Some(next) = start.next() else {
-                r.error("ERR invalid start ID for the interval");
+        let (start, end) = match (interval_start(args[at]), interval_end(args[at + 1])) {
+            (Err(msg), _) | (_, Err(msg)) => {
+                r.error(msg);
                 return Ok(());
-            };
-            start = next;
-        }
-        let Some((mut end, endex)) = parse_interval(args[at + 1], u64::MAX) else {
-            r.error(INVALID_ID);
-            return Ok(());
+            }
+            (Ok(start), Ok(end)) => (start, end),
         };
-        if endex {
-            let Some(prev) = end.prev() else {
-                r.error("ERR invalid end ID for the interval");
-                return Ok(());
-            };
-            end = prev;
-        }
         let consumer = args.get(at + 3).copied();
         range = Some((min_idle, start, end, count.max(0) as u64, consumer));
     }
@@ -586,13 +584,7 @@ async fn xclaim(
     })
     .await?;
     match out {
-        Ok(served) if justid => {
-            r.array(served.len());
-            for (id, _) in served {
-                r.bulk(&id.text());
-            }
-        }
-        Ok(served) => reply_served(r, &served),
+        Ok(served) => reply_claimed(r, &served, justid),
         Err(_) => r.error(no_group(key, group)),
     }
     Ok(())
@@ -615,17 +607,13 @@ async fn xautoclaim(
         return Ok(());
     };
     let min_idle = min_idle.max(0) as u64;
-    let Some((mut start, startex)) = parse_interval(args[5], 0) else {
-        r.error(INVALID_ID);
-        return Ok(());
-    };
-    if startex {
-        let Some(next) = start.next() else {
-            r.error("ERR invalid start ID for the interval");
+    let start = match interval_start(args[5]) {
+        Ok(start) => start,
+        Err(msg) => {
+            r.error(msg);
             return Ok(());
-        };
-        start = next;
-    }
+        }
+    };
     let (mut count, mut justid) = (100u64, false);
     let mut j = 6;
     while j < args.len() {
@@ -700,14 +688,7 @@ async fn xautoclaim(
     };
     r.array(3);
     r.bulk(&cursor.text());
-    if justid {
-        r.array(served.len());
-        for (id, _) in &served {
-            r.bulk(&id.text());
-        }
-    } else {
-        reply_served(r, &served);
-    }
+    reply_claimed(r, &served, justid);
     r.array(deleted.len());
     for id in deleted {
         r.bulk(&id.text());

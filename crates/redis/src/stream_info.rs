@@ -109,11 +109,7 @@ pub async fn xinfo(
     match sub.as_slice() {
         b"CONSUMERS" => {
             let Some(g) = s.groups.get(args[3]) else {
-                r.error(format!(
-                    "NOGROUP No such consumer group '{}' for key name '{}'",
-                    String::from_utf8_lossy(args[3]),
-                    String::from_utf8_lossy(key)
-                ));
+                r.error(super::stream_groups::no_such_group(args[3], key));
                 return Ok(());
             };
             r.array(g.consumers.len());

@@ -163,6 +163,24 @@ pub(crate) fn parse_interval(a: &[u8], missing_seq: u64) -> Option<(Id, bool)> {
     }
 }
 
+/// The first ID of an interval from its start argument (`(` exclusive:
+/// the next ID), or the error to answer (XRANGE, XPENDING, XAUTOCLAIM).
+pub(crate) fn interval_start(a: &[u8]) -> Result<Id, &'static str> {
+    match parse_interval(a, 0).ok_or(INVALID_ID)? {
+        (id, false) => Ok(id),
+        (id, true) => id.next().ok_or("ERR invalid start ID for the interval"),
+    }
+}
+
+/// The last ID of an interval from its end argument (`(` exclusive: the
+/// ID before), or the error to answer.
+pub(crate) fn interval_end(a: &[u8]) -> Result<Id, &'static str> {
+    match parse_interval(a, u64::MAX).ok_or(INVALID_ID)? {
+        (id, false) => Ok(id),
+        (id, true) => id.prev().ok_or("ERR invalid end ID for the interval"),
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Entry {
     pub(crate) id: Id,

@@ -6,86 +6,11 @@
 
 use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
-use nvdepot_resp::{errors, string2ll, Reply};
+use nvdepot_resp::Reply;
 
-use super::stream::{read, update};
+use super::stream::{read, update, ReadArgs};
 use super::stream_groups::{no_group, reply_served, Served};
 use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};
-
-/// XREADGROUP's arguments.
-pub struct GroupRead<'a> {
-    pub group: &'a [u8],
-    pub consumer: &'a [u8],
-    pub count: usize,
-    pub block: Option<Option<std::time::Duration>>,
-    pub noack: bool,
-    pub keys: Vec<&'a [u8]>,
-    pub ids: Vec<&'a [u8]>,
-}
-
-/// Parses XREADGROUP's arguments, or the error to answer.
-pub fn parse_readgroup<'a>(args: &[&'a [u8]]) -> Result<GroupRead<'a>, String> {
-    let mut out = GroupRead {
-        group: b"",
-        consumer: b"",
-        count: 0,
-        block: None,
-        noack: false,
-        keys: Vec::new(),
-        ids: Vec::new(),
-    };
-    let mut grouped = false;
-    let mut i = 1;
-    while i < args.len() {
-        let more = args.len() - 1 - i;
-        match args[i].to_ascii_uppercase().as_slice() {
-            b"BLOCK" if more > 0 => {
-                i += 1;
-                let Some(ms) = string2ll(args[i]) else {
-                    return Err("ERR timeout is not an integer or out of range".into());
-                };
-                if ms < 0 {
-                    return Err("ERR timeout is negative".into());
-                }
-                out.block = Some((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)));
-            }
-            b"COUNT" if more > 0 => {
-                i += 1;
-                let Some(n) = string2ll(args[i]) else {
-                    return Err(errors::NOT_INTEGER.into());
-                };
-                out.count = n.max(0) as usize;
-            }
-            b"STREAMS" if more > 0 => {
-                let rest = &args[i + 1..];
-                if !rest.len().is_multiple_of(2) {
-                    return Err(
-                        "ERR Unbalanced XREAD list of streams: for each stream key an ID \
-                                or '$' must be specified."
-                            .into(),
-                    );
-                }
-                let half = rest.len() / 2;
-                out.keys = rest[..half].to_vec();
-                out.ids = rest[half..].to_vec();
-                if !grouped {
-                    return Err("ERR Missing GROUP option for XREADGROUP".into());
-                }
-                return Ok(out);
-            }
-            b"GROUP" if more >= 2 => {
-                out.group = args[i + 1];
-                out.consumer = args[i + 2];
-                grouped = true;
-                i += 2;
-            }
-            b"NOACK" => out.noack = true,
-            _ => return Err(errors::SYNTAX.into()),
-        }
-        i += 1;
-    }
-    Err(errors::SYNTAX.into())
-}
 
 /// One try of XREADGROUP: `Ok(true)` once its reply is written (entries
 /// or an error), `Ok(false)` when no stream had anything for it (nothing
@@ -93,7 +18,7 @@ pub fn parse_readgroup<'a>(args: &[&'a [u8]]) -> Result<GroupRead<'a>, String> {
 pub async fn try_readgroup(
     store: &RespStore,
     db: usize,
-    a: &GroupRead<'_>,
+    a: &ReadArgs<'_>,
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<bool, Error> {
