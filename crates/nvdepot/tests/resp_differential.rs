@@ -71,7 +71,23 @@ fn command(rng: &mut StdRng, exat: u64) -> Vec<String> {
     };
     let mut c: Vec<String>;
     let w = |s: &str| s.to_string();
-    match rng.gen_range(0..48) {
+    match rng.gen_range(0..50) {
+        48 | 49 => {
+            c = vec![w("LCS"), key(rng), key(rng)];
+            for _ in 0..rng.gen_range(0..4) {
+                match rng.gen_range(0..7) {
+                    0 => c.push(w("LEN")),
+                    1 | 2 => c.push(w("IDX")),
+                    3 => c.push(w("WITHMATCHLEN")),
+                    4 => c.extend([
+                        w("MINMATCHLEN"),
+                        w(["0", "1", "2", "-1", "x"][rng.gen_range(0..5)]),
+                    ]),
+                    5 => c.push(w("MINMATCHLEN")),
+                    _ => c.push(w("BOGUS")),
+                }
+            }
+        }
         40 => c = vec![w("SELECT"), w(["0", "1", "16", "x"][rng.gen_range(0..4)])],
         41 => {
             c = vec![w("SCAN"), w("0"), w("COUNT"), w("100")];

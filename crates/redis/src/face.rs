@@ -878,4 +878,6 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::list::needs_exclusive(name)
         || super::zset_ops::needs_exclusive(name)
         || super::bitmap::needs_exclusive(name)
+        || super::hyperloglog::needs_exclusive(name)
+        || name == b"LCS"
 }

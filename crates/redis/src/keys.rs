@@ -77,6 +77,20 @@ pub async fn execute(
             return true;
         }
     }
+    if name == b"LCS" {
+        if let Err(e) = super::lcs::lcs(store, db, args, now, r).await {
+            storage_error(r, &e);
+        }
+        return true;
+    }
+    if name.starts_with(b"PF") {
+        if let Some(result) = super::hyperloglog::execute(shared, db, name, args, now, r).await {
+            if let Err(e) = result {
+                storage_error(r, &e);
+            }
+            return true;
+        }
+    }
     if name.first() == Some(&b'X') {
         if let Some(result) = super::stream::execute(shared, db, name, args, now, r).await {
             if let Err(e) = result {

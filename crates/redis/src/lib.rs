@@ -7,7 +7,7 @@
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
 //! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
 //! and expiry commands), `scan` (SCAN and its options); the types:
-//! `strings` (with `bitmap`: the bit commands), `hash`, `set`, `list`
+//! `strings` (with `bitmap`: the bit commands; `hyperloglog`: PFADD and the rest; `lcs`: LCS), `hash`, `set`, `list`
 //! (with `blocking`: blocked clients),
 //! `zset`, `zset_ops` and `zset_range` (sorted sets), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
@@ -33,9 +33,11 @@ mod gate;
 mod glob;
 mod hash;
 mod hash_pages;
+mod hyperloglog;
 mod join;
 mod key_locks;
 mod keys;
+mod lcs;
 mod list;
 mod list_pages;
 mod lua;

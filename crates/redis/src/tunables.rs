@@ -98,6 +98,14 @@ const SPECS: &[Spec] = &[
         LONG_MAX,
         100,
     ),
+    spec(
+        "hll-sparse-max-bytes",
+        None,
+        Kind::Memory,
+        0,
+        LONG_MAX,
+        3000,
+    ),
     // Not an encoding: how long a script runs before others are answered
     // BUSY (milliseconds).
     spec(

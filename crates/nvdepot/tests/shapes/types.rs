@@ -137,7 +137,7 @@ impl<R: Rng> TypesGen<R> {
     /// A key, mostly of the type `prefix` names, sometimes another's.
     fn key(&mut self, prefix: &str) -> Vec<u8> {
         let p = match self.rng.gen_range(0..10) {
-            0 => self.pick(&["h", "s", "l", "k", "z"]),
+            0 => self.pick(&["h", "s", "l", "k", "z", "p"]),
             _ => prefix,
         };
         format!("{p}{}", self.rng.gen_range(0..4)).into_bytes()
@@ -203,13 +203,14 @@ impl<R: Rng> TypesGen<R> {
     }
 
     pub fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..16) {
+        match self.rng.gen_range(0..17) {
             0..=2 => self.hash(),
             3..=5 => self.set(),
             6..=8 => self.list(),
             9..=11 => self.zset(),
             12 | 13 => self.stream(),
             14 => self.bits(),
+            15 => self.hll(),
             _ => self.keyspace(),
         }
     }
@@ -461,6 +462,50 @@ impl<R: Rng> TypesGen<R> {
                         _ => c.extend([Self::w("GET"), self.bit_type(), self.bit_offset()]),
                     }
                 }
+            }
+        }
+        self.maybe_bad_arity(c)
+    }
+
+    /// HyperLogLog commands on the `p` keys (sometimes others'): adds
+    /// from small pools (registers that do and do not grow) and bulk adds
+    /// of distinct numbers (sparse values that turn dense), with the
+    /// sparse limit changed now and then; GET compares the bytes.
+    fn hll(&mut self) -> Cmd {
+        let op = self.pick(&[
+            "PFADD", "PFADD", "PFADD", "PFCOUNT", "PFCOUNT", "PFMERGE", "PFDEBUG", "GET", "CONFIG",
+        ]);
+        let mut c = vec![Self::w(op)];
+        match op {
+            "PFADD" => {
+                c.push(self.key("p"));
+                let n = match self.rng.gen_range(0..10) {
+                    0 => 0,
+                    1 => self.rng.gen_range(200..3000),
+                    _ => self.count(),
+                };
+                let base = self.rng.gen_range(0..1_000_000u64);
+                for i in 0..n {
+                    c.push(if self.rng.gen_bool(0.3) {
+                        self.elem()
+                    } else {
+                        (base + i as u64).to_string().into_bytes()
+                    });
+                }
+            }
+            "PFCOUNT" | "PFMERGE" => {
+                for _ in 0..self.rng.gen_range(1..4) {
+                    c.push(self.key("p"));
+                }
+            }
+            "PFDEBUG" => {
+                let sub = self.pick(&["ENCODING", "DECODE", "TODENSE", "GETREG", "decode", "X"]);
+                c.extend([Self::w(sub), self.key("p")]);
+            }
+            "GET" => c.push(self.key("p")),
+            _ => {
+                let v = self.pick(&["0", "100", "3000", "3000", "20000", "-1", "1k"]);
+                c.extend([Self::w("SET"), Self::w("hll-sparse-max-bytes"), Self::w(v)]);
             }
         }
         self.maybe_bad_arity(c)
