@@ -879,5 +879,6 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::zset_ops::needs_exclusive(name)
         || super::bitmap::needs_exclusive(name)
         || super::hyperloglog::needs_exclusive(name)
+        || super::geo::needs_exclusive(name)
         || name == b"LCS"
 }

@@ -83,6 +83,14 @@ pub async fn execute(
         }
         return true;
     }
+    if name.starts_with(b"GEO") {
+        if let Some(result) = super::geo::execute(shared, db, name, args, now, r).await {
+            if let Err(e) = result {
+                storage_error(r, &e);
+            }
+            return true;
+        }
+    }
     if name.starts_with(b"PF") {
         if let Some(result) = super::hyperloglog::execute(shared, db, name, args, now, r).await {
             if let Err(e) = result {

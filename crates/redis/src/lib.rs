@@ -9,7 +9,7 @@
 //! and expiry commands), `scan` (SCAN and its options); the types:
 //! `strings` (with `bitmap`: the bit commands; `hyperloglog`: PFADD and the rest; `lcs`: LCS), `hash`, `set`, `list`
 //! (with `blocking`: blocked clients),
-//! `zset`, `zset_ops` and `zset_range` (sorted sets), `stream` and `stream_log` (streams),
+//! `zset`, `zset_ops` and `zset_range` (sorted sets; `geo` with `geohash`: the geo commands on them), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
@@ -30,6 +30,8 @@ pub mod expiry;
 pub mod face;
 mod functions;
 mod gate;
+mod geo;
+mod geohash;
 mod glob;
 mod hash;
 mod hash_pages;

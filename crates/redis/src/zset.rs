@@ -492,7 +492,7 @@ pub async fn execute(
     }))
 }
 
-async fn zadd(
+pub(crate) async fn zadd(
     store: &RespStore,
     db: usize,
     args: &[&[u8]],
@@ -726,7 +726,7 @@ async fn read_command(
 }
 
 /// ZRANGESTORE's write of the `items` it selected to `dst`.
-async fn store_range(
+pub(crate) async fn store_range(
     store: &RespStore,
     db: usize,
     dst: &[u8],

@@ -36,7 +36,14 @@ pub fn needs_exclusive(name: &[u8]) -> bool {
 pub fn may_add(name: &[u8]) -> bool {
     matches!(
         name,
-        b"ZADD" | b"ZINCRBY" | b"ZUNIONSTORE" | b"ZINTERSTORE" | b"ZDIFFSTORE" | b"ZRANGESTORE"
+        b"ZADD"
+            | b"ZINCRBY"
+            | b"ZUNIONSTORE"
+            | b"ZINTERSTORE"
+            | b"ZDIFFSTORE"
+            | b"ZRANGESTORE"
+            | b"GEOADD"
+            | b"GEOSEARCHSTORE"
     )
 }
 

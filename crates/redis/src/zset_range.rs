@@ -77,6 +77,16 @@ impl ScoreRange {
         })
     }
 
+    /// A range from its bounds (`minex`/`maxex`: the end is excluded).
+    pub fn new(min: f64, minex: bool, max: f64, maxex: bool) -> ScoreRange {
+        ScoreRange {
+            min,
+            minex,
+            max,
+            maxex,
+        }
+    }
+
     pub fn contains(&self, s: f64) -> bool {
         let above = if self.minex {
             s > self.min

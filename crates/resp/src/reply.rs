@@ -147,6 +147,18 @@ impl<'a> Reply<'a> {
         }
     }
 
+    /// A double already written as text (RESP3 `,`; RESP2 a bulk string),
+    /// for replies Redis formats its own way (GEOPOS's `%.17Lf`).
+    pub fn double_text(&mut self, text: &str) {
+        if self.resp3() {
+            self.out.push(b',');
+            self.out.extend_from_slice(text.as_bytes());
+            self.out.extend_from_slice(CRLF);
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     pub fn boolean(&mut self, b: bool) {
         if self.resp3() {
             self.out

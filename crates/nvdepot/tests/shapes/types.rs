@@ -203,7 +203,7 @@ impl<R: Rng> TypesGen<R> {
     }
 
     pub fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..17) {
+        match self.rng.gen_range(0..18) {
             0..=2 => self.hash(),
             3..=5 => self.set(),
             6..=8 => self.list(),
@@ -211,6 +211,7 @@ impl<R: Rng> TypesGen<R> {
             12 | 13 => self.stream(),
             14 => self.bits(),
             15 => self.hll(),
+            16 => self.geo(),
             _ => self.keyspace(),
         }
     }
@@ -506,6 +507,145 @@ impl<R: Rng> TypesGen<R> {
             _ => {
                 let v = self.pick(&["0", "100", "3000", "3000", "20000", "-1", "1k"]);
                 c.extend([Self::w("SET"), Self::w("hll-sparse-max-bytes"), Self::w(v)]);
+            }
+        }
+        self.maybe_bad_arity(c)
+    }
+
+    fn longitude(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..100) {
+            0 => Self::w(self.pick(&["181", "-180", "180", "x", "inf", "nan", ""])),
+            1..=89 => format!("{:.6}", self.rng.gen_range(-10.0..20.0)).into_bytes(),
+            _ => format!("{:.6}", self.rng.gen_range(-180.0..180.0)).into_bytes(),
+        }
+    }
+
+    fn latitude(&mut self) -> Vec<u8> {
+        match self.rng.gen_range(0..100) {
+            0 => Self::w(self.pick(&["86", "-85.05112878", "85.05112878", "y", "-inf"])),
+            1..=89 => format!("{:.6}", self.rng.gen_range(30.0..50.0)).into_bytes(),
+            _ => format!("{:.6}", self.rng.gen_range(-85.0..85.0)).into_bytes(),
+        }
+    }
+
+    fn geo_key(&mut self) -> Vec<u8> {
+        // Mostly geo sets; sometimes sorted sets of any scores, others'.
+        match self.rng.gen_range(0..10) {
+            0 => self.key("z"),
+            1 => self.key("k"),
+            _ => format!("g{}", self.rng.gen_range(0..3)).into_bytes(),
+        }
+    }
+
+    /// Geo commands on the `g` keys (sorted sets of geohash scores) and
+    /// on other sorted sets: adds of up to 1 000 points (paged sets),
+    /// every search form with its options, units and bad arguments.
+    fn geo(&mut self) -> Cmd {
+        let op = self.pick(&[
+            "GEOADD",
+            "GEOADD",
+            "GEOPOS",
+            "GEOHASH",
+            "GEODIST",
+            "GEOSEARCH",
+            "GEOSEARCHSTORE",
+            "GEORADIUS",
+            "GEORADIUSBYMEMBER",
+            "GEORADIUS_RO",
+            "GEORADIUSBYMEMBER_RO",
+        ]);
+        let unit = |g: &mut Self| Self::w(g.pick(&["m", "km", "km", "mi", "ft", "KM", "yd"]));
+        let radius = |g: &mut Self| {
+            Self::w(g.pick(&[
+                "0", "1", "50", "200", "500", "1000", "5000", "-1", "x", "100.5",
+            ]))
+        };
+        let mut c = vec![Self::w(op)];
+        match op {
+            "GEOADD" => {
+                c.push(self.geo_key());
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(Self::w(self.pick(&["NX", "XX", "CH"])));
+                }
+                let n = if self.rng.gen_range(0..20) == 0 {
+                    1000
+                } else {
+                    self.count()
+                };
+                let bad = n < 40;
+                for _ in 0..n {
+                    let (x, y) = if bad {
+                        (self.longitude(), self.latitude())
+                    } else {
+                        let x = format!("{:.6}", self.rng.gen_range(-10.0..20.0));
+                        let y = format!("{:.6}", self.rng.gen_range(30.0..50.0));
+                        (x.into_bytes(), y.into_bytes())
+                    };
+                    let m = if n >= 100 {
+                        format!("pt{}", self.rng.gen_range(0..20_000)).into_bytes()
+                    } else {
+                        self.elem()
+                    };
+                    c.extend([x, y, m]);
+                }
+            }
+            "GEOPOS" | "GEOHASH" => {
+                c.push(self.geo_key());
+                for _ in 0..self.rng.gen_range(0..4) {
+                    c.push(self.elem());
+                }
+            }
+            "GEODIST" => {
+                c.extend([self.geo_key(), self.elem(), self.elem()]);
+                if self.rng.gen_bool(0.6) {
+                    c.push(unit(self));
+                }
+            }
+            _ => {
+                if op == "GEOSEARCHSTORE" {
+                    c.push(self.geo_key());
+                }
+                c.push(self.geo_key());
+                if op.starts_with("GEORADIUS") {
+                    if op.contains("MEMBER") {
+                        c.push(self.elem());
+                    } else {
+                        c.extend([self.longitude(), self.latitude()]);
+                    }
+                    c.extend([radius(self), unit(self)]);
+                } else {
+                    if self.rng.gen_bool(0.5) {
+                        c.extend([Self::w("FROMMEMBER"), self.elem()]);
+                    } else {
+                        c.extend([Self::w("FROMLONLAT"), self.longitude(), self.latitude()]);
+                    }
+                    if self.rng.gen_bool(0.5) {
+                        c.extend([Self::w("BYRADIUS"), radius(self), unit(self)]);
+                    } else {
+                        c.extend([Self::w("BYBOX"), radius(self), radius(self), unit(self)]);
+                    }
+                }
+                for _ in 0..self.rng.gen_range(0..4) {
+                    match self.rng.gen_range(0..10) {
+                        0..=5 => c.push(Self::w(self.pick(&[
+                            "WITHDIST",
+                            "WITHHASH",
+                            "WITHCOORD",
+                            "ASC",
+                            "DESC",
+                            "ANY",
+                            "STOREDIST",
+                        ]))),
+                        6 | 7 => {
+                            let n = self.pick(&["1", "3", "10", "0", "-1", "x"]);
+                            c.extend([Self::w("COUNT"), Self::w(n)]);
+                        }
+                        _ => {
+                            let o = self.pick(&["STORE", "STOREDIST"]);
+                            c.extend([Self::w(o), self.geo_key()]);
+                        }
+                    }
+                }
             }
         }
         self.maybe_bad_arity(c)
