@@ -7,7 +7,7 @@
 //! cursor, deleted entries), XDEL and XTRIM under the PELs, and the
 //! errors in between (NOGROUP, BUSYGROUP, WRONGTYPE, `$` in XREADGROUP,
 //! bad IDs and options), and XINFO STREAM, GROUPS (entries read, lag)
-//! and CONSUMERS. Every reply equal to redis-server's, but idle times
+//! (and FULL [COUNT]) and CONSUMERS. Every reply equal to redis-server's, but idle times
 //! (wall-clock ms since a delivery) and XINFO STREAM's radix-tree-nodes,
 //! which are compared for being integers only. Entry IDs are explicit (`*` is the clock's).
 //!
@@ -226,7 +226,19 @@ impl Gen {
             95 => vec![s("SET"), key, s("x")],
             96 => vec![s("RENAME"), key, self.key()],
             97 if self.rng.gen_bool(0.5) => vec![s("XINFO"), s("GROUPS"), key],
-            97 if self.rng.gen_bool(0.5) => vec![s("XINFO"), s("STREAM"), key],
+            97 if self.rng.gen_bool(0.5) => {
+                let mut c = vec![s("XINFO"), s("STREAM"), key];
+                match self.rng.gen_range(0..8) {
+                    0..=2 => {}
+                    3 | 4 => c.push(s("FULL")),
+                    5 | 6 => {
+                        let n = ["0", "1", "2", "5", "-1", "x"][self.rng.gen_range(0..6)];
+                        c.extend([s("FULL"), s("COUNT"), s(n)]);
+                    }
+                    _ => c.push(s(["full", "COUNT", "FULL COUNT"][self.rng.gen_range(0..3)])),
+                }
+                c
+            }
             97 => vec![s("XINFO"), s("CONSUMERS"), key, self.group()],
             98 => vec![s("COPY"), key, self.key()],
             _ => vec![s("TYPE"), key],
@@ -239,12 +251,11 @@ impl Gen {
 /// tree internals) as 0.
 fn comparable(cmd: &Cmd, v: &Value) -> Value {
     if cmd[0] == b"XINFO" {
-        let mask = if cmd[1] == b"STREAM" {
-            &b"radix-tree-nodes"[..]
-        } else {
-            &b"idle"[..]
-        };
-        return masked(v, mask);
+        if cmd[1] == b"STREAM" {
+            // FULL's delivery and seen times are wall-clock ms.
+            return unix_ms_masked(&masked(v, b"radix-tree-nodes"));
+        }
+        return masked(v, b"idle");
     }
     if !cmd[0].eq_ignore_ascii_case(b"XPENDING") || cmd.len() == 3 {
         return v.clone();
@@ -277,6 +288,15 @@ fn readable(v: &Value) -> String {
             format!("[{}]", inner.join(", "))
         }
         other => brief(other),
+    }
+}
+
+/// `v` with every integer that is a Unix time in ms (past 2001) as 0.
+fn unix_ms_masked(v: &Value) -> Value {
+    match v {
+        Value::Array(Some(items)) => Value::Array(Some(items.iter().map(unix_ms_masked).collect())),
+        Value::Integer(n) if *n >= 1_000_000_000_000 => Value::Integer(0),
+        other => other.clone(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! XINFO (Redis 7.0's `xinfoCommand`): STREAM (without FULL), GROUPS
+//! XINFO (Redis 7.0's `xinfoCommand`): STREAM (and FULL [COUNT]), GROUPS
 //! (with the entries-read counter and the lag Redis derives from it) and
 //! CONSUMERS. `radix-tree-keys` answers the stream's node count (the
 //! nodes model Redis's listpacks, `stream_log.rs`); `radix-tree-nodes`,
@@ -87,17 +87,6 @@ pub async fn xinfo(
         }
         return Ok(());
     }
-    if sub.as_slice() == b"STREAM" && n > 3 {
-        // FULL is not built; anything else is Redis's error too.
-        if args[3].eq_ignore_ascii_case(b"FULL") {
-            r.error("ERR XINFO STREAM FULL is not supported by nvdepot yet");
-        } else {
-            r.error(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{lower}'. Try XINFO HELP."
-            ));
-        }
-        return Ok(());
-    }
     let key = args[2];
     let Ok(s) = read(store, db, key, now, r).await? else {
         return Ok(());
@@ -143,21 +132,35 @@ pub async fn xinfo(
             }
         }
         _ => {
+            let syntax = || {
+                format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
+                    String::from_utf8_lossy(args[1])
+                )
+            };
+            let opts = &args[3..];
+            if !opts.is_empty() {
+                if !(opts.len() == 1 || opts.len() == 3) || !opts[0].eq_ignore_ascii_case(b"FULL") {
+                    r.error(syntax());
+                    return Ok(());
+                }
+                let mut count = 10;
+                if opts.len() == 3 {
+                    if !opts[1].eq_ignore_ascii_case(b"COUNT") {
+                        r.error(syntax());
+                        return Ok(());
+                    }
+                    let Some(n) = nvdepot_resp::string2ll(opts[2]) else {
+                        r.error(errors::NOT_INTEGER);
+                        return Ok(());
+                    };
+                    count = if n < 0 { 10 } else { n as usize };
+                }
+                full(&s, count, r);
+                return Ok(());
+            }
             r.map(10);
-            r.bulk(b"length");
-            r.integer(s.len() as i64);
-            r.bulk(b"radix-tree-keys");
-            r.integer(s.nodes.len() as i64);
-            r.bulk(b"radix-tree-nodes");
-            r.integer(s.nodes.len() as i64 + 1);
-            r.bulk(b"last-generated-id");
-            r.bulk(&s.last.text());
-            r.bulk(b"max-deleted-entry-id");
-            r.bulk(&s.max_deleted.text());
-            r.bulk(b"entries-added");
-            r.integer(s.added as i64);
-            r.bulk(b"recorded-first-entry-id");
-            r.bulk(&s.first_id().text());
+            stream_head(&s, r);
             r.bulk(b"groups");
             r.integer(s.groups.len() as i64);
             for (label, e) in [
@@ -173,4 +176,88 @@ pub async fn xinfo(
         }
     }
     Ok(())
+}
+
+/// The fields XINFO STREAM answers with and without FULL.
+fn stream_head(s: &Stream, r: &mut Reply<'_>) {
+    r.bulk(b"length");
+    r.integer(s.len() as i64);
+    r.bulk(b"radix-tree-keys");
+    r.integer(s.nodes.len() as i64);
+    r.bulk(b"radix-tree-nodes");
+    r.integer(s.nodes.len() as i64 + 1);
+    r.bulk(b"last-generated-id");
+    r.bulk(&s.last.text());
+    r.bulk(b"max-deleted-entry-id");
+    r.bulk(&s.max_deleted.text());
+    r.bulk(b"entries-added");
+    r.integer(s.added as i64);
+    r.bulk(b"recorded-first-entry-id");
+    r.bulk(&s.first_id().text());
+}
+
+/// XINFO STREAM key FULL [COUNT n]: the first `count` entries (0: all),
+/// and every group with its first `count` pending entries and every
+/// consumer with its own first `count` (Redis's
+/// `xinfoReplyWithStreamInfo`).
+fn full(s: &Stream, count: usize, r: &mut Reply<'_>) {
+    let limit = if count == 0 { usize::MAX } else { count };
+    r.map(9);
+    stream_head(s, r);
+    r.bulk(b"entries");
+    let entries: Vec<_> = s.entries().take(limit).collect();
+    r.array(entries.len());
+    for e in entries {
+        reply_entry(r, e);
+    }
+    r.bulk(b"groups");
+    r.array(s.groups.len());
+    for (name, g) in &s.groups {
+        r.map(7);
+        r.bulk(b"name");
+        r.bulk(name);
+        r.bulk(b"last-delivered-id");
+        r.bulk(&g.last.text());
+        r.bulk(b"entries-read");
+        opt_int(r, g.entries_read.map(|n| n as i64));
+        r.bulk(b"lag");
+        opt_int(r, lag(s, g));
+        r.bulk(b"pel-count");
+        r.integer(g.pending.len() as i64);
+        r.bulk(b"pending");
+        let pel: Vec<_> = g.pending.iter().take(limit).collect();
+        r.array(pel.len());
+        for (id, p) in pel {
+            r.array(4);
+            r.bulk(&id.text());
+            r.bulk(&p.consumer);
+            r.integer(p.delivered as i64);
+            r.integer(p.deliveries as i64);
+        }
+        r.bulk(b"consumers");
+        r.array(g.consumers.len());
+        for (consumer, seen) in &g.consumers {
+            let own: Vec<_> = g
+                .pending
+                .iter()
+                .filter(|(_, p)| &p.consumer == consumer)
+                .collect();
+            r.map(4);
+            r.bulk(b"name");
+            r.bulk(consumer);
+            r.bulk(b"seen-time");
+            r.integer(*seen as i64);
+            r.bulk(b"pel-count");
+            r.integer(own.len() as i64);
+            r.bulk(b"pending");
+            let shown = own.len().min(limit);
+            r.array(shown);
+            for (id, p) in own.into_iter().take(limit) {
+                r.array(3);
+                r.bulk(&id.text());
+                r.integer(p.delivered as i64);
+                r.integer(p.deliveries as i64);
+            }
+        }
+    }
 }
