@@ -641,7 +641,7 @@ pub async fn read(
 ) -> Result<Option<Read>, Error> {
     let mut attempt = 0u32;
     loop {
-        let _held = super::key_locks::turn(&mut attempt, db, key).await;
+        let _held = super::key_locks::turn_shared(&mut attempt, db, key).await;
         let (v, version) = store.get_for_write(db, key, now).await?;
         let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED))
         else {

@@ -75,7 +75,7 @@ pub(crate) async fn paged_elements(
     }
     let mut attempt = 0u32;
     loop {
-        let _held = key_locks::turn(&mut attempt, db, key).await;
+        let _held = key_locks::turn_shared(&mut attempt, db, key).await;
         let (m, version) = match pages::find(store, db, key, 0).await? {
             Found::Paged(_, m, version) => (m, version),
             Found::Compact(v, _) => return Ok(Some(Compact::decode(v.data())?.items.into())),
@@ -252,7 +252,7 @@ pub(crate) async fn read(
 ) -> Result<Result<Option<VecDeque<Vec<u8>>>, ()>, Error> {
     let mut attempt = 0u32;
     loop {
-        let _held = key_locks::turn(&mut attempt, db, key).await;
+        let _held = key_locks::turn_shared(&mut attempt, db, key).await;
         let v = store.get(db, key, now).await?;
         if let Some(v) = v
             .as_ref()
@@ -1061,7 +1061,7 @@ async fn read_paged(
 ) -> Result<bool, Error> {
     let mut attempt = 0u32;
     loop {
-        let _held = key_locks::turn(&mut attempt, db, args[1]).await;
+        let _held = key_locks::turn_shared(&mut attempt, db, args[1]).await;
         let Some(v) = store.get(db, args[1], now).await? else {
             return Ok(false);
         };

@@ -419,7 +419,7 @@ pub async fn read(
 ) -> Result<Option<Answer>, Error> {
     let mut attempt = 0u32;
     loop {
-        let _held = super::key_locks::turn(&mut attempt, db, key).await;
+        let _held = super::key_locks::turn_shared(&mut attempt, db, key).await;
         let Some((_, mut edit)) = find(store, db, key, now).await? else {
             return Ok(None);
         };
