@@ -69,12 +69,7 @@ impl ScoreRange {
     pub fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
         let (min, minex) = score_bound(min)?;
         let (max, maxex) = score_bound(max)?;
-        Some(ScoreRange {
-            min,
-            minex,
-            max,
-            maxex,
-        })
+        Some(ScoreRange::new(min, minex, max, maxex))
     }
 
     /// A range from its bounds (`minex`/`maxex`: the end is excluded).

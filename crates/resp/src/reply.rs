@@ -137,14 +137,7 @@ impl<'a> Reply<'a> {
 
     /// A double, as Redis formats it (`%.17g`, `inf`, `-inf`, `nan`).
     pub fn double(&mut self, d: f64) {
-        let text = format_double(d);
-        if self.resp3() {
-            self.out.push(b',');
-            self.out.extend_from_slice(text.as_bytes());
-            self.out.extend_from_slice(CRLF);
-        } else {
-            self.bulk(text.as_bytes());
-        }
+        self.double_text(&format_double(d));
     }
 
     /// A double already written as text (RESP3 `,`; RESP2 a bulk string),
