@@ -209,18 +209,14 @@ async fn scores(
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<Vec<Option<f64>>>, ()>, Error> {
     loop {
-        match zset::peek(store, db, key, now, r).await? {
-            Err(()) => return Ok(Err(())),
-            Ok(Peek::Compact(z)) => {
-                return Ok(Ok(z.map(|z| members.iter().map(|m| z.score(m)).collect())))
-            }
-            Ok(Peek::Paged(_)) => {
-                if let Some(Answer::Scores(s)) =
-                    zset_pages::read(store, db, key, now, &Query::Scores(members)).await?
-                {
-                    return Ok(Ok(Some(s)));
-                }
-            }
+        let Ok(source) = Source::open(store, db, key, now, r).await? else {
+            return Ok(Err(()));
+        };
+        if matches!(source, Source::Missing) {
+            return Ok(Ok(None));
+        }
+        if let Some(found) = source.scores(store, db, key, members, now).await? {
+            return Ok(Ok(Some(found)));
         }
     }
 }
@@ -305,7 +301,7 @@ const NOSTORE: u8 = 4;
 const SEARCH: u8 = 8;
 const SEARCHSTORE: u8 = 16;
 
-/// The sorted set a search reads.
+/// The sorted set a geo command reads.
 enum Source {
     Missing,
     Compact(ZSet),
@@ -313,24 +309,56 @@ enum Source {
 }
 
 impl Source {
-    async fn score(
+    /// Looks at sorted set `key`: `Ok(Err(()))` once WRONGTYPE is
+    /// answered.
+    async fn open(
+        store: &RespStore,
+        db: usize,
+        key: &[u8],
+        now: u64,
+        r: &mut Reply<'_>,
+    ) -> Result<Result<Source, ()>, Error> {
+        Ok(zset::peek(store, db, key, now, r).await?.map(|p| match p {
+            Peek::Compact(None) => Source::Missing,
+            Peek::Compact(Some(z)) => Source::Compact(z),
+            Peek::Paged(_) => Source::Paged,
+        }))
+    }
+
+    /// The scores of `members` (`None` each when absent); `None` when
+    /// the set is no longer paged (open it again).
+    async fn scores(
         &self,
         store: &RespStore,
         db: usize,
         key: &[u8],
-        member: &[u8],
+        members: &[&[u8]],
         now: u64,
-    ) -> Result<Option<f64>, Error> {
+    ) -> Result<Option<Vec<Option<f64>>>, Error> {
         Ok(match self {
-            Source::Missing => None,
-            Source::Compact(z) => z.score(member),
-            Source::Paged => loop {
-                let q = Query::Scores(std::slice::from_ref(&member));
-                if let Some(Answer::Scores(s)) = zset_pages::read(store, db, key, now, &q).await? {
-                    break s[0];
+            Source::Missing => Some(vec![None; members.len()]),
+            Source::Compact(z) => Some(members.iter().map(|m| z.score(m)).collect()),
+            Source::Paged => {
+                match zset_pages::read(store, db, key, now, &Query::Scores(members)).await? {
+                    Some(Answer::Scores(s)) => Some(s),
+                    _ => None,
                 }
-            },
+            }
         })
+    }
+
+    /// The point member `m` stands at, if it is in the set. (A search
+    /// holds the exclusive pass: a paged set stays paged meanwhile.)
+    async fn point(
+        &self,
+        store: &RespStore,
+        db: usize,
+        key: &[u8],
+        m: &[u8],
+        now: u64,
+    ) -> Result<Option<(f64, f64)>, Error> {
+        let found = self.scores(store, db, key, &[m], now).await?;
+        Ok(found.and_then(|s| s[0]).and_then(geohash::decode_score))
     }
 
     /// The members with scores in [min, max), in the set's order.
@@ -357,12 +385,11 @@ impl Source {
                     withscores: true,
                     limit: None,
                 };
-                loop {
-                    if let Some(Answer::Items(items)) =
-                        zset_pages::read(store, db, key, now, &Query::Range(&q)).await?
-                    {
-                        return Ok(items);
-                    }
+                // Not paged any more cannot happen under the exclusive
+                // pass; it would read as nothing found.
+                match zset_pages::read(store, db, key, now, &Query::Range(&q)).await? {
+                    Some(Answer::Items(items)) => Ok(items),
+                    _ => Ok(Vec::new()),
                 }
             }
         }
@@ -397,11 +424,8 @@ async fn search(
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
     let key = args[src];
-    let source = match zset::peek(store, db, key, now, r).await? {
-        Err(()) => return Ok(()),
-        Ok(Peek::Compact(None)) => Source::Missing,
-        Ok(Peek::Compact(Some(z))) => Source::Compact(z),
-        Ok(Peek::Paged(_)) => Source::Paged,
+    let Ok(source) = Source::open(store, db, key, now, r).await? else {
+        return Ok(());
     };
     let missing = matches!(source, Source::Missing);
     macro_rules! fail {
@@ -433,8 +457,7 @@ async fn search(
         base = 5;
     } else if flags & MEMBER != 0 {
         base = 5;
-        let s = source.score(store, db, key, args[2], now).await?;
-        match s.and_then(geohash::decode_score) {
+        match source.point(store, db, key, args[2], now).await? {
             Some(p) => xy = p,
             None => fail!("ERR could not decode requested zset member"),
         }
@@ -491,8 +514,7 @@ async fn search(
             b"storedist" if search_flag && flags & SEARCHSTORE != 0 => storedist = true,
             b"frommember" if i + 1 < remaining && search_flag && !fromloc => {
                 if !missing {
-                    let s = source.score(store, db, key, rest[i + 1], now).await?;
-                    match s.and_then(geohash::decode_score) {
+                    match source.point(store, db, key, rest[i + 1], now).await? {
                         Some(p) => xy = p,
                         None => fail!("ERR could not decode requested zset member"),
                     }

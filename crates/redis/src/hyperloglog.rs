@@ -123,6 +123,39 @@ fn opcode(p: &[u8], at: usize) -> (usize, u8, usize) {
     }
 }
 
+/// The opcodes of a sparse value, in order.
+fn opcodes(v: &[u8]) -> impl Iterator<Item = (usize, u8, usize)> + '_ {
+    let mut at = HDR;
+    std::iter::from_fn(move || {
+        (at < v.len()).then(|| {
+            let op = opcode(v, at);
+            at += op.2;
+            op
+        })
+    })
+}
+
+/// Walks a sparse value's runs as Redis's `hllMerge` does:
+/// `each(first register, registers, value)` for every VAL run; `Err`
+/// unless the runs cover exactly the registers.
+fn sparse_runs(v: &[u8], mut each: impl FnMut(usize, usize, u8)) -> Result<(), ()> {
+    let mut idx = 0;
+    for (run, val, _) in opcodes(v) {
+        if val > 0 {
+            if idx + run > REGISTERS {
+                break;
+            }
+            each(idx, run, val);
+        }
+        idx += run;
+    }
+    if idx == REGISTERS {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
 fn val_op(val: u8, len: usize) -> u8 {
     ((val - 1) << 2 | (len as u8 - 1)) | 0x80
 }
@@ -164,24 +197,12 @@ fn to_dense(v: &[u8]) -> Option<Vec<u8>> {
     let mut d = vec![0u8; DENSE_SIZE];
     d[..HDR].copy_from_slice(&v[..HDR]);
     d[4] = DENSE;
-    let mut idx = 0;
-    let mut at = HDR;
-    while at < v.len() {
-        let (run, val, len) = opcode(v, at);
-        if val > 0 {
-            if run + idx > REGISTERS {
-                break;
-            }
-            for _ in 0..run {
-                dense_put(&mut d[HDR..], idx, val);
-                idx += 1;
-            }
-        } else {
-            idx += run;
-        }
-        at += len;
-    }
-    (idx == REGISTERS).then_some(d)
+    let regs = &mut d[HDR..];
+    sparse_runs(v, |first, run, val| {
+        (first..first + run).for_each(|i| dense_put(regs, i, val))
+    })
+    .ok()?;
+    Some(d)
 }
 
 /// Sets register `index` of a sparse value to `count` if that is larger
@@ -319,26 +340,11 @@ fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), ()> {
         }
         return Ok(());
     }
-    let mut i = 0;
-    let mut at = HDR;
-    while at < v.len() {
-        let (run, val, len) = opcode(v, at);
-        if val > 0 {
-            if run + i > REGISTERS {
-                break;
-            }
-            for m in &mut max[i..i + run] {
-                *m = (*m).max(val);
-            }
+    sparse_runs(v, |first, run, val| {
+        for m in &mut max[first..first + run] {
+            *m = (*m).max(val);
         }
-        i += run;
-        at += len;
-    }
-    if i == REGISTERS {
-        Ok(())
-    } else {
-        Err(())
-    }
+    })
 }
 
 fn sigma(mut x: f64) -> f64 {
@@ -399,19 +405,13 @@ fn histogram(v: &[u8]) -> Result<[u32; 64], ()> {
         }
         return Ok(histo);
     }
-    let mut idx = 0;
-    let mut at = HDR;
-    while at < v.len() {
-        let (run, val, len) = opcode(v, at);
-        idx += run;
+    let mut set = 0;
+    sparse_runs(v, |_, run, val| {
         histo[usize::from(val)] += run as u32;
-        at += len;
-    }
-    if idx == REGISTERS {
-        Ok(histo)
-    } else {
-        Err(())
-    }
+        set += run;
+    })?;
+    histo[0] = (REGISTERS - set) as u32;
+    Ok(histo)
 }
 
 fn raw_histogram(max: &[u8; REGISTERS]) -> [u32; 64] {
@@ -453,11 +453,13 @@ fn held(v: Option<&Value>) -> Held<'_> {
     }
 }
 
-/// The reply for a key that is not a HyperLogLog.
-fn refuse(h: &Held<'_>, r: &mut Reply<'_>) {
-    match h {
-        Held::OtherType => r.error(errors::WRONGTYPE),
-        _ => r.error(NOT_HLL),
+impl Held<'_> {
+    /// The error for a key that is not a HyperLogLog.
+    fn refusal(&self) -> &'static str {
+        match self {
+            Held::OtherType => errors::WRONGTYPE,
+            _ => NOT_HLL,
+        }
     }
 }
 
@@ -499,7 +501,7 @@ type Store = nvdepot_cache::resp::RespStore;
 
 enum Outcome<T> {
     Done(T),
-    Refused(bool),
+    Refused(&'static str),
     Corrupt,
 }
 
@@ -516,7 +518,7 @@ async fn pfadd(
             let (mut v, at, mut updated) = match held(cur) {
                 Held::Missing => (empty(), 0, true),
                 Held::Hll(d) => (d.to_vec(), cur.map_or(0, Value::expire_at_ms), false),
-                h => return (Change::Keep, Outcome::Refused(matches!(h, Held::OtherType))),
+                h => return (Change::Keep, Outcome::Refused(h.refusal())),
             };
             for ele in &args[2..] {
                 match add(&mut v, ele, max_bytes) {
@@ -539,8 +541,7 @@ async fn pfadd(
 fn reply<T>(out: Outcome<T>, r: &mut Reply<'_>, done: impl FnOnce(T, &mut Reply<'_>)) {
     match out {
         Outcome::Done(t) => done(t, r),
-        Outcome::Refused(true) => r.error(errors::WRONGTYPE),
-        Outcome::Refused(false) => r.error(NOT_HLL),
+        Outcome::Refused(msg) => r.error(msg),
         Outcome::Corrupt => r.error(INVALID_HLL),
     }
 }
@@ -568,7 +569,7 @@ async fn pfcount_one(
             }
         }
         h => {
-            refuse(&h, r);
+            r.error(h.refusal());
             return Ok(());
         }
     }
@@ -577,7 +578,7 @@ async fn pfcount_one(
             let d = match held(cur) {
                 Held::Missing => return (Change::Keep, Outcome::Done(0)),
                 Held::Hll(d) => d,
-                h => return (Change::Keep, Outcome::Refused(matches!(h, Held::OtherType))),
+                h => return (Change::Keep, Outcome::Refused(h.refusal())),
             };
             if let Some(card) = cached(d) {
                 return (Change::Keep, Outcome::Done(card));
@@ -621,7 +622,7 @@ async fn merge_keys(
                 }
             }
             h => {
-                refuse(&h, r);
+                r.error(h.refusal());
                 return Ok(None);
             }
         }
@@ -691,17 +692,13 @@ async fn pfmerge(
 }
 
 fn decode(v: &[u8]) -> String {
-    let mut parts = Vec::new();
-    let mut at = HDR;
-    while at < v.len() {
-        let (run, val, len) = opcode(v, at);
-        parts.push(match (val, len) {
+    let parts: Vec<String> = opcodes(v)
+        .map(|(run, val, len)| match (val, len) {
             (0, 1) => format!("z:{run}"),
             (0, _) => format!("Z:{run}"),
             _ => format!("v:{val},{run}"),
-        });
-        at += len;
-    }
+        })
+        .collect();
     parts.join(" ")
 }
 
@@ -714,7 +711,7 @@ async fn pfdebug(
 ) -> Result<(), Error> {
     enum Debug {
         Missing,
-        Refused(bool),
+        Refused(&'static str),
         Corrupt,
         Registers(Vec<u8>),
         Decoded(Option<String>),
@@ -728,7 +725,7 @@ async fn pfdebug(
             let d = match held(cur) {
                 Held::Missing => return (Change::Keep, Debug::Missing),
                 Held::Hll(d) => d,
-                h => return (Change::Keep, Debug::Refused(matches!(h, Held::OtherType))),
+                h => return (Change::Keep, Debug::Refused(h.refusal())),
             };
             let at = cur.map_or(0, Value::expire_at_ms);
             match sub.as_slice() {
@@ -766,8 +763,7 @@ async fn pfdebug(
         .await?;
     match out {
         Debug::Missing => r.error("ERR The specified key does not exist"),
-        Debug::Refused(true) => r.error(errors::WRONGTYPE),
-        Debug::Refused(false) => r.error(NOT_HLL),
+        Debug::Refused(msg) => r.error(msg),
         Debug::Corrupt => r.error(INVALID_HLL),
         Debug::Registers(regs) => {
             r.array(regs.len());

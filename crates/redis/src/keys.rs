@@ -58,6 +58,20 @@ fn storage_error(r: &mut Reply<'_>, e: &Error) {
     r.error(format!("ERR {e}"));
 }
 
+/// Whether a type's `execute` ran the command (`Some`), answering a
+/// storage error it met.
+fn answered(result: Option<Result<(), Error>>, r: &mut Reply<'_>) -> bool {
+    match result {
+        None => false,
+        Some(done) => {
+            if let Err(e) = done {
+                storage_error(r, &e);
+            }
+            true
+        }
+    }
+}
+
 /// Runs `name` if it is a string or key command; false if it is not one.
 pub async fn execute(
     shared: &Shared,
@@ -69,78 +83,61 @@ pub async fn execute(
     let store = &*shared.store;
     let now = unix_now_ms();
     let cluster = shared.cluster.is_some();
-    if name.starts_with(b"BIT") || name == b"SETBIT" || name == b"GETBIT" {
-        if let Some(result) = super::bitmap::execute(store, db, name, args, now, r).await {
-            if let Err(e) = result {
-                storage_error(r, &e);
-            }
-            return true;
-        }
-    }
-    if name == b"LCS" {
-        if let Err(e) = super::lcs::lcs(store, db, args, now, r).await {
-            storage_error(r, &e);
-        }
+    if (name.starts_with(b"BIT") || name == b"SETBIT" || name == b"GETBIT")
+        && answered(
+            super::bitmap::execute(store, db, name, args, now, r).await,
+            r,
+        )
+    {
         return true;
     }
-    if name.starts_with(b"GEO") {
-        if let Some(result) = super::geo::execute(shared, db, name, args, now, r).await {
-            if let Err(e) = result {
-                storage_error(r, &e);
-            }
-            return true;
-        }
+    if name == b"LCS" {
+        let result = super::lcs::lcs(store, db, args, now, r).await;
+        return answered(Some(result), r);
     }
-    if name.starts_with(b"PF") {
-        if let Some(result) = super::hyperloglog::execute(shared, db, name, args, now, r).await {
-            if let Err(e) = result {
-                storage_error(r, &e);
-            }
-            return true;
-        }
+    if name.starts_with(b"GEO")
+        && answered(super::geo::execute(shared, db, name, args, now, r).await, r)
+    {
+        return true;
     }
-    if name.first() == Some(&b'X') {
-        if let Some(result) = super::stream::execute(shared, db, name, args, now, r).await {
-            if let Err(e) = result {
-                storage_error(r, &e);
-            }
-            return true;
-        }
+    if name.starts_with(b"PF")
+        && answered(
+            super::hyperloglog::execute(shared, db, name, args, now, r).await,
+            r,
+        )
+    {
+        return true;
+    }
+    if name.first() == Some(&b'X')
+        && answered(
+            super::stream::execute(shared, db, name, args, now, r).await,
+            r,
+        )
+    {
+        return true;
     }
     if name.first() == Some(&b'Z') {
         let done = match super::zset::execute(shared, db, name, args, now, r).await {
             Some(done) => Some(done),
             None => super::zset_ops::execute(shared, db, name, args, now, r).await,
         };
-        if let Some(result) = done {
-            if let Err(e) = result {
-                storage_error(r, &e);
-            }
+        if answered(done, r) {
             return true;
         }
     }
-    if let Some(result) = super::list::execute(shared, db, name, args, now, r).await {
-        if let Err(e) = result {
-            storage_error(r, &e);
-        }
-        return true;
-    }
-    if let Some(result) = super::set::execute(shared, db, name, args, now, r).await {
-        if let Err(e) = result {
-            storage_error(r, &e);
-        }
-        return true;
-    }
-    if let Some(result) = super::hash::execute(shared, db, name, args, now, r).await {
-        if let Err(e) = result {
-            storage_error(r, &e);
-        }
-        return true;
-    }
-    if let Some(result) = super::strings::execute(store, db, name, args, now, cluster, r).await {
-        if let Err(e) = result {
-            storage_error(r, &e);
-        }
+    if answered(
+        super::list::execute(shared, db, name, args, now, r).await,
+        r,
+    ) || answered(super::set::execute(shared, db, name, args, now, r).await, r)
+        || answered(
+            super::hash::execute(shared, db, name, args, now, r).await,
+            r,
+        )
+        || answered(
+            super::strings::execute(store, db, name, args, now, cluster, r).await,
+            r,
+        )
+    {
         return true;
     }
     let result = match name {
