@@ -161,28 +161,39 @@ fn the_value_cache_is_never_behind_the_store() {
     let n = |v: Option<Vec<u8>>| u64::from_le_bytes(v.unwrap().try_into().unwrap());
     h.put(ns, b"counter", &0u64.to_le_bytes()).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    // The writer waits for every reader to have checked once, and each
+    // reader checks twice more after the last put: under a loaded machine
+    // the readers could otherwise be scheduled only after the writer ended
+    // (no concurrency tested) or never see a quiet counter (no cache hit).
+    let started = std::sync::Barrier::new(4);
     std::thread::scope(|scope| {
         for _ in 0..3 {
             let h = h.clone();
-            let stop = &stop;
+            let (stop, started) = (&stop, &started);
             scope.spawn(move || {
-                let mut checks = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut after_stop = 0;
+                let mut first = true;
+                while after_stop < 2 {
+                    if stop.load(std::sync::atomic::Ordering::Acquire) {
+                        after_stop += 1;
+                    }
                     let stored = n(h.with(|s| s.get(ns, b"counter")).unwrap());
                     let cached = n(h.get(ns, b"counter").unwrap());
                     assert!(
                         cached >= stored,
                         "cache answered {cached} after the store showed {stored}"
                     );
-                    checks += 1;
+                    if std::mem::take(&mut first) {
+                        started.wait();
+                    }
                 }
-                assert!(checks > 0);
             });
         }
+        started.wait();
         for i in 1..=3000u64 {
             h.put(ns, b"counter", &i.to_le_bytes()).unwrap();
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, std::sync::atomic::Ordering::Release);
     });
     assert_eq!(n(h.get(ns, b"counter").unwrap()), 3000);
     let (hits, _) = h.cache_counters().unwrap();
