@@ -5,7 +5,8 @@
 # RESP2 and RESP3 (strings, expiry, scan_iter, pipelines with and without
 # transactions, WATCH, hashes, lists, sets, sorted sets, a blocking job
 # queue, Pub/Sub with patterns and a listener thread, Lock (EVALSHA) under
-# contention of 16 processes, a rate-limiter script) and an RQ job queue
+# contention of 16 processes, a rate-limiter script, keyspace notifications,
+# redis-py's client-side cache over CLIENT TRACKING) and an RQ job queue
 # end to end (rq, pip). Installs redis-tools (apt) and redis-py (pip) if missing.
 #
 #     bash scripts/redis-clients.sh
@@ -225,6 +226,62 @@ if __name__ == "__main__":
     # After SCRIPT FLUSH redis-py's Script reloads on NOSCRIPT.
     assert limiter(keys=["py:rate:user2"], args=[5, 60000]) == [1, 4]
     print("redis-py Lock x16 processes, rate limiter: ok")
+PY
+
+echo "== redis-py: client-side caching (RESP3, CLIENT TRACKING) and keyspace notifications"
+python3 - "$port" <<'PY'
+import sys, time
+import redis
+
+port = int(sys.argv[1])
+writer = redis.Redis(port=port, decode_responses=True)
+# Keyspace notifications as cache-invalidation and scheduler code use them.
+writer.config_set("notify-keyspace-events", "KEA")
+assert writer.config_get("notify-keyspace-events") == {"notify-keyspace-events": "AKE"}
+p = writer.pubsub(ignore_subscribe_messages=True)
+p.psubscribe("__keyspace@0__:ks:*")
+time.sleep(0.1)
+writer.set("ks:a", "1", px=100)
+writer.hset("ks:h", "f", "v")
+writer.hdel("ks:h", "f")
+time.sleep(0.3)
+writer.get("ks:a")  # found expired: `expired`
+events, deadline = [], time.time() + 5
+while len(events) < 6 and time.time() < deadline:
+    m = p.get_message(timeout=0.2)
+    if m:
+        events.append((m["channel"].split(":", 1)[1], m["data"]))
+assert events == [("ks:a", "set"), ("ks:a", "expire"), ("ks:h", "hset"),
+                  ("ks:h", "hdel"), ("ks:h", "del"), ("ks:a", "expired")], events
+p.close()
+writer.config_set("notify-keyspace-events", "")
+# CLIENT TRACKING as a RESP3 client library sees it: redis-py's parser
+# hands invalidation pushes to a handler (what its near cache installs;
+# redis-py's `cache_config` itself refuses servers reporting a version
+# below 7.4, and nvdepot reports 7.0.0).
+inval = []
+tracked = redis.Redis(port=port, protocol=3, single_connection_client=True, decode_responses=True)
+tracked.connection._parser.set_invalidation_push_handler(lambda m: inval.append(m))
+assert tracked.execute_command("CLIENT", "TRACKING", "ON") in (b"OK", "OK", True)
+writer.set("csc:k", "v1")
+assert tracked.get("csc:k") == "v1"
+writer.set("csc:k", "v2")
+deadline = time.time() + 5
+while not inval and time.time() < deadline:
+    tracked.ping()  # a reply read: pending pushes are handled first
+    time.sleep(0.01)
+assert inval and inval[0][0] in (b"invalidate", "invalidate"), inval
+assert [k if isinstance(k, str) else k.decode() for k in inval[0][1]] == ["csc:k"], inval
+writer.flushall()
+deadline = time.time() + 5
+while len(inval) < 2 and time.time() < deadline:
+    tracked.ping()
+    time.sleep(0.01)
+assert len(inval) == 2 and inval[1][1] is None, inval  # all keys
+tracked.close()
+print("redis-py RESP3 invalidation pushes (CLIENT TRACKING): ok")
+writer.close()
+print("keyspace notifications: ok")
 PY
 
 echo "== RQ: a job queue end to end (enqueue, a burst worker, results, a failed job)"

@@ -135,7 +135,14 @@ pub struct RespStore {
     stamps: Box<[AtomicU64]>,
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
     expiring_writes: AtomicU64,
+    /// Told of each key removed because it expired ([`RespStore::on_expired`]).
+    expired_hook: std::sync::OnceLock<ExpiredHook>,
+    /// Told of each key written ([`RespStore::on_modified`]).
+    modified_hook: std::sync::OnceLock<ExpiredHook>,
 }
+
+/// What [`RespStore::on_expired`] calls: (database, key).
+pub type ExpiredHook = Box<dyn Fn(usize, &[u8]) + Send + Sync>;
 
 fn encode(kind: Kind, data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
     let mut raw = Vec::with_capacity(EXPIRY_BYTES + data.len());
@@ -218,7 +225,25 @@ impl RespStore {
             pages,
             expiring_writes: AtomicU64::new(0),
             stamps: (0..STAMP_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            expired_hook: std::sync::OnceLock::new(),
+            modified_hook: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Has `hook` called with (database, key) whenever `key` is written,
+    /// deleted or found expired, once the change is visible to reads
+    /// (Redis's `signalModifiedKey`, which client tracking invalidates
+    /// on). Set once; a second hook is ignored.
+    pub fn on_modified(&self, hook: ExpiredHook) {
+        let _ = self.modified_hook.set(hook);
+    }
+
+    /// Has `hook` called for every key this store removes because it
+    /// expired (found expired by a read or a write, or by the expiry
+    /// sweep), after the removal: Redis's `expired` keyspace event. Set
+    /// once; a second hook is ignored.
+    pub fn on_expired(&self, hook: ExpiredHook) {
+        let _ = self.expired_hook.set(hook);
     }
 
     pub fn databases(&self) -> usize {
@@ -270,7 +295,15 @@ impl RespStore {
             return Ok((None, None));
         };
         let version = item.cas;
-        Ok((live(item, now_ms)?, Some(version)))
+        match live(item, now_ms)? {
+            Some(v) => Ok((Some(v), Some(version))),
+            // Removed first, as Redis's lookupKeyWrite does (its `expired`
+            // event comes before the write's own).
+            None => {
+                self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
+                Ok((None, None))
+            }
+        }
     }
 
     /// A page of a collection of `db` (its record's data), if stored.
@@ -500,6 +533,9 @@ impl RespStore {
 
     fn touch(&self, db: usize, key: &[u8]) {
         self.stamp(db, key).fetch_add(1, Ordering::AcqRel);
+        if let Some(hook) = self.modified_hook.get() {
+            hook(db, key);
+        }
     }
 
     /// One atomic read-modify-write of `key`: `decide` sees the live value
@@ -512,6 +548,7 @@ impl RespStore {
         mut decide: impl FnMut(Option<&Value>) -> (Change, R),
     ) -> Result<(R, Updated), Error> {
         let mut refused = None;
+        let mut found_expired = false;
         let (out, done) = self
             .cache
             .update(self.ns(db), key, |current| {
@@ -524,6 +561,7 @@ impl RespStore {
                     Some(Ok(v)) => v,
                     None => None,
                 };
+                found_expired = present && value.is_none();
                 let (change, out) = decide(value.as_ref());
                 let change = match change {
                     // An expired key the decision leaves alone goes now.
@@ -556,6 +594,11 @@ impl RespStore {
         }
         if !matches!(done, store::Updated::Kept) {
             self.touch(db, key);
+            if found_expired {
+                if let Some(hook) = self.expired_hook.get() {
+                    hook(db, key);
+                }
+            }
         }
         let done = match done {
             store::Updated::Kept => Updated::Kept,

@@ -4,11 +4,12 @@
 //! write past the end grows the string with zero bytes (up to Redis's
 //! 512 MiB `proto-max-bulk-len`).
 
-use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::resp::{Change, Kind, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::face::arity;
+use super::face::{arity, Shared};
+use super::notify;
 
 const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 /// Redis's `proto-max-bulk-len`: offsets address at most this many bytes.
@@ -61,15 +62,16 @@ fn put(data: Vec<u8>, at: u64) -> Change {
 
 /// Runs `name` if it is a bit command (`None` if not).
 pub async fn execute(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
     Some(match name {
-        b"SETBIT" => setbit(store, db, args, now, r).await,
+        b"SETBIT" => setbit(shared, db, args, now, r).await,
         b"GETBIT" => {
             if !arity(args, 3, Some(3), r) {
                 return Some(Ok(()));
@@ -132,14 +134,14 @@ pub async fn execute(
                 }
             })
         }
-        b"BITOP" => bitop(store, db, args, now, r).await,
-        b"BITFIELD" | b"BITFIELD_RO" => bitfield(store, db, name, args, now, r).await,
+        b"BITOP" => bitop(shared, db, args, now, r).await,
+        b"BITFIELD" | b"BITFIELD_RO" => bitfield(shared, db, name, args, now, r).await,
         _ => return None,
     })
 }
 
 async fn setbit(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
@@ -162,7 +164,8 @@ async fn setbit(
             return Ok(());
         }
     };
-    let (out, _) = store
+    let (out, _) = shared
+        .store
         .update(db, args[1], now, |cur| {
             let (mut data, at) = match cur {
                 Some(v) if v.kind() != Kind::String => return (Change::Keep, Err(())),
@@ -170,17 +173,25 @@ async fn setbit(
                 None => (Vec::new(), 0),
             };
             let byte = (off >> 3) as usize;
+            // Redis's event: the string made or grown, or the bit changed.
+            let mut dirty = cur.is_none();
             if data.len() <= byte {
                 data.resize(byte + 1, 0);
+                dirty = true;
             }
             let shift = 7 - (off & 7);
             let old = (data[byte] >> shift) & 1;
             data[byte] = (data[byte] & !(1 << shift)) | (on << shift);
-            (put(data, at), Ok(old))
+            (put(data, at), Ok((old, dirty || old != on)))
         })
         .await?;
     match out {
-        Ok(old) => r.integer(i64::from(old)),
+        Ok((old, dirty)) => {
+            if dirty {
+                shared.notify(notify::STRING, "setbit", db, args[1]);
+            }
+            r.integer(i64::from(old))
+        }
         Err(()) => r.error(errors::WRONGTYPE),
     }
     Ok(())
@@ -280,12 +291,13 @@ fn position(data: &[u8], bit: u8, opts: &[&[u8]]) -> Result<i64, &'static str> {
 }
 
 async fn bitop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if !arity(args, 4, None, r) {
         return Ok(());
     }
@@ -321,7 +333,7 @@ async fn bitop(
         })
         .collect();
     let n = out.len();
-    store
+    let (_, done) = store
         .update(db, args[2], now, |_| {
             if out.is_empty() {
                 (Change::Delete, ())
@@ -330,6 +342,7 @@ async fn bitop(
             }
         })
         .await?;
+    shared.notify_stored(notify::STRING, "set", db, args[2], n, done);
     r.integer(n as i64);
     Ok(())
 }
@@ -504,13 +517,14 @@ fn as_signed(raw: u64, bits: u32) -> i64 {
 type FieldReply = Option<i64>;
 
 async fn bitfield(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if !arity(args, 2, None, r) {
         return Ok(());
     }
@@ -595,14 +609,29 @@ async fn bitfield(
                     None => (Vec::new(), 0),
                 };
                 let need = (top >> 3) as usize + 1;
+                // Redis's event: the string made or grown, or a value
+                // written changed.
+                let dirty = cur.is_none() || data.len() < need;
                 if data.len() < need {
                     data.resize(need, 0);
                 }
                 let replies = run(&mut data);
-                (put(data, at), Some(replies))
+                let written = fields
+                    .iter()
+                    .zip(&replies)
+                    .any(|(f, v)| !matches!(f.op, Op::Get) && v.is_some());
+                // (Growth alone is not a change: compared over the old length.)
+                let changed = cur.is_some_and(|v| v.data() != &data[..v.data().len()]);
+                let dirty = (dirty && written) || changed;
+                (put(data, at), Some((replies, dirty)))
             })
             .await?;
-        out
+        out.map(|(replies, dirty)| {
+            if dirty {
+                shared.notify(notify::STRING, "setbit", db, args[1]);
+            }
+            replies
+        })
     } else {
         let v = store.get(db, args[1], now).await?;
         match string_of(v.as_ref()) {

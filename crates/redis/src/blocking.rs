@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use nvdepot_cache::resp::{unix_now_ms, RespStore};
+use nvdepot_cache::resp::unix_now_ms;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, RespSession, Shared};
 use super::list::{len_of, lmove, pop_n, try_mpop, End, MPop};
+use super::notify;
 use super::strings::parse_float;
 
 /// How long a waiter sleeps before it checks its connection is still
@@ -268,7 +269,7 @@ impl RespSession {
                 Ok(a) => a,
                 Err(msg) => return r.error(&msg),
             };
-            match super::stream_readgroup::try_readgroup(store, self.db, &a, now, r).await {
+            match super::stream_readgroup::try_readgroup(shared, self.db, &a, now, r).await {
                 Ok(true) => {}
                 Ok(false) => match a.block {
                     Some(t) if self.may_block => self.would_block = Some(t),
@@ -278,7 +279,7 @@ impl RespSession {
             }
             return;
         }
-        match try_blocking(store, self.db, name, args, now, r).await {
+        match try_blocking(shared, self.db, name, args, now, r).await {
             Ok(Attempt::Replied) => {}
             Ok(Attempt::Empty(t)) if self.may_block => self.would_block = Some(t),
             Ok(Attempt::Empty(_)) => r.null_array(),
@@ -420,13 +421,14 @@ pub enum Attempt {
 /// One try of BLPOP, BRPOP, BLMOVE, BRPOPLPUSH or BLMPOP (the caller
 /// holds the exclusive pass for the last three).
 pub async fn try_blocking(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Attempt, Error> {
+    let store = &*shared.store;
     let min = match name {
         b"BLPOP" | b"BRPOP" | b"BZPOPMIN" | b"BZPOPMAX" => 3,
         b"BRPOPLPUSH" => 4,
@@ -502,6 +504,9 @@ pub async fn try_blocking(
                 let popped = pop_n(store, db, key, now, end, 1).await?;
                 let popped = popped.map(|p| p.and_then(|mut p| p.pop()));
                 if let Ok(Some(e)) = popped {
+                    shared
+                        .notify_removal(notify::LIST, end.pop_event(), db, key, true, now)
+                        .await;
                     r.array(2);
                     r.bulk(key);
                     r.bulk(&e);
@@ -519,7 +524,7 @@ pub async fn try_blocking(
             if len.unwrap_or(0) == 0 {
                 false
             } else {
-                lmove(store, db, args[1], args[2], from, to, now, r).await?;
+                lmove(shared, db, args[1], args[2], from, to, now, r).await?;
                 true
             }
         }
@@ -534,7 +539,7 @@ pub async fn try_blocking(
                 if n == 0 {
                     continue;
                 }
-                if let Ok(popped) = super::zset_ops::pop(store, db, key, max, 1, now).await? {
+                if let Ok(popped) = super::zset_ops::pop(shared, db, key, max, 1, now).await? {
                     if let Some((s, m)) = popped.first() {
                         r.array(3);
                         r.bulk(key);
@@ -548,10 +553,10 @@ pub async fn try_blocking(
             done
         }
         // WRONGTYPE answered counts as a reply.
-        b"BZMPOP" => super::zset_ops::try_mpop(store, db, &zspec.expect("parsed"), now, r)
+        b"BZMPOP" => super::zset_ops::try_mpop(shared, db, &zspec.expect("parsed"), now, r)
             .await?
             .unwrap_or(true),
-        _ => try_mpop(store, db, &spec.expect("parsed"), now, r)
+        _ => try_mpop(shared, db, &spec.expect("parsed"), now, r)
             .await?
             .unwrap_or(true),
     };

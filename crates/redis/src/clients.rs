@@ -59,6 +59,11 @@ impl Clients {
         self.map.lock().remove(&id);
     }
 
+    /// Whether a connection with client id `id` is open.
+    pub(super) fn exists(&self, id: i64) -> bool {
+        u64::try_from(id).is_ok_and(|id| self.map.lock().contains_key(&id))
+    }
+
     fn all(&self) -> Vec<Arc<Client>> {
         self.map.lock().values().cloned().collect()
     }
@@ -275,6 +280,10 @@ impl RespSession {
                 r.verbatim("txt", text.as_bytes());
             }
             (b"LIST", _) => self.client_list(args, r),
+            (b"TRACKING", n) if n >= 3 => self.client_tracking(args, r),
+            (b"CACHING", n) if n >= 3 => self.client_caching(args, r),
+            (b"GETREDIR", 2) => self.client_getredir(r),
+            (b"TRACKINGINFO", 2) => self.client_trackinginfo(r),
             (b"KILL", n) if n >= 3 => self.client_kill(args, r),
             (b"UNBLOCK", 3 | 4) => self.client_unblock(args, r),
             (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {

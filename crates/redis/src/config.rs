@@ -80,11 +80,7 @@ impl RespSession {
                 "the store's largest value, fixed when it is created",
             ),
             p("timeout", "0".into(), "idle clients are never closed"),
-            p(
-                "notify-keyspace-events",
-                String::new(),
-                "keyspace notifications are not supported",
-            ),
+            p("notify-keyspace-events", shared.notify.describe(), ""),
             p(
                 "cluster-enabled",
                 if shared.cluster.is_some() {
@@ -161,8 +157,21 @@ impl RespSession {
     fn config_set(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
         let params = self.params();
         let mut tuned = Vec::new();
+        let mut notify = None;
         for pair in args[2..].chunks(2) {
             let name = String::from_utf8_lossy(pair[0]).to_lowercase();
+            if name == "notify-keyspace-events" {
+                match super::notify::Notify::parse(pair[1]) {
+                    Some(flags) => notify = Some(flags),
+                    None => {
+                        return r.error(format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name}') - {}",
+                            super::notify::INVALID
+                        ))
+                    }
+                }
+                continue;
+            }
             if Tunables::knows(&name) {
                 match Tunables::check(&name, pair[1]) {
                     Ok(v) => tuned.push(v),
@@ -188,6 +197,9 @@ impl RespSession {
             }
         }
         self.shared.tunables.set(&tuned);
+        if let Some(flags) = notify {
+            self.shared.notify.set(flags);
+        }
         r.ok();
     }
 }

@@ -66,7 +66,19 @@ pub struct Shared {
     pub hub: super::pubsub::Hub,
     /// The script cache and the running script (EVAL).
     pub scripts: Arc<super::script::ScriptState>,
+    /// Client-side caching: who tracks which keys (CLIENT TRACKING).
+    pub tracking: Arc<super::tracking::Tracking>,
+    /// `notify-keyspace-events`: the keyspace notification classes on.
+    pub notify: super::notify::Notify,
     shutdown: Shutdown,
+}
+
+impl Shared {
+    /// Publishes keyspace event `event` of `class` (`notify.rs`) on `key`
+    /// of `db`, if that class is on.
+    pub fn notify(&self, class: u32, event: &str, db: usize, key: &[u8]) {
+        self.notify.event(&self.hub, class, event, db, key);
+    }
 }
 
 /// The face the kit serves.
@@ -81,7 +93,7 @@ impl RespFace {
     ) -> RespFace {
         let counters = Counters::default();
         counters.started_ms.store(unix_now_ms(), Ordering::Relaxed);
-        RespFace(Arc::new(Shared {
+        let shared = Arc::new(Shared {
             store,
             config,
             counters,
@@ -92,8 +104,23 @@ impl RespFace {
             blocked: Default::default(),
             hub: Default::default(),
             scripts: Default::default(),
+            notify: Default::default(),
+            tracking: Default::default(),
             shutdown,
-        }))
+        });
+        let weak = Arc::downgrade(&shared);
+        shared.store.on_expired(Box::new(move |db, key| {
+            if let Some(shared) = weak.upgrade() {
+                shared.notify(super::notify::EXPIRED, "expired", db, key);
+            }
+        }));
+        // Every write calls this: the tracking table directly (one atomic
+        // load while no client tracks), not through a weak `Shared`.
+        let tracking = Arc::clone(&shared.tracking);
+        shared
+            .store
+            .on_modified(Box::new(move |_db, key| tracking.changed(key)));
+        RespFace(shared)
     }
 }
 
@@ -128,6 +155,8 @@ pub struct RespSession {
     /// The log position its last command's writes must reach on the
     /// device before it is answered (a script's deferred durability).
     pub(super) owed_durability: Option<u64>,
+    /// CLIENT TRACKING on: its settings.
+    pub(super) tracking: Option<super::tracking::Mode>,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -156,6 +185,7 @@ impl Face for RespFace {
             retry_args: None,
             subscriber: None,
             owed_durability: None,
+            tracking: None,
         }
     }
 
@@ -196,6 +226,7 @@ impl Face for RespFace {
 impl Drop for RespSession {
     fn drop(&mut self) {
         self.unsubscribe_all();
+        self.shared.tracking.closed(self.client.id);
         self.shared.clients.close(self.client.id);
     }
 }
@@ -219,7 +250,13 @@ impl Session for RespSession {
                     // A subscriber's messages so far go before the reply.
                     self.take_messages(out);
                     let args: Vec<&[u8]> = cmd.args.iter().map(Cow::as_ref).collect();
-                    self.dispatch(&args, out).await;
+                    let id = self.client.id;
+                    super::tracking::as_client(id, self.dispatch(&args, out)).await;
+                    if self.tracking.is_some() {
+                        // Its own invalidations right after its reply, as
+                        // Redis 7.0 defers them.
+                        self.take_messages(out);
+                    }
                 }
                 Ok(Parsed::Skip(n)) => pos += n,
                 Ok(Parsed::Incomplete) => break,
@@ -374,8 +411,16 @@ impl RespSession {
         }
     }
 
-    /// Runs one command (the caller holds a pass of the gate).
+    /// Runs one command (the caller holds a pass of the gate), then
+    /// remembers its keys for client tracking.
     pub(super) async fn execute(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        self.run(args, out).await;
+        if self.tracking.is_some() {
+            self.tracked(&upper(args[0]), args);
+        }
+    }
+
+    async fn run(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
         let shared = Arc::clone(&self.shared);
         shared.counters.commands.fetch_add(1, Ordering::Relaxed);
         let mut r = Reply::new(out, self.version);
@@ -415,6 +460,7 @@ impl RespSession {
             b"RESET" => {
                 if arity(args, 1, Some(1), &mut r) {
                     self.reset();
+                    self.tracking_off();
                     self.unsubscribe_all();
                     r.version = Version::Resp2;
                     r.simple("RESET");
@@ -802,6 +848,8 @@ pub(super) fn flush(shared: &Shared, db: usize, all: bool, r: &mut Reply<'_>) {
             failed = Some(e);
         }
     }
+    // Tracked keys are global, as in Redis: all are invalid now.
+    shared.tracking.flushed();
     match failed {
         Some(e) => r.error(format!("ERR {e}")),
         None => r.ok(),

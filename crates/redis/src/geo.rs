@@ -61,7 +61,7 @@ pub async fn execute(
     let store = &*shared.store;
     let limits = Limits::now(shared);
     Some(match name {
-        b"GEOADD" => geoadd(store, db, args, now, limits, r).await,
+        b"GEOADD" => geoadd(shared, db, args, now, limits, r).await,
         b"GEOPOS" | b"GEOHASH" => positions(store, db, name, args, now, r).await,
         b"GEODIST" => geodist(store, db, args, now, r).await,
         _ => {
@@ -73,7 +73,7 @@ pub async fn execute(
                 b"GEOSEARCH" => (1, SEARCH),
                 _ => (2, SEARCH | SEARCHSTORE),
             };
-            search(store, db, args, src, flags, now, limits, r).await
+            search(shared, db, args, src, flags, now, limits, r).await
         }
     })
 }
@@ -153,7 +153,7 @@ fn coordinate_text(d: f64) -> String {
 }
 
 async fn geoadd(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
@@ -195,7 +195,7 @@ async fn geoadd(
         zadd.push(s);
         zadd.push(t[2]);
     }
-    zset::zadd(store, db, &zadd, now, limits, r).await
+    zset::zadd(shared, db, &zadd, now, limits, r).await
 }
 
 /// The scores of `members` in sorted set `key` (`None`: no key);
@@ -412,9 +412,18 @@ enum Sort {
 }
 
 /// `georadiusGeneric`: every GEORADIUS form, GEOSEARCH and GEOSEARCHSTORE.
+/// The keyspace event of a search that stores its result.
+fn store_event(search: bool) -> &'static str {
+    if search {
+        "geosearchstore"
+    } else {
+        "georadiusstore"
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn search(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     src: usize,
@@ -423,6 +432,7 @@ async fn search(
     limits: Limits,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let key = args[src];
     let Ok(source) = Source::open(store, db, key, now, r).await? else {
         return Ok(());
@@ -582,7 +592,10 @@ async fn search(
     }
     if missing {
         match storekey {
-            Some(dst) => zset::store_range(store, db, dst, Vec::new(), limits, now, r).await?,
+            Some(dst) => {
+                let event = store_event(search_flag);
+                zset::store_range(shared, event, db, dst, Vec::new(), limits, now, r).await?
+            }
             None => r.array(0),
         }
         return Ok(());
@@ -655,7 +668,8 @@ async fn search(
                 (s, p.member)
             })
             .collect();
-        return zset::store_range(store, db, dst, items, limits, now, r).await;
+        let event = store_event(search_flag);
+        return zset::store_range(shared, event, db, dst, items, limits, now, r).await;
     }
     let options = usize::from(withdist) + usize::from(withcoords) + usize::from(withhash);
     r.array(returned);

@@ -18,6 +18,7 @@ use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
+use super::notify;
 use super::strings::{format_float, parse_float};
 
 /// Why a command stopped before its reply.
@@ -190,6 +191,7 @@ pub async fn execute(
                 .await
                 .map(|out| {
                     out.map(|added| {
+                        shared.notify(notify::HASH, "hset", db, args[1]);
                         if name == b"HSET" {
                             r.integer(added as i64)
                         } else {
@@ -221,7 +223,14 @@ pub async fn execute(
                 hpages::Out::int,
             )
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    if n == 1 {
+                        shared.notify(notify::HASH, "hset", db, args[1]);
+                    }
+                    r.integer(n)
+                })
+            })
         }
         b"HINCRBY" => {
             if !arity(args, 4, Some(4), r) {
@@ -255,7 +264,12 @@ pub async fn execute(
                 hpages::Out::int,
             )
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    shared.notify(notify::HASH, "hincrby", db, args[1]);
+                    r.integer(n)
+                })
+            })
         }
         b"HINCRBYFLOAT" => {
             if !arity(args, 4, Some(4), r) {
@@ -295,13 +309,18 @@ pub async fn execute(
                 hpages::Out::text,
             )
             .await
-            .map(|out| out.map(|text| r.bulk(text.as_bytes())))
+            .map(|out| {
+                out.map(|text| {
+                    shared.notify(notify::HASH, "hincrbyfloat", db, args[1]);
+                    r.bulk(text.as_bytes())
+                })
+            })
         }
         b"HDEL" => {
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            update(
+            let out = update(
                 store,
                 db,
                 args[1],
@@ -320,8 +339,13 @@ pub async fn execute(
                 },
                 hpages::Out::int,
             )
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .await;
+            if let Ok(Ok(n)) = out {
+                shared
+                    .notify_removal(notify::HASH, "hdel", db, args[1], n > 0, now)
+                    .await;
+            }
+            out.map(|out| out.map(|n| r.integer(n)))
         }
         _ => return read_command(store, db, name, args, now, r).await,
     };

@@ -18,6 +18,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, Shared};
+use super::notify;
 
 const HDR: usize = 16;
 const P: u32 = 14;
@@ -485,10 +486,10 @@ pub async fn execute(
         return Some(Ok(()));
     }
     Some(match name {
-        b"PFADD" => pfadd(store, db, args, now, max_bytes, r).await,
+        b"PFADD" => pfadd(shared, db, args, now, max_bytes, r).await,
         b"PFCOUNT" if args.len() == 2 => pfcount_one(store, db, args[1], now, r).await,
         b"PFCOUNT" => pfcount_union(store, db, &args[1..], now, r).await,
-        b"PFMERGE" => pfmerge(store, db, args, now, max_bytes, r).await,
+        b"PFMERGE" => pfmerge(shared, db, args, now, max_bytes, r).await,
         b"PFDEBUG" => pfdebug(store, db, args, now, r).await,
         _ => {
             selftest(max_bytes, r);
@@ -506,14 +507,15 @@ enum Outcome<T> {
 }
 
 async fn pfadd(
-    store: &Store,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     max_bytes: usize,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
-    let (out, _) = store
+    let (out, _) = shared
+        .store
         .update(db, args[1], now, |cur| {
             let (mut v, at, mut updated) = match held(cur) {
                 Held::Missing => (empty(), 0, true),
@@ -534,6 +536,9 @@ async fn pfadd(
             (put(v, at), Outcome::Done(true))
         })
         .await?;
+    if matches!(out, Outcome::Done(true)) {
+        shared.notify(notify::STRING, "pfadd", db, args[1]);
+    }
     reply(out, r, |done, r| r.integer(i64::from(done)));
     Ok(())
 }
@@ -648,13 +653,14 @@ async fn pfcount_union(
 }
 
 async fn pfmerge(
-    store: &Store,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     max_bytes: usize,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let mut max = Box::new([0u8; REGISTERS]);
     // The destination is a source too.
     let Some(use_dense) = merge_keys(store, db, &args[1..], now, &mut max, r).await? else {
@@ -687,6 +693,9 @@ async fn pfmerge(
             (put(v, at), Outcome::Done(()))
         })
         .await?;
+    if matches!(out, Outcome::Done(())) {
+        shared.notify(notify::STRING, "pfadd", db, args[1]);
+    }
     reply(out, r, |(), r| r.ok());
     Ok(())
 }

@@ -6,13 +6,14 @@
 //! sharing one group commit): each key is atomic, the command as a whole
 //! is not (Redis runs it in one step).
 
-use nvdepot_cache::resp::{unix_now_ms, Change, Kind, RespStore, Value};
+use nvdepot_cache::resp::{unix_now_ms, Change, Kind, RespStore, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::face::{arity, Shared};
 use super::glob;
 use super::join::{join_all, last_of_each};
+use super::notify;
 
 /// An integer argument as Redis reads one.
 pub fn int_arg(a: &[u8]) -> Option<i64> {
@@ -85,7 +86,7 @@ pub async fn execute(
     let cluster = shared.cluster.is_some();
     if (name.starts_with(b"BIT") || name == b"SETBIT" || name == b"GETBIT")
         && answered(
-            super::bitmap::execute(store, db, name, args, now, r).await,
+            super::bitmap::execute(shared, db, name, args, now, r).await,
             r,
         )
     {
@@ -134,7 +135,7 @@ pub async fn execute(
             r,
         )
         || answered(
-            super::strings::execute(store, db, name, args, now, cluster, r).await,
+            super::strings::execute(shared, db, name, args, now, cluster, r).await,
             r,
         )
     {
@@ -160,13 +161,13 @@ pub async fn execute(
                 }
             })
         }
-        b"SET" => set(store, db, args, now, r).await,
+        b"SET" => set(shared, db, args, now, r).await,
         // GETSET is SET … GET (the old value back, the expiry dropped).
         b"GETSET" => {
             if !arity(args, 3, Some(3), r) {
                 return true;
             }
-            set(store, db, &[args[0], args[1], args[2], b"GET"], now, r).await
+            set(shared, db, &[args[0], args[1], args[2], b"GET"], now, r).await
         }
         b"SETNX" => {
             if !arity(args, 3, Some(3), r) {
@@ -179,7 +180,12 @@ pub async fn execute(
                     None => (put(value, 0), 1),
                 })
                 .await
-                .map(|(n, _)| r.integer(n))
+                .map(|(n, _)| {
+                    if n == 1 {
+                        shared.notify(notify::STRING, "set", db, args[1]);
+                    }
+                    r.integer(n)
+                })
         }
         b"SETEX" | b"PSETEX" => {
             if !arity(args, 4, Some(4), r) {
@@ -205,10 +211,11 @@ pub async fn execute(
                     ));
                     return true;
                 }
-                Some(at) => store
-                    .set(db, args[1], args[3], at as u64)
-                    .await
-                    .map(|()| r.ok()),
+                Some(at) => store.set(db, args[1], args[3], at as u64).await.map(|()| {
+                    shared.notify(notify::STRING, "set", db, args[1]);
+                    shared.notify(notify::GENERIC, "expire", db, args[1]);
+                    r.ok()
+                }),
             }
         }
         b"GETDEL" => {
@@ -223,11 +230,16 @@ pub async fn execute(
                 })
                 .await
                 .map(|(v, _)| match v {
-                    Ok(v) => bulk_or_null(r, v.as_deref()),
+                    Ok(v) => {
+                        if v.is_some() {
+                            shared.notify(notify::GENERIC, "del", db, args[1]);
+                        }
+                        bulk_or_null(r, v.as_deref())
+                    }
                     Err(()) => r.error(errors::WRONGTYPE),
                 })
         }
-        b"GETEX" => getex(store, db, args, now, r).await,
+        b"GETEX" => getex(shared, db, args, now, r).await,
         b"MGET" => {
             if !arity(args, 2, None, r) {
                 return true;
@@ -247,7 +259,12 @@ pub async fn execute(
                 r.error(errors::wrong_arity(args[0]));
                 return true;
             }
-            set_pairs(store, db, &args[1..]).await.map(|_| r.ok())
+            set_pairs(store, db, &args[1..]).await.map(|_| {
+                for pair in args[1..].chunks(2) {
+                    shared.notify(notify::STRING, "set", db, pair[0]);
+                }
+                r.ok()
+            })
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {
@@ -269,7 +286,10 @@ pub async fn execute(
                 })
                 .await
                 .map(|(n, _)| match n {
-                    Ok(n) => r.integer(n),
+                    Ok(n) => {
+                        shared.notify(notify::STRING, "append", db, args[1]);
+                        r.integer(n)
+                    }
                     Err(e) => r.error(e),
                 })
         }
@@ -334,7 +354,10 @@ pub async fn execute(
                 })
                 .await
                 .map(|(out, _)| match out {
-                    Ok(n) => r.integer(n),
+                    Ok(n) => {
+                        shared.notify(notify::STRING, "incrby", db, args[1]);
+                        r.integer(n)
+                    }
                     Err(msg) => r.error(msg),
                 })
         }
@@ -360,7 +383,8 @@ pub async fn execute(
                 return true;
             }
             let keys = &args[1..];
-            let deletes = last_of_each(keys).into_iter().map(|i| {
+            let last = last_of_each(keys);
+            let deletes = last.iter().map(|&i| {
                 store.update(db, keys[i], now, |cur| match cur {
                     Some(_) => (Change::Delete, true),
                     None => (Change::Keep, false),
@@ -368,7 +392,18 @@ pub async fn execute(
             });
             let done: Result<Vec<_>, _> = join_all(deletes).await.into_iter().collect();
             // An expired key is removed too, but does not count.
-            done.map(|d| r.integer(d.iter().filter(|(live, _)| *live).count() as i64))
+            done.map(|d| {
+                // Events in the order Redis deletes: each key at its first
+                // mention.
+                for (i, key) in keys.iter().enumerate() {
+                    let first = !keys[..i].contains(key);
+                    let at = last.iter().position(|&l| keys[l] == *key);
+                    if first && at.is_some_and(|at| d[at].0) {
+                        shared.notify(notify::GENERIC, "del", db, key);
+                    }
+                }
+                r.integer(d.iter().filter(|(live, _)| *live).count() as i64)
+            })
         }
         // TOUCH: a read that only counts (the read marks the access).
         b"EXISTS" | b"TOUCH" => {
@@ -390,7 +425,7 @@ pub async fn execute(
                 .map(|v| r.simple(v.map_or("none", |v| v.kind().name())))
         }
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
-            expire(store, db, name, args, now, r).await
+            expire(shared, db, name, args, now, r).await
         }
         b"TTL" | b"PTTL" | b"EXPIRETIME" | b"PEXPIRETIME" => {
             if !arity(args, 2, Some(2), r) {
@@ -420,7 +455,12 @@ pub async fn execute(
                     _ => (Change::Keep, 0),
                 })
                 .await
-                .map(|(n, _)| r.integer(n))
+                .map(|(n, _)| {
+                    if n == 1 {
+                        shared.notify(notify::GENERIC, "persist", db, args[1]);
+                    }
+                    r.integer(n)
+                })
         }
         b"KEYS" => {
             if !arity(args, 2, Some(2), r) {
@@ -559,7 +599,7 @@ fn expiry_at(command: &str, kind: &[u8], arg: &[u8], now: u64) -> Result<u64, St
 }
 
 async fn set(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
@@ -597,7 +637,16 @@ async fn set(
             return Ok(());
         }
     };
+    let store = &*shared.store;
     let value = args[2];
+    // Redis's events of a SET that stored: `set`, then `expire` if it
+    // was given one.
+    let stored_events = || {
+        shared.notify(notify::STRING, "set", db, args[1]);
+        if matches!(expiry, Expiry::At(_)) {
+            shared.notify(notify::GENERIC, "expire", db, args[1]);
+        }
+    };
     if !nx && !xx && !get && expiry != Expiry::Keep {
         // The common case: one blind write, no read.
         let at = match expiry {
@@ -605,6 +654,7 @@ async fn set(
             _ => 0,
         };
         store.set(db, args[1], value, at).await?;
+        stored_events();
         r.ok();
         return Ok(());
     }
@@ -629,6 +679,9 @@ async fn set(
         r.error(errors::WRONGTYPE);
         return Ok(());
     };
+    if stored {
+        stored_events();
+    }
     if get {
         bulk_or_null(r, old.as_deref());
     } else if stored {
@@ -640,7 +693,7 @@ async fn set(
 }
 
 async fn getex(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
@@ -649,6 +702,7 @@ async fn getex(
     if !arity(args, 2, None, r) {
         return Ok(());
     }
+    let store = &*shared.store;
     let mut opts = ExpiryOptions::default();
     let mut i = 2;
     while i < args.len() {
@@ -681,26 +735,38 @@ async fn getex(
     }
     let (old, _) = store
         .update(db, args[1], now, |cur| match cur {
-            None => (Change::Keep, Ok(None)),
+            None => (Change::Keep, Ok((None, None))),
             Some(v) if v.kind() != Kind::String => (Change::Keep, Err(())),
-            Some(v) => match expiry {
-                // A time already past deletes the key at once, as Redis's
-                // checkAlreadyExpired (else DBSIZE counts it until read).
-                Expiry::At(at) if at <= now => (Change::Delete, Ok(Some(v.data().to_vec()))),
-                Expiry::At(at) => (v.with_expiry(at), Ok(Some(v.data().to_vec()))),
-                _ => (v.with_expiry(0), Ok(Some(v.data().to_vec()))),
-            },
+            Some(v) => {
+                let old = Some(v.data().to_vec());
+                match expiry {
+                    // A time already past deletes the key at once, as Redis's
+                    // checkAlreadyExpired (else DBSIZE counts it until read).
+                    Expiry::At(at) if at <= now => (Change::Delete, Ok((old, Some("del")))),
+                    Expiry::At(at) => (v.with_expiry(at), Ok((old, Some("expire")))),
+                    // PERSIST: an event only if there was an expiry to drop.
+                    _ => (
+                        v.with_expiry(0),
+                        Ok((old, (v.expire_at_ms() != 0).then_some("persist"))),
+                    ),
+                }
+            }
         })
         .await?;
     match old {
-        Ok(old) => bulk_or_null(r, old.as_deref()),
+        Ok((old, event)) => {
+            if let Some(event) = event {
+                shared.notify(notify::GENERIC, event, db, args[1]);
+            }
+            bulk_or_null(r, old.as_deref())
+        }
         Err(()) => r.error(errors::WRONGTYPE),
     }
     Ok(())
 }
 
 async fn expire(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
@@ -760,7 +826,8 @@ async fn expire(
         ));
         return Ok(());
     };
-    let (n, _) = store
+    let (n, done) = shared
+        .store
         .update(db, args[1], now, |cur| {
             let Some(v) = cur else {
                 return (Change::Keep, 0);
@@ -782,6 +849,14 @@ async fn expire(
             (v.with_expiry(new), 1)
         })
         .await?;
+    if n == 1 {
+        let event = if done == Updated::Deleted {
+            "del"
+        } else {
+            "expire"
+        };
+        shared.notify(notify::GENERIC, event, db, args[1]);
+    }
     r.integer(n);
     Ok(())
 }

@@ -17,6 +17,7 @@ use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 use super::key_locks;
 use super::list_pages::{self as pages, Found, Stop};
+use super::notify;
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -146,6 +147,22 @@ impl End {
             Some(End::Right)
         } else {
             None
+        }
+    }
+
+    /// The keyspace event of a push at this end.
+    pub fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
+
+    /// The keyspace event of a pop from this end.
+    pub fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
         }
     }
 }
@@ -517,7 +534,14 @@ pub async fn execute(
             let only_existing = name.ends_with(b"X");
             push_n(store, db, args[1], now, end, &args[2..], only_existing)
                 .await
-                .map(|out| out.map(|n| r.integer(n)))
+                .map(|out| {
+                    out.map(|n| {
+                        if n > 0 {
+                            shared.notify(notify::LIST, end.push_event(), db, args[1]);
+                        }
+                        r.integer(n)
+                    })
+                })
         }
         b"LPOP" | b"RPOP" => {
             if !arity(args, 2, Some(3), r) {
@@ -538,21 +562,32 @@ pub async fn execute(
             } else {
                 End::Right
             };
-            pop_n(store, db, args[1], now, end, count.unwrap_or(1))
-                .await
-                .map(|out| {
-                    out.map(|popped| match (popped, count) {
-                        (None, None) => r.null(),
-                        (None, Some(_)) => r.null_array(),
-                        (Some(p), None) => r.bulk(&p[0]),
-                        (Some(p), Some(_)) => {
-                            r.array(p.len());
-                            for e in &p {
-                                r.bulk(e);
-                            }
+            let out = pop_n(store, db, args[1], now, end, count.unwrap_or(1)).await;
+            if let Ok(Ok(Some(p))) = &out {
+                shared
+                    .notify_removal(
+                        notify::LIST,
+                        end.pop_event(),
+                        db,
+                        args[1],
+                        !p.is_empty(),
+                        now,
+                    )
+                    .await;
+            }
+            out.map(|out| {
+                out.map(|popped| match (popped, count) {
+                    (None, None) => r.null(),
+                    (None, Some(_)) => r.null_array(),
+                    (Some(p), None) => r.bulk(&p[0]),
+                    (Some(p), Some(_)) => {
+                        r.array(p.len());
+                        for e in &p {
+                            r.bulk(e);
                         }
-                    })
+                    }
                 })
+            })
         }
         b"LSET" => {
             if !arity(args, 4, Some(4), r) {
@@ -561,7 +596,12 @@ pub async fn execute(
             // The key is looked up before the index is read (Redis's order).
             lset(store, db, args[1], args[2], args[3], now)
                 .await
-                .map(|out| out.map(|()| r.ok()))
+                .map(|out| {
+                    out.map(|()| {
+                        shared.notify(notify::LIST, "lset", db, args[1]);
+                        r.ok()
+                    })
+                })
         }
         b"LREM" => {
             if !arity(args, 4, Some(4), r) {
@@ -572,13 +612,18 @@ pub async fn execute(
                 return Some(Ok(()));
             };
             let elem = args[3];
-            update(store, db, args[1], now, |l| {
+            let out = update(store, db, args[1], now, |l| {
                 let Some(l) = l else { return Ok((false, 0)) };
                 let removed = remove(l, count, elem);
                 Ok((removed > 0, removed as i64))
             })
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .await;
+            if let Ok(Ok(n)) = out {
+                shared
+                    .notify_removal(notify::LIST, "lrem", db, args[1], n > 0, now)
+                    .await;
+            }
+            out.map(|out| out.map(|n| r.integer(n)))
         }
         b"LTRIM" => {
             if !arity(args, 4, Some(4), r) {
@@ -588,9 +633,13 @@ pub async fn execute(
                 r.error(errors::NOT_INTEGER);
                 return Some(Ok(()));
             };
-            ltrim(store, db, args[1], start, stop, now)
-                .await
-                .map(|out| out.map(|()| r.ok()))
+            let out = ltrim(store, db, args[1], start, stop, now).await;
+            if let Ok(Ok(existed)) = out {
+                shared
+                    .notify_removal(notify::LIST, "ltrim", db, args[1], existed, now)
+                    .await;
+            }
+            out.map(|out| out.map(|_| r.ok()))
         }
         b"LINSERT" => {
             if !arity(args, 5, Some(5), r) {
@@ -616,7 +665,14 @@ pub async fn execute(
                 }
             })
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    if n > 0 {
+                        shared.notify(notify::LIST, "linsert", db, args[1]);
+                    }
+                    r.integer(n)
+                })
+            })
         }
         b"LMOVE" | b"RPOPLPUSH" => {
             let (from, to) = if name == b"LMOVE" {
@@ -637,7 +693,7 @@ pub async fn execute(
                 (End::Right, End::Left)
             };
             return Some(
-                lmove(store, db, args[1], args[2], from, to, now, r)
+                lmove(shared, db, args[1], args[2], from, to, now, r)
                     .await
                     .map(|_| ()),
             );
@@ -653,7 +709,7 @@ pub async fn execute(
                     return Some(Ok(()));
                 }
             };
-            return Some(mpop(store, db, &spec, now, r).await.map(|_| ()));
+            return Some(mpop(shared, db, &spec, now, r).await.map(|_| ()));
         }
         b"LLEN" | b"LINDEX" | b"LRANGE" | b"LPOS" => {
             return Some(read_command(store, db, name, args, now, r).await)
@@ -727,18 +783,20 @@ async fn ltrim(
     start: i64,
     stop: i64,
     now: u64,
-) -> Result<Result<(), &'static str>, Error> {
+) -> Result<Result<bool, &'static str>, Error> {
     let mut attempt = 0u32;
     loop {
         let _held = key_locks::turn(&mut attempt, db, key).await;
         let (v, m, version) = match pages::find(store, db, key, now).await? {
             Found::Paged(v, m, version) => (v, m, version),
             Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
-            Found::Missing(_) => return Ok(Ok(())),
+            Found::Missing(_) => return Ok(Ok(false)),
             Found::Compact(..) => {
                 drop(_held);
                 return update(store, db, key, now, |l| {
-                    let Some(l) = l else { return Ok((false, ())) };
+                    let Some(l) = l else {
+                        return Ok((false, false));
+                    };
                     let before = l.len();
                     match range(start, stop, l.len()) {
                         None => l.clear(),
@@ -747,7 +805,7 @@ async fn ltrim(
                             l.drain(..a);
                         }
                     }
-                    Ok((l.len() != before, ()))
+                    Ok((l.len() != before, true))
                 })
                 .await;
             }
@@ -757,7 +815,7 @@ async fn ltrim(
             Some((a, b)) => (a, m.len - 1 - b),
         };
         if front == 0 && back == 0 {
-            return Ok(Ok(()));
+            return Ok(Ok(true));
         }
         let mut edit = pages::Edit::new(store, db, key, m, version);
         let trimmed = async {
@@ -770,7 +828,7 @@ async fn ltrim(
             Err(stop) => Err(stop),
         };
         match done {
-            Ok(()) => return Ok(Ok(())),
+            Ok(()) => return Ok(Ok(true)),
             Err(Stop::Retry) => continue,
             Err(Stop::Fail(e)) => return Err(e),
         }
@@ -858,7 +916,7 @@ fn remove(l: &mut VecDeque<Vec<u8>>, count: i64, elem: &[u8]) -> usize {
 /// moved, if any (its reply already written).
 #[allow(clippy::too_many_arguments)]
 pub async fn lmove(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     src: &[u8],
     dst: &[u8],
@@ -867,6 +925,7 @@ pub async fn lmove(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Option<Vec<u8>>, Error> {
+    let store = &*shared.store;
     let Ok(len) = len_of(store, db, src, now, r).await? else {
         return Ok(None);
     };
@@ -884,6 +943,11 @@ pub async fn lmove(
         return Ok(None);
     };
     push_n(store, db, dst, now, to, &[&e], false).await?.ok();
+    // Redis's order: the push, then the pop (and the source's `del`).
+    shared.notify(notify::LIST, to.push_event(), db, dst);
+    shared
+        .notify_removal(notify::LIST, from.pop_event(), db, src, true, now)
+        .await;
     r.bulk(&e);
     Ok(Some(e))
 }
@@ -935,12 +999,13 @@ impl<'a> MPop<'a> {
 /// first non-empty list; true if it popped (its reply written), false
 /// when every list is empty (nothing written).
 pub async fn try_mpop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     spec: &MPop<'_>,
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Result<bool, ()>, Error> {
+    let store = &*shared.store;
     for key in &spec.keys {
         let Ok(len) = len_of(store, db, key, now, r).await? else {
             return Ok(Err(()));
@@ -953,6 +1018,9 @@ pub async fn try_mpop(
         if popped.is_empty() {
             continue;
         }
+        shared
+            .notify_removal(notify::LIST, spec.end.pop_event(), db, key, true, now)
+            .await;
         r.array(2);
         r.bulk(key);
         r.array(popped.len());
@@ -965,13 +1033,13 @@ pub async fn try_mpop(
 }
 
 async fn mpop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     spec: &MPop<'_>,
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
-    if try_mpop(store, db, spec, now, r).await? == Ok(false) {
+    if try_mpop(shared, db, spec, now, r).await? == Ok(false) {
         r.null_array();
     }
     Ok(())

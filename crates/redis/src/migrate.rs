@@ -115,7 +115,9 @@ pub async fn restore(shared: &Shared, args: &[&[u8]]) -> Result<(), String> {
         .store
         .set_kind(0, key, kind, data, at)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    shared.notify(super::notify::GENERIC, "restore", 0, key);
+    Ok(())
 }
 
 fn start_migration(
@@ -286,6 +288,10 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
             _ => (Change::Keep, false),
         }))
         .map_err(|e| e.to_string())?;
+        if gone {
+            // As Redis's MIGRATE deletes a moved key.
+            shared.notify(super::notify::GENERIC, "del", 0, k);
+        }
         deleted += u64::from(gone);
     }
     Ok(deleted)

@@ -240,9 +240,14 @@ impl Mailbox {
         }
     }
 
+    /// The protocol its messages are composed in.
+    pub(super) fn version(&self) -> Version {
+        self.inner.lock().version
+    }
+
     /// Appends one message composed by `compose`, and wakes the
     /// connection; disconnects it past the output limits.
-    fn deliver(&self, compose: impl FnOnce(&mut Reply<'_>)) {
+    pub(super) fn deliver(&self, compose: impl FnOnce(&mut Reply<'_>)) {
         let mut inbox = self.inner.lock();
         if inbox.dropped {
             return;
@@ -455,15 +460,8 @@ impl RespSession {
                     b"PSUBSCRIBE" => Kind::Pattern,
                     _ => Kind::Shard,
                 };
-                let client = &self.client;
-                let sub = self.subscriber.get_or_insert_with(|| {
-                    Box::new(Subscriber {
-                        mailbox: Arc::new(Mailbox::new(Arc::clone(client), r.version)),
-                        channels: BTreeSet::new(),
-                        patterns: BTreeSet::new(),
-                        shard: BTreeSet::new(),
-                    })
-                });
+                self.open_mailbox(r.version);
+                let sub = self.subscriber.as_mut().expect("opened");
                 for name in &args[1..] {
                     if sub.set(kind).insert(name.to_vec()) {
                         hub.add(kind, name, &sub.mailbox);
@@ -547,6 +545,24 @@ impl RespSession {
         }
         self.client
             .set_subscriptions(sub.channels.len(), sub.patterns.len(), sub.shard.len());
+    }
+
+    /// Gives this connection a mailbox for messages (Pub/Sub, tracking
+    /// invalidations), if it has none, composed in `version`.
+    pub(super) fn open_mailbox(&mut self, version: Version) {
+        if self.subscriber.is_some() {
+            return;
+        }
+        let mailbox = Arc::new(Mailbox::new(Arc::clone(&self.client), version));
+        self.shared
+            .tracking
+            .mailbox_opened(self.client.id, &mailbox);
+        self.subscriber = Some(Box::new(Subscriber {
+            mailbox,
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
+            shard: BTreeSet::new(),
+        }));
     }
 
     /// Ends every subscription (RESET, a closed connection).

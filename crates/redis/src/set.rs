@@ -23,6 +23,7 @@ use super::compact::Compact;
 use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
+use super::notify;
 use super::scan::ScanOptions;
 
 /// Commands that must see several keys as one step.
@@ -222,14 +223,21 @@ pub async fn execute(
                 hpages::Out::int,
             )
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    if n > 0 {
+                        shared.notify(notify::SET, "sadd", db, args[1]);
+                    }
+                    r.integer(n)
+                })
+            })
         }
         b"SREM" => {
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
             let op = hpages::Op::Del(&args[2..]);
-            update(
+            let out = update(
                 store,
                 db,
                 args[1],
@@ -242,21 +250,26 @@ pub async fn execute(
                 },
                 hpages::Out::int,
             )
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .await;
+            if let Ok(Ok(n)) = out {
+                shared
+                    .notify_removal(notify::SET, "srem", db, args[1], n > 0, now)
+                    .await;
+            }
+            out.map(|out| out.map(|n| r.integer(n)))
         }
-        b"SPOP" => return Some(spop(store, db, args, now, r).await),
+        b"SPOP" => return Some(spop(shared, db, args, now, r).await),
         b"SMOVE" => {
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
-            return Some(smove(store, db, args, now, max, r).await);
+            return Some(smove(shared, db, args, now, max, r).await);
         }
         b"SINTER" | b"SUNION" | b"SDIFF" => {
             if !arity(args, 2, None, r) {
                 return Some(Ok(()));
             }
-            return Some(combine(store, db, name, &args[1..], None, now, max, r).await);
+            return Some(combine(shared, db, name, &args[1..], None, now, max, r).await);
         }
         b"SINTERSTORE" | b"SUNIONSTORE" | b"SDIFFSTORE" => {
             if !arity(args, 3, None, r) {
@@ -264,7 +277,7 @@ pub async fn execute(
             }
             let op = &name[..name.len() - 5];
             let dst = Some(args[1]);
-            return Some(combine(store, db, op, &args[2..], dst, now, max, r).await);
+            return Some(combine(shared, db, op, &args[2..], dst, now, max, r).await);
         }
         b"SINTERCARD" => return Some(intercard(store, db, args, now, r).await),
         b"SCARD" | b"SISMEMBER" | b"SMISMEMBER" | b"SMEMBERS" | b"SRANDMEMBER" | b"SSCAN" => {
@@ -392,12 +405,13 @@ fn reply_set(r: &mut Reply<'_>, members: &[Vec<u8>]) {
 }
 
 async fn spop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if !arity(args, 2, None, r) {
         return Ok(());
     }
@@ -438,6 +452,12 @@ async fn spop(
         hpages::Out::members,
     )
     .await?;
+    if let Ok(popped) = &out {
+        let removed = !popped.is_empty();
+        shared
+            .notify_removal(notify::SET, "spop", db, args[1], removed, now)
+            .await;
+    }
     match (out, count) {
         (Err(msg), _) => r.error(msg),
         (Ok(popped), Some(_)) => reply_set(r, &popped),
@@ -450,13 +470,14 @@ async fn spop(
 }
 
 async fn smove(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     max: usize,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let (src, dst, member) = (args[1], args[2], args[3]);
     // Both keys' types are checked first (the caller holds the exclusive
     // pass: nothing changes them meanwhile).
@@ -492,6 +513,9 @@ async fn smove(
         r.integer(0);
         return Ok(());
     }
+    shared
+        .notify_removal(notify::SET, "srem", db, src, true, now)
+        .await;
     let pair = as_pairs(&one);
     let added = update(
         store,
@@ -501,13 +525,19 @@ async fn smove(
         hpages::Op::Set(&pair),
         |s| {
             let s = s.get_or_insert_with(|| Set::created_for(member));
-            Ok((s.add(member, max), ()))
+            let added = s.add(member, max);
+            Ok((added, added))
         },
-        |_| (),
+        |o| o.int() > 0,
     )
     .await?;
     match added {
-        Ok(()) => r.integer(1),
+        Ok(added) => {
+            if added {
+                shared.notify(notify::SET, "sadd", db, dst);
+            }
+            r.integer(1)
+        }
         Err(msg) => r.error(msg),
     }
     Ok(())
@@ -517,7 +547,7 @@ async fn smove(
 /// STORE); with `dst`, stores the result there and answers its size.
 #[allow(clippy::too_many_arguments)]
 async fn combine(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     op: &[u8],
     keys: &[&[u8]],
@@ -526,6 +556,7 @@ async fn combine(
     max: usize,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let mut sets = Vec::with_capacity(keys.len());
     for k in keys {
         let Ok(s) = read(store, db, k, now, r).await? else {
@@ -540,9 +571,15 @@ async fn combine(
     };
     let n = result.len();
     let set = Set::of(result, max);
-    store
+    let (_, done) = store
         .update(db, dst, now, |_| (set_change(&set), ()))
         .await?;
+    let event = match op {
+        b"SINTER" => "sinterstore",
+        b"SUNION" => "sunionstore",
+        _ => "sdiffstore",
+    };
+    shared.notify_stored(notify::SET, event, db, dst, n, done);
     r.integer(n as i64);
     Ok(())
 }

@@ -8,6 +8,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, Shared};
+use super::notify;
 use super::stream_log::{
     decode, interval_end, interval_start, parse_add_or_trim, parse_id, Entry, Id, IdForm, Stream,
     INVALID_ID,
@@ -184,15 +185,19 @@ pub async fn execute(
                     fields: fields.chunks(2).map(|p| (p[0].to_vec(), p[1].to_vec())).collect(),
                 };
                 s.append(e, per_node);
-                if let Some(t) = &a.trim {
-                    s.trim(t);
-                }
-                Ok((true, Some(id)))
+                let trimmed = a.trim.as_ref().is_some_and(|t| s.trim(t) > 0);
+                Ok((true, Some((id, trimmed))))
             })
             .await
             .map(|out| {
                 out.map(|id| match id {
-                    Some(id) => r.bulk(&id.text()),
+                    Some((id, trimmed)) => {
+                        shared.notify(notify::STREAM, "xadd", db, args[1]);
+                        if trimmed {
+                            shared.notify(notify::STREAM, "xtrim", db, args[1]);
+                        }
+                        r.bulk(&id.text())
+                    }
                     None => r.null(),
                 })
             })
@@ -215,7 +220,14 @@ pub async fn execute(
                 Ok((n > 0, n as i64))
             })
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    if n > 0 {
+                        shared.notify(notify::STREAM, "xtrim", db, args[1]);
+                    }
+                    r.integer(n)
+                })
+            })
         }
         b"XDEL" => {
             if !arity(args, 3, None, r) {
@@ -247,13 +259,20 @@ pub async fn execute(
                 Ok((n > 0, n as i64))
             })
             .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .map(|out| {
+                out.map(|n| {
+                    if n > 0 {
+                        shared.notify(notify::STREAM, "xdel", db, args[1]);
+                    }
+                    r.integer(n)
+                })
+            })
         }
-        b"XSETID" => return Some(setid(store, db, args, now, r).await),
+        b"XSETID" => return Some(setid(shared, db, args, now, r).await),
         b"XLEN" | b"XRANGE" | b"XREVRANGE" => {
             return Some(read_command(store, db, name, args, now, r).await)
         }
-        _ => return super::stream_groups::execute(store, db, name, args, now, r).await,
+        _ => return super::stream_groups::execute(shared, db, name, args, now, r).await,
     };
     Some(done.map(|out| {
         if let Err(msg) = out {
@@ -264,12 +283,13 @@ pub async fn execute(
 
 /// XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id].
 async fn setid(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if !arity(args, 3, None, r) {
         return Ok(());
     }
@@ -345,7 +365,10 @@ async fn setid(
     })
     .await?;
     match out {
-        Ok(()) => r.ok(),
+        Ok(()) => {
+            shared.notify(notify::STREAM, "xsetid", db, args[1]);
+            r.ok()
+        }
         Err(msg) => r.error(msg),
     }
     Ok(())

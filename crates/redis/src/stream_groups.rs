@@ -11,6 +11,8 @@ use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
+use super::face::Shared;
+use super::notify;
 use super::stream::{read, reply_entry, update};
 use super::stream_log::{
     interval_end, interval_start, parse_id, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,
@@ -66,19 +68,20 @@ fn reply_claimed(r: &mut Reply<'_>, served: &[Served], justid: bool) {
 /// Runs `name` if it is a consumer group command (`None` if not;
 /// XREADGROUP runs through `blocking.rs`).
 pub async fn execute(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
     Some(match name {
-        b"XGROUP" => xgroup(store, db, args, now, r).await,
+        b"XGROUP" => xgroup(shared, db, args, now, r).await,
         b"XACK" => xack(store, db, args, now, r).await,
         b"XPENDING" => xpending(store, db, args, now, r).await,
-        b"XCLAIM" => xclaim(store, db, args, now, r).await,
-        b"XAUTOCLAIM" => xautoclaim(store, db, args, now, r).await,
+        b"XCLAIM" => xclaim(shared, db, args, now, r).await,
+        b"XAUTOCLAIM" => xautoclaim(shared, db, args, now, r).await,
         b"XINFO" => super::stream_info::xinfo(store, db, args, now, r).await,
         _ => return None,
     })
@@ -95,12 +98,13 @@ fn sub_arity(sub: &[u8]) -> Option<i64> {
 }
 
 async fn xgroup(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if args.len() < 2 {
         r.error(errors::wrong_arity(args[0]));
         return Ok(());
@@ -216,10 +220,13 @@ async fn xgroup(
             }
         }
     }
+    // Whether Redis would publish this subcommand's keyspace event.
+    let mut fired = false;
     let out = update(store, db, key, now, |s| {
         let created = s.is_none();
         let s = s.get_or_insert_with(Stream::default);
         let id = id_arg.unwrap_or(s.last);
+        fired = true;
         Ok(match sub.as_slice() {
             b"CREATE" => {
                 if s.groups.contains_key(group) {
@@ -243,6 +250,7 @@ async fn xgroup(
             }
             b"DESTROY" => {
                 let gone = s.groups.remove(group).is_some();
+                fired = gone;
                 (gone || created, Reply2::Int(i64::from(gone)))
             }
             b"CREATECONSUMER" => {
@@ -253,6 +261,7 @@ async fn xgroup(
                 if new {
                     g.consumers.insert(args[4].to_vec(), now);
                 }
+                fired = new;
                 (new, Reply2::Int(i64::from(new)))
             }
             _ => {
@@ -260,6 +269,7 @@ async fn xgroup(
                     return Err("NOGROUP");
                 };
                 if g.consumers.remove(args[4]).is_none() {
+                    fired = false;
                     return Ok((false, Reply2::Int(0)));
                 }
                 let before = g.pending.len();
@@ -269,6 +279,16 @@ async fn xgroup(
         })
     })
     .await?;
+    if fired && out.is_ok() {
+        let event = match sub.as_slice() {
+            b"CREATE" => "xgroup-create",
+            b"SETID" => "xgroup-setid",
+            b"DESTROY" => "xgroup-destroy",
+            b"CREATECONSUMER" => "xgroup-createconsumer",
+            _ => "xgroup-delconsumer",
+        };
+        shared.notify(notify::STREAM, event, db, key);
+    }
     match out {
         Ok(Reply2::Ok) => r.ok(),
         Ok(Reply2::Int(n)) => r.integer(n),
@@ -453,12 +473,13 @@ fn claim(p: &mut Pending, consumer: &[u8], delivered: u64, retry: Option<u64>, k
 }
 
 async fn xclaim(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if args.len() < 6 {
         r.error(errors::wrong_arity(args[0]));
         return Ok(());
@@ -538,7 +559,10 @@ async fn xclaim(
     };
     // A negative RETRYCOUNT counts as not given (Redis: -1 means absent).
     let retry = retry.and_then(|n| u64::try_from(n).ok());
+    // A consumer made by the claim (Redis's `xgroup-createconsumer`).
+    let mut new_consumer = false;
     let out = update(store, db, key, now, |s| {
+        new_consumer = false;
         let Some(s) = s.as_mut() else {
             return Err("NOGROUP");
         };
@@ -567,7 +591,7 @@ async fn xclaim(
                     continue;
                 }
             }
-            g.consumers.insert(consumer.to_vec(), now);
+            new_consumer |= g.consumers.insert(consumer.to_vec(), now).is_none();
             // A pending entry FORCE creates starts at one delivery.
             let p = g.pending.entry(id).or_insert_with(|| Pending {
                 deliveries: 1,
@@ -583,6 +607,9 @@ async fn xclaim(
         Ok((changed, served))
     })
     .await?;
+    if new_consumer && out.is_ok() {
+        shared.notify(notify::STREAM, "xgroup-createconsumer", db, key);
+    }
     match out {
         Ok(served) => reply_claimed(r, &served, justid),
         Err(_) => r.error(no_group(key, group)),
@@ -591,12 +618,13 @@ async fn xclaim(
 }
 
 async fn xautoclaim(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if args.len() < 6 {
         r.error(errors::wrong_arity(args[0]));
         return Ok(());
@@ -635,7 +663,10 @@ async fn xautoclaim(
         }
         j += 1;
     }
+    // A consumer made by the claim (Redis's `xgroup-createconsumer`).
+    let mut new_consumer = false;
     let out = update(store, db, key, now, |s| {
+        new_consumer = false;
         let Some(s) = s.as_mut() else {
             return Err("NOGROUP");
         };
@@ -660,7 +691,7 @@ async fn xautoclaim(
             if min_idle > 0 && now.saturating_sub(g.pending[&id].delivered) < min_idle {
                 continue;
             }
-            g.consumers.insert(consumer.to_vec(), now);
+            new_consumer |= g.consumers.insert(consumer.to_vec(), now).is_none();
             let p = g.pending.get_mut(&id).expect("a candidate is pending");
             claim(p, consumer, now, None, justid);
             served.push((id, (!justid).then_some(e)));
@@ -674,6 +705,9 @@ async fn xautoclaim(
         Ok((changed, (cursor, served, deleted)))
     })
     .await?;
+    if new_consumer && out.is_ok() {
+        shared.notify(notify::STREAM, "xgroup-createconsumer", db, key);
+    }
     // A missing key or group: (WRONGTYPE, or) NOGROUP.
     let (cursor, served, deleted) = match out {
         Ok(x) => x,

@@ -4,10 +4,11 @@
 //! through `blocking.rs` while nothing is new. Groups are
 //! `stream_groups.rs`'s.
 
-use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
 use nvdepot_resp::Reply;
 
+use super::face::Shared;
+use super::notify;
 use super::stream::{read, update, ReadArgs};
 use super::stream_groups::{no_group, reply_served, Served};
 use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};
@@ -16,12 +17,13 @@ use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID
 /// or an error), `Ok(false)` when no stream had anything for it (nothing
 /// written: the caller blocks or answers nil).
 pub async fn try_readgroup(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     a: &ReadArgs<'_>,
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<bool, Error> {
+    let store = &*shared.store;
     // Every key and its group first, then every ID, in argument order.
     let mut after = Vec::with_capacity(a.keys.len());
     for (k, id) in a.keys.iter().zip(&a.ids) {
@@ -57,7 +59,9 @@ pub async fn try_readgroup(
     let limit = if a.count == 0 { usize::MAX } else { a.count };
     let mut found: Vec<(&[u8], Vec<Served>)> = Vec::new();
     for (k, after) in a.keys.iter().zip(after) {
+        let mut new_consumer = false;
         let out = update(store, db, k, now, |s| {
+            new_consumer = false;
             let Some(s) = s.as_mut() else {
                 return Err("NOGROUP");
             };
@@ -71,12 +75,15 @@ pub async fn try_readgroup(
             // As Redis 7.0: the consumer is created (or seen) only when
             // served, not by a read that finds nothing new.
             if served.is_some() {
-                g.consumers.insert(a.consumer.to_vec(), now);
+                new_consumer = g.consumers.insert(a.consumer.to_vec(), now).is_none();
             }
             s.groups.insert(a.group.to_vec(), g);
             Ok((served.is_some(), served))
         })
         .await?;
+        if new_consumer && out.is_ok() {
+            shared.notify(notify::STREAM, "xgroup-createconsumer", db, k);
+        }
         match out {
             Ok(Some(served)) => found.push((k, served)),
             Ok(None) => {}

@@ -6,12 +6,13 @@
 //! for them, as EXEC does), so no other command sees a half-done rename
 //! or a partial MSETNX, as in Redis where one thread runs everything.
 
-use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::resp::{Change, Kind, RespStore, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::arity;
+use super::face::{arity, Shared};
 use super::keys::int_arg;
+use super::notify;
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -28,7 +29,7 @@ const STRING_BYTES_MAX: i64 = 512 << 20;
 /// with the storage result. `cluster`: the server runs in cluster mode
 /// (one database).
 pub async fn execute(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
@@ -36,6 +37,7 @@ pub async fn execute(
     cluster: bool,
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
     Some(match name {
         b"COPY" => {
             if !arity(args, 3, None, r) {
@@ -65,7 +67,7 @@ pub async fn execute(
                 return Some(Ok(()));
             }
             let to = (to_db, args[2]);
-            copy(store, (db, args[1]), to, replace, false, now, r).await
+            copy(shared, (db, args[1]), to, replace, false, now, r).await
         }
         b"MOVE" => {
             if !arity(args, 3, Some(3), r) {
@@ -78,7 +80,7 @@ pub async fn execute(
             let Some(to_db) = db_arg(store, args[2], r) else {
                 return Some(Ok(()));
             };
-            copy(store, (db, args[1]), (to_db, args[1]), false, true, now, r).await
+            copy(shared, (db, args[1]), (to_db, args[1]), false, true, now, r).await
         }
         b"OBJECT" => object(store, db, args, now, r).await,
         b"SETRANGE" => {
@@ -136,8 +138,13 @@ pub async fn execute(
                     )
                 })
                 .await
-                .map(|(len, _)| match len {
-                    Ok(len) => r.integer(len as i64),
+                .map(|(len, done)| match len {
+                    Ok(len) => {
+                        if done == Updated::Stored {
+                            shared.notify(notify::STRING, "setrange", db, args[1]);
+                        }
+                        r.integer(len as i64)
+                    }
                     Err(e) => r.error(e),
                 })
         }
@@ -180,7 +187,10 @@ pub async fn execute(
                 })
                 .await
                 .map(|(out, _)| match out {
-                    Ok(text) => r.bulk(text.as_bytes()),
+                    Ok(text) => {
+                        shared.notify(notify::STRING, "incrbyfloat", db, args[1]);
+                        r.bulk(text.as_bytes())
+                    }
                     Err(e) => r.error(e),
                 })
         }
@@ -188,14 +198,14 @@ pub async fn execute(
             if !arity(args, 3, Some(3), r) {
                 return Some(Ok(()));
             }
-            rename(store, db, args[1], args[2], name == b"RENAMENX", now, r).await
+            rename(shared, db, args[1], args[2], name == b"RENAMENX", now, r).await
         }
         b"MSETNX" => {
             if args.len() < 3 || args.len().is_multiple_of(2) {
                 r.error(errors::wrong_arity(args[0]));
                 return Some(Ok(()));
             }
-            msetnx(store, db, &args[1..], now, r).await
+            msetnx(shared, db, &args[1..], now, r).await
         }
         _ => return None,
     })
@@ -244,7 +254,7 @@ pub(crate) fn format_float(f: f64) -> String {
 
 /// RENAME / RENAMENX `src` `dst` (the caller holds the exclusive pass).
 async fn rename(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     src: &[u8],
     dst: &[u8],
@@ -252,6 +262,7 @@ async fn rename(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let Some(v) = store.get(db, src, now).await? else {
         r.error("ERR no such key");
         return Ok(());
@@ -269,6 +280,8 @@ async fn rename(
         return Ok(());
     }
     relocate(store, &v, (db, src), (db, dst), true, now).await?;
+    shared.notify(notify::GENERIC, "rename_from", db, src);
+    shared.notify(notify::GENERIC, "rename_to", db, dst);
     if nx {
         r.integer(1);
     } else {
@@ -291,7 +304,7 @@ fn db_arg(store: &RespStore, a: &[u8], r: &mut Reply<'_>) -> Option<usize> {
 /// COPY (or, with `remove`, MOVE) `from` to `to`, each a database and a
 /// key, with its expiry (the caller holds the exclusive pass).
 async fn copy(
-    store: &RespStore,
+    shared: &Shared,
     from: (usize, &[u8]),
     to: (usize, &[u8]),
     replace: bool,
@@ -299,6 +312,7 @@ async fn copy(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if from == to {
         r.error("ERR source and destination objects are the same");
         return Ok(());
@@ -312,6 +326,12 @@ async fn copy(
         return Ok(());
     }
     relocate(store, &v, from, to, remove, now).await?;
+    if remove {
+        shared.notify(notify::GENERIC, "move_from", from.0, from.1);
+        shared.notify(notify::GENERIC, "move_to", to.0, to.1);
+    } else {
+        shared.notify(notify::GENERIC, "copy_to", to.0, to.1);
+    }
     r.integer(1);
     Ok(())
 }
@@ -473,12 +493,13 @@ async fn object(
 /// MSETNX k v [k v …]: all set, or none if any key exists (the caller
 /// holds the exclusive pass).
 async fn msetnx(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     pairs: &[&[u8]],
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     for k in pairs.iter().step_by(2) {
         if store.get(db, k, now).await?.is_some() {
             r.integer(0);
@@ -486,6 +507,9 @@ async fn msetnx(
         }
     }
     super::keys::set_pairs(store, db, pairs).await?;
+    for pair in pairs.chunks(2) {
+        shared.notify(notify::STRING, "set", db, pair[0]);
+    }
     r.integer(1);
     Ok(())
 }

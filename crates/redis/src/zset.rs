@@ -19,6 +19,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::compact::Compact;
 use super::face::{arity, Shared};
+use super::notify;
 use super::zset_pages::{self, Answer, Query};
 pub use super::zset_range::{parse_score, LexRange, Range, RangeQuery, ScoreRange};
 
@@ -429,20 +430,20 @@ pub async fn execute(
     let store = &*shared.store;
     let limits = Limits::now(shared);
     let done = match name {
-        b"ZADD" => return Some(zadd(store, db, args, now, limits, r).await),
+        b"ZADD" => return Some(zadd(shared, db, args, now, limits, r).await),
         b"ZINCRBY" => {
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
             let a = [args[0], args[1], b"INCR", args[2], args[3]];
-            return Some(zadd(store, db, &a, now, limits, r).await);
+            return Some(zadd(shared, db, &a, now, limits, r).await);
         }
         b"ZREM" => {
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
             let op = zset_pages::Op::Rem(&args[2..]);
-            update(store, db, args[1], now, Some(op), count_of, |z| {
+            let out = update(store, db, args[1], now, Some(op), count_of, |z| {
                 let Some(z) = z else { return Ok((false, 0)) };
                 let before = z.items.len();
                 for m in &args[2..] {
@@ -453,8 +454,13 @@ pub async fn execute(
                 let n = before - z.items.len();
                 Ok((n > 0, n as i64))
             })
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .await;
+            if let Ok(Ok(n)) = out {
+                shared
+                    .notify_removal(notify::ZSET, "zrem", db, args[1], n > 0, now)
+                    .await;
+            }
+            out.map(|out| out.map(|n| r.integer(n)))
         }
         b"ZREMRANGEBYRANK" | b"ZREMRANGEBYSCORE" | b"ZREMRANGEBYLEX" => {
             if !arity(args, 4, Some(4), r) {
@@ -468,7 +474,7 @@ pub async fn execute(
                 }
             };
             let op = zset_pages::Op::RemRange(&range);
-            update(store, db, args[1], now, Some(op), count_of, |z| {
+            let out = update(store, db, args[1], now, Some(op), count_of, |z| {
                 let Some(z) = z else { return Ok((false, 0)) };
                 let hit = range.select(z, false);
                 let n = hit.len();
@@ -480,10 +486,16 @@ pub async fn execute(
                 });
                 Ok((n > 0, n as i64))
             })
-            .await
-            .map(|out| out.map(|n| r.integer(n)))
+            .await;
+            if let Ok(Ok(n)) = out {
+                let event = String::from_utf8_lossy(name).to_lowercase();
+                shared
+                    .notify_removal(notify::ZSET, &event, db, args[1], n > 0, now)
+                    .await;
+            }
+            out.map(|out| out.map(|n| r.integer(n)))
         }
-        _ => return read_command(store, db, name, args, now, limits, r).await,
+        _ => return read_command(shared, db, name, args, now, limits, r).await,
     };
     Some(done.map(|out| {
         if let Err(msg) = out {
@@ -493,13 +505,14 @@ pub async fn execute(
 }
 
 pub(crate) async fn zadd(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     args: &[&[u8]],
     now: u64,
     limits: Limits,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     if !arity(args, 4, None, r) {
         return Ok(());
     }
@@ -547,12 +560,12 @@ pub(crate) async fn zadd(
         pairs: &scored,
     };
     let paged_out = |o| match o {
-        zset_pages::Out::Added(n, last) => (n, last),
+        zset_pages::Out::Added(n, last, changed) => (n, last, changed),
         _ => unreachable!("ZADD answers a count"),
     };
     let out = update(store, db, args[1], now, Some(op), paged_out, |z| {
         if z.is_none() && f.xx {
-            return Ok((false, (0, None)));
+            return Ok((false, (0, None, false)));
         }
         let z = z.get_or_insert_with(ZSet::default);
         let (mut added, mut changed, mut last) = (0, 0, None);
@@ -574,14 +587,18 @@ pub(crate) async fn zadd(
             };
         }
         let n = if f.ch { added + changed } else { added };
-        Ok((added + changed > 0, (n, last)))
+        Ok((added + changed > 0, (n, last, added + changed > 0)))
     })
     .await?;
+    if let Ok((_, _, true)) = out {
+        let event = if f.incr { "zincr" } else { "zadd" };
+        shared.notify(notify::ZSET, event, db, args[1]);
+    }
     match out {
         Err(msg) => r.error(msg),
-        Ok((_, Some(s))) if f.incr => reply_score(r, s),
-        Ok((_, None)) if f.incr => r.null(),
-        Ok((n, _)) => r.integer(n),
+        Ok((_, Some(s), _)) if f.incr => reply_score(r, s),
+        Ok((_, None, _)) if f.incr => r.null(),
+        Ok((n, _, _)) => r.integer(n),
     }
     Ok(())
 }
@@ -589,7 +606,7 @@ pub(crate) async fn zadd(
 /// The commands that read one sorted set (and ZRANGESTORE, which writes
 /// another).
 async fn read_command(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     name: &[u8],
     args: &[&[u8]],
@@ -597,6 +614,7 @@ async fn read_command(
     limits: Limits,
     r: &mut Reply<'_>,
 ) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
     let (min, max) = match name {
         b"ZCARD" => (2, Some(2)),
         b"ZSCORE" | b"ZRANK" | b"ZREVRANK" => (3, Some(3)),
@@ -663,7 +681,8 @@ async fn read_command(
             // No longer paged: look again.
             Ok(None) => continue,
             Ok(Some(Answer::Items(items))) if name == b"ZRANGESTORE" => {
-                return Some(store_range(store, db, args[1], items, limits, now, r).await);
+                let event = "zrangestore";
+                return Some(store_range(shared, event, db, args[1], items, limits, now, r).await);
             }
             Ok(Some(Answer::Items(items))) => {
                 reply_items(r, &items, ranged.expect("parsed").withscores)
@@ -688,7 +707,8 @@ async fn read_command(
         let items = z
             .map(|z| ranged.expect("parsed").run(&z))
             .unwrap_or_default();
-        return Some(store_range(store, db, args[1], items, limits, now, r).await);
+        let event = "zrangestore";
+        return Some(store_range(shared, event, db, args[1], items, limits, now, r).await);
     }
     match name {
         b"ZCARD" => r.integer(z.map_or(0, |z| z.items.len() as i64)),
@@ -725,9 +745,13 @@ async fn read_command(
     Some(Ok(()))
 }
 
-/// ZRANGESTORE's write of the `items` it selected to `dst`.
+/// ZRANGESTORE's (and GEOSEARCHSTORE's) write of the `items` it selected
+/// to `dst`, with keyspace event `event` (or `del` if the empty result
+/// removed `dst`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn store_range(
-    store: &RespStore,
+    shared: &Shared,
+    event: &str,
     db: usize,
     dst: &[u8],
     items: Vec<(f64, Vec<u8>)>,
@@ -737,9 +761,11 @@ pub(crate) async fn store_range(
 ) -> Result<(), Error> {
     let n = items.len();
     let z = ZSet::computed(items, limits);
-    store
+    let (_, done) = shared
+        .store
         .update(db, dst, now, |_| (z.clone().change(0), ()))
         .await?;
+    shared.notify_stored(notify::ZSET, event, db, dst, n, done);
     r.integer(n as i64);
     Ok(())
 }

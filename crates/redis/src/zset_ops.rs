@@ -11,6 +11,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
 use super::face::{arity, Shared};
+use super::notify;
 use super::scan::ScanOptions;
 use super::zset::{self, parse_score, read, reply_items, reply_score, update, Limits, ZSet};
 use super::zset_pages;
@@ -78,7 +79,7 @@ pub async fn execute(
                 },
             };
             let max = name == b"ZPOPMAX";
-            match pop(store, db, args[1], max, count.unwrap_or(1), now).await {
+            match pop(shared, db, args[1], max, count.unwrap_or(1), now).await {
                 Err(e) => Err(e),
                 Ok(Err(msg)) => {
                     r.error(msg);
@@ -110,7 +111,7 @@ pub async fn execute(
                     return Some(Ok(()));
                 }
             };
-            match try_mpop(store, db, &spec, now, r).await {
+            match try_mpop(shared, db, &spec, now, r).await {
                 Ok(Ok(false)) => {
                     r.null_array();
                     Ok(())
@@ -123,7 +124,7 @@ pub async fn execute(
             if !arity(args, 3, None, r) {
                 return Some(Ok(()));
             }
-            combine(store, db, name, args, None, now, limits, r).await
+            combine(shared, db, name, args, None, now, limits, r).await
         }
         b"ZUNIONSTORE" | b"ZINTERSTORE" | b"ZDIFFSTORE" => {
             if !arity(args, 4, None, r) {
@@ -131,7 +132,7 @@ pub async fn execute(
             }
             let op = &name[..name.len() - 5];
             let dst = Some(args[1]);
-            combine(store, db, op, &args[1..], dst, now, limits, r).await
+            combine(shared, db, op, &args[1..], dst, now, limits, r).await
         }
         b"ZRANDMEMBER" => randmember(store, db, args, now, r).await,
         b"ZSCAN" => zscan(store, db, args, now, r).await,
@@ -139,21 +140,23 @@ pub async fn execute(
     })
 }
 
-/// Pops `count` members from the low (or, `max`, high) end of `key`.
+/// Pops `count` members from the low (or, `max`, high) end of `key`,
+/// with its keyspace events (`zpopmin`/`zpopmax`, then `del` if emptied).
 pub async fn pop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     key: &[u8],
     max: bool,
     count: usize,
     now: u64,
 ) -> Result<Result<Vec<(f64, Vec<u8>)>, &'static str>, Error> {
+    let store = &*shared.store;
     let op = zset_pages::Op::Pop { max, count };
     let out = |o| match o {
         zset_pages::Out::Items(items) => items,
         _ => unreachable!("a pop answers members"),
     };
-    update(store, db, key, now, Some(op), out, |z| {
+    let out = update(store, db, key, now, Some(op), out, |z| {
         let Some(z) = z else {
             return Ok((false, Vec::new()));
         };
@@ -166,7 +169,14 @@ pub async fn pop(
         };
         Ok((n > 0, popped))
     })
-    .await
+    .await;
+    if let Ok(Ok(popped)) = &out {
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        shared
+            .notify_removal(notify::ZSET, event, db, key, !popped.is_empty(), now)
+            .await;
+    }
+    out
 }
 
 /// ZMPOP's (and BZMPOP's) arguments.
@@ -220,12 +230,13 @@ impl<'a> MPop<'a> {
 /// it popped (its reply written), false when all are empty (nothing
 /// written), `Err(())` once WRONGTYPE is answered.
 pub async fn try_mpop(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     spec: &MPop<'_>,
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Result<bool, ()>, Error> {
+    let store = &*shared.store;
     for key in &spec.keys {
         let Ok(n) = zset::card(store, db, key, now, r).await? else {
             return Ok(Err(()));
@@ -233,7 +244,7 @@ pub async fn try_mpop(
         if n == 0 {
             continue;
         }
-        let Ok(popped) = pop(store, db, key, spec.max, spec.count, now).await? else {
+        let Ok(popped) = pop(shared, db, key, spec.max, spec.count, now).await? else {
             continue;
         };
         if popped.is_empty() {
@@ -309,7 +320,7 @@ async fn input(
 /// the STORE forms: `args[0]` is skipped either way).
 #[allow(clippy::too_many_arguments)]
 async fn combine(
-    store: &RespStore,
+    shared: &Shared,
     db: usize,
     op: &[u8],
     args: &[&[u8]],
@@ -318,6 +329,7 @@ async fn combine(
     limits: Limits,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    let store = &*shared.store;
     let full = match dst {
         Some(_) => [&op.to_ascii_lowercase()[..], b"store"].concat(),
         None => op.to_ascii_lowercase(),
@@ -480,9 +492,11 @@ async fn combine(
         Some(dst) => {
             let n = result.len();
             let z = ZSet::computed(result, limits);
-            store
+            let (_, done) = store
                 .update(db, dst, now, |_| (z.clone().change(0), ()))
                 .await?;
+            let event = String::from_utf8_lossy(&full).into_owned();
+            shared.notify_stored(notify::ZSET, &event, db, dst, n, done);
             r.integer(n as i64);
         }
     }

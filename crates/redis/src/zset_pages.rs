@@ -236,7 +236,9 @@ pub enum Op<'a> {
 /// What a write command answers.
 pub enum Out {
     /// ZADD: the count it answers, and the last score set (INCR).
-    Added(i64, Option<f64>),
+    /// ZADD's count, the last score, whether any member was added or
+    /// rescored.
+    Added(i64, Option<f64>, bool),
     Count(i64),
     Items(Vec<Item>),
 }
@@ -267,7 +269,10 @@ impl Op<'_> {
                     };
                 }
                 let n = if flags.ch { added + changed } else { added };
-                (added + changed > 0, Out::Added(n, last))
+                (
+                    added + changed > 0,
+                    Out::Added(n, last, added + changed > 0),
+                )
             }
             Op::Rem(members) => {
                 let mut n = 0;

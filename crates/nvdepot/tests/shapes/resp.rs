@@ -459,6 +459,11 @@ impl Conn {
         }
     }
 
+    /// Sends `bytes` as they are (the replies are read with `read`).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
     pub fn read(&mut self) -> Value {
         loop {
             if let Some((v, n)) =

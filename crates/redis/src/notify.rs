@@ -1,0 +1,218 @@
+//! Keyspace notifications (`notify-keyspace-events`), as Redis 7.0's
+//! `notify.c`: a command that changes a key publishes its event on
+//! `__keyspace@<db>__:<key>` (the message is the event's name) and on
+//! `__keyevent@<db>__:<event>` (the message is the key), for the classes
+//! the setting enables.
+//!
+//! Each command names its events where Redis's does (same names, same
+//! order, same conditions: an HDEL that removes nothing publishes
+//! nothing; one that empties the hash publishes `hdel` then `del`).
+//! Expired keys are reported by the store when it removes them (lazy
+//! expiry or the sweep), through [`Notify::expired`].
+//!
+//! Free when off: a command's call costs one atomic load unless its class
+//! is enabled and someone is subscribed.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::pubsub::Hub;
+
+/// Event classes (Redis's `NOTIFY_*` bits).
+pub const KEYSPACE: u32 = 1 << 0;
+pub const KEYEVENT: u32 = 1 << 1;
+pub const GENERIC: u32 = 1 << 2;
+pub const STRING: u32 = 1 << 3;
+pub const LIST: u32 = 1 << 4;
+pub const SET: u32 = 1 << 5;
+pub const HASH: u32 = 1 << 6;
+pub const ZSET: u32 = 1 << 7;
+pub const EXPIRED: u32 = 1 << 8;
+pub const EVICTED: u32 = 1 << 9;
+pub const STREAM: u32 = 1 << 10;
+pub const KEY_MISS: u32 = 1 << 11;
+pub const MODULE: u32 = 1 << 12;
+pub const NEW: u32 = 1 << 13;
+/// `A`: every class but key misses and new keys.
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+
+/// The classes in force (`CONFIG SET notify-keyspace-events`).
+#[derive(Default)]
+pub struct Notify {
+    flags: AtomicU32,
+}
+
+/// What `CONFIG SET` answers to a class character Redis does not know.
+pub const INVALID: &str = "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.";
+
+impl Notify {
+    /// Redis's `keyspaceEventsStringToFlags`; `None` for an unknown
+    /// character.
+    pub fn parse(classes: &[u8]) -> Option<u32> {
+        classes.iter().try_fold(0, |flags, c| {
+            Some(
+                flags
+                    | match c {
+                        b'A' => ALL,
+                        b'g' => GENERIC,
+                        b'$' => STRING,
+                        b'l' => LIST,
+                        b's' => SET,
+                        b'h' => HASH,
+                        b'z' => ZSET,
+                        b'x' => EXPIRED,
+                        b'e' => EVICTED,
+                        b'K' => KEYSPACE,
+                        b'E' => KEYEVENT,
+                        b't' => STREAM,
+                        b'm' => KEY_MISS,
+                        b'd' => MODULE,
+                        b'n' => NEW,
+                        _ => return None,
+                    },
+            )
+        })
+    }
+
+    /// Redis's `keyspaceEventsFlagsToString` (what `CONFIG GET` shows).
+    pub fn describe(&self) -> String {
+        let flags = self.flags.load(Ordering::Relaxed);
+        let mut s = String::new();
+        if flags & ALL == ALL {
+            s.push('A');
+        } else {
+            for (bit, c) in [
+                (GENERIC, 'g'),
+                (STRING, '$'),
+                (LIST, 'l'),
+                (SET, 's'),
+                (HASH, 'h'),
+                (ZSET, 'z'),
+                (EXPIRED, 'x'),
+                (EVICTED, 'e'),
+                (STREAM, 't'),
+                (MODULE, 'd'),
+                (NEW, 'n'),
+            ] {
+                if flags & bit != 0 {
+                    s.push(c);
+                }
+            }
+        }
+        for (bit, c) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
+            if flags & bit != 0 {
+                s.push(c);
+            }
+        }
+        s
+    }
+
+    pub fn set(&self, flags: u32) {
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+
+    /// Whether an event of `class` would be published (a command may skip
+    /// working out an event's details otherwise).
+    pub fn wanted(&self, class: u32) -> bool {
+        let flags = self.flags.load(Ordering::Relaxed);
+        flags & class != 0 && flags & (KEYSPACE | KEYEVENT) != 0
+    }
+
+    /// Redis's `notifyKeyspaceEvent`: publishes `event` of `class` on
+    /// `key` of `db` if the class is enabled.
+    pub fn event(&self, hub: &Hub, class: u32, event: &str, db: usize, key: &[u8]) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        if flags & class == 0 || !hub.any() {
+            return;
+        }
+        if flags & KEYSPACE != 0 {
+            let mut channel = format!("__keyspace@{db}__:").into_bytes();
+            channel.extend_from_slice(key);
+            hub.publish(&channel, event.as_bytes());
+        }
+        if flags & KEYEVENT != 0 {
+            hub.publish(format!("__keyevent@{db}__:{event}").as_bytes(), key);
+        }
+    }
+}
+
+impl super::face::Shared {
+    /// The events of a command storing a computed result at `key`
+    /// (SINTERSTORE, ZUNIONSTORE, ZRANGESTORE, GEOSEARCHSTORE, BITOP):
+    /// `event` when the result had elements, else `del` if that removed
+    /// the key.
+    pub fn notify_stored(
+        &self,
+        class: u32,
+        event: &str,
+        db: usize,
+        key: &[u8],
+        elements: usize,
+        done: nvdepot_cache::resp::Updated,
+    ) {
+        if elements > 0 {
+            self.notify(class, event, db, key);
+        } else if done == nvdepot_cache::resp::Updated::Deleted {
+            self.notify(GENERIC, "del", db, key);
+        }
+    }
+
+    /// The events of a command that removed elements from a collection
+    /// (HDEL, SREM, LPOP, ZREM, …): `event` of `class` if it removed any,
+    /// then `del` if that left the key empty (Redis deletes an emptied
+    /// collection). Whether it did is read after the write, only when
+    /// `del` events are wanted: exact unless another client writes the
+    /// key in between (then the `del` may be missed or doubled).
+    pub async fn notify_removal(
+        &self,
+        class: u32,
+        event: &str,
+        db: usize,
+        key: &[u8],
+        removed: bool,
+        now: u64,
+    ) {
+        if !removed {
+            return;
+        }
+        self.notify(class, event, db, key);
+        if self.notify.wanted(GENERIC) && self.hub.any() {
+            if let Ok(None) = self.store.get(db, key, now).await {
+                self.notify(GENERIC, "del", db, key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_read_and_print_as_redis_does() {
+        let n = Notify::default();
+        for (given, shown) in [
+            ("", ""),
+            ("KEA", "AKE"),
+            ("Ex", "xE"),
+            ("Kg$lshzxetd", "AK"),
+            ("nmK", "nKm"),
+            ("Eh", "hE"),
+            ("AAg", "A"),
+        ] {
+            n.set(Notify::parse(given.as_bytes()).unwrap());
+            assert_eq!(n.describe(), shown, "{given}");
+        }
+        assert_eq!(Notify::parse(b"KEA!"), None);
+        assert_eq!(Notify::parse(b"a"), None);
+    }
+
+    #[test]
+    fn nothing_is_wanted_without_a_channel_kind() {
+        let n = Notify::default();
+        n.set(Notify::parse(b"A").unwrap());
+        assert!(!n.wanted(GENERIC));
+        n.set(Notify::parse(b"Kg").unwrap());
+        assert!(n.wanted(GENERIC) && !n.wanted(HASH));
+    }
+}

@@ -1,0 +1,514 @@
+//! Client-side caching: `CLIENT TRACKING` and its companions (`CLIENT
+//! CACHING`, `GETREDIR`, `TRACKINGINFO`), as Redis 7.0's `tracking.c`.
+//! redis-py's and Lettuce's near caches rest on it: a client keeps the
+//! values it read, and the server tells it when one changes.
+//!
+//! Default mode: the keys a tracking client reads (read-only commands,
+//! their key positions from the command table) are remembered, key →
+//! clients, across databases as Redis does; the first change of such a
+//! key sends each of those clients one `invalidate` message and forgets
+//! the key. BCAST mode: every change of a key under one of the client's
+//! prefixes is sent, nothing is remembered. FLUSHDB/FLUSHALL send a null
+//! invalidation (all keys) to every tracking client.
+//!
+//! A change is what the store reports for every write, deletion or
+//! expiry (`RespStore::on_modified`, Redis's `signalModifiedKey`); the
+//! client making it is the one whose command the worker is polling
+//! (`as_client`), for NOLOOP. Messages go into the target connection's
+//! mailbox (the one Pub/Sub uses): RESP3 push messages on the tracking
+//! connection, or — with REDIRECT — to another connection, as
+//! `__redis__:invalidate` Pub/Sub messages if it speaks RESP2. A client's
+//! own invalidations come right after its reply, as Redis 7.0 defers them.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use nvdepot_resp::{errors, Reply, Version};
+use parking_lot::Mutex;
+
+use super::face::RespSession;
+use super::pubsub::Mailbox;
+
+thread_local! {
+    /// The client whose command this thread is running (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Runs `f`, the command of client `id`: a key it changes is its own
+/// change (NOLOOP does not send it back).
+pub async fn as_client<F: Future>(id: u64, f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        let before = CURRENT.replace(id);
+        let polled = f.as_mut().poll(cx);
+        CURRENT.set(before);
+        polled
+    })
+    .await
+}
+
+/// One connection's tracking settings (its session's copy).
+#[derive(Clone, Default)]
+pub struct Mode {
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// CLIENT CACHING YES (OPTIN) / NO (OPTOUT) for the next command.
+    pub caching: bool,
+    /// Client id messages go to (0: this connection).
+    pub redirect: u64,
+    pub prefixes: BTreeSet<Vec<u8>>,
+}
+
+/// Server-wide tracking state.
+#[derive(Default)]
+pub struct Tracking {
+    /// Any client tracking (changes cost one atomic load otherwise).
+    on: AtomicBool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Default mode: key → clients that read it since its last change.
+    keys: HashMap<Vec<u8>, BTreeSet<u64>>,
+    /// BCAST mode: prefix → clients.
+    prefixes: BTreeMap<Vec<u8>, BTreeSet<u64>>,
+    trackers: HashMap<u64, Tracker>,
+    /// Every connection with a mailbox (a redirect's possible targets).
+    mailboxes: HashMap<u64, Weak<Mailbox>>,
+}
+
+struct Tracker {
+    bcast: bool,
+    noloop: bool,
+    redirect: u64,
+    broken: bool,
+}
+
+impl Tracking {
+    /// Connection `id` has a mailbox (it subscribed, or tracks).
+    pub fn mailbox_opened(&self, id: u64, mailbox: &Arc<Mailbox>) {
+        self.state
+            .lock()
+            .mailboxes
+            .insert(id, Arc::downgrade(mailbox));
+    }
+
+    /// Connection `id` closed: its tracking and its mailbox go.
+    pub fn closed(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.mailboxes.remove(&id);
+        self.stop(&mut st, id);
+    }
+
+    fn stop(&self, st: &mut State, id: u64) {
+        if st.trackers.remove(&id).is_none() {
+            return;
+        }
+        st.prefixes.retain(|_, ids| {
+            ids.remove(&id);
+            !ids.is_empty()
+        });
+        self.on.store(!st.trackers.is_empty(), Ordering::Release);
+    }
+
+    /// `CLIENT TRACKING ON` of connection `id` with `mode`.
+    fn start(&self, id: u64, mode: &Mode) {
+        let mut st = self.state.lock();
+        st.prefixes.retain(|_, ids| {
+            ids.remove(&id);
+            !ids.is_empty()
+        });
+        if mode.bcast {
+            if mode.prefixes.is_empty() {
+                st.prefixes.entry(Vec::new()).or_default().insert(id);
+            }
+            for p in &mode.prefixes {
+                st.prefixes.entry(p.clone()).or_default().insert(id);
+            }
+        }
+        st.trackers.insert(
+            id,
+            Tracker {
+                bcast: mode.bcast,
+                noloop: mode.noloop,
+                redirect: mode.redirect,
+                broken: false,
+            },
+        );
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Remembers that client `id` read `keys` (default mode).
+    fn remember(&self, id: u64, keys: &[&[u8]]) {
+        let mut st = self.state.lock();
+        for k in keys {
+            st.keys.entry(k.to_vec()).or_default().insert(id);
+        }
+    }
+
+    /// Key `key` changed (in any database: tracking keys are global).
+    pub fn changed(&self, key: &[u8]) {
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
+        let by = CURRENT.get();
+        let mut st = self.state.lock();
+        let mut targets = Vec::new();
+        for (prefix, ids) in &st.prefixes {
+            if key.starts_with(prefix) {
+                targets.extend(ids.iter().copied());
+            }
+        }
+        if let Some(ids) = st.keys.remove(key) {
+            targets.extend(
+                ids.into_iter()
+                    .filter(|id| st.trackers.get(id).is_some_and(|t| !t.bcast)),
+            );
+        }
+        // One message per client even if several of its prefixes match.
+        targets.sort_unstable();
+        targets.dedup();
+        for id in targets {
+            if st.trackers.get(&id).is_some_and(|t| t.noloop && id == by) {
+                continue;
+            }
+            st.send(id, Some(key));
+        }
+    }
+
+    /// FLUSHDB / FLUSHALL: every tracking client is told all keys changed.
+    pub fn flushed(&self) {
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.keys.clear();
+        let ids: Vec<u64> = st.trackers.keys().copied().collect();
+        for id in ids {
+            st.send(id, None);
+        }
+    }
+
+    /// Whether client `id` redirects to a connection that is gone.
+    fn broken(&self, id: u64) -> bool {
+        self.state
+            .lock()
+            .trackers
+            .get(&id)
+            .is_some_and(|t| t.broken)
+    }
+}
+
+impl State {
+    /// Sends tracking client `id` the invalidation of `key` (`None`: all
+    /// keys), where its settings say.
+    fn send(&mut self, id: u64, key: Option<&[u8]>) {
+        let Some(t) = self.trackers.get_mut(&id) else {
+            return;
+        };
+        let own = self.mailboxes.get(&id).and_then(Weak::upgrade);
+        if t.redirect == 0 {
+            if let Some(m) = own.filter(|m| m.version() == Version::Resp3) {
+                invalidate(&m, key);
+            }
+            return;
+        }
+        let redirect = t.redirect;
+        match self.mailboxes.get(&redirect).and_then(Weak::upgrade) {
+            Some(target) if target.version() == Version::Resp3 => invalidate(&target, key),
+            // RESP2: as a Pub/Sub message of `__redis__:invalidate`.
+            Some(target) => target.deliver(|r| {
+                r.array(3);
+                r.bulk(b"message");
+                r.bulk(b"__redis__:invalidate");
+                keys_part(r, key);
+            }),
+            None => {
+                t.broken = true;
+                if let Some(m) = own.filter(|m| m.version() == Version::Resp3) {
+                    m.deliver(|r| {
+                        r.push(2);
+                        r.bulk(b"tracking-redir-broken");
+                        r.integer(redirect as i64);
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn invalidate(m: &Mailbox, key: Option<&[u8]>) {
+    m.deliver(|r| {
+        r.push(2);
+        r.bulk(b"invalidate");
+        keys_part(r, key);
+    });
+}
+
+fn keys_part(r: &mut Reply<'_>, key: Option<&[u8]>) {
+    match key {
+        Some(k) => {
+            r.array(1);
+            r.bulk(k);
+        }
+        None => r.null(),
+    }
+}
+
+/// Redis's check that a client's prefixes do not overlap: the error, if
+/// one starts another (`existing` first, then the new ones among
+/// themselves).
+fn prefix_collision(existing: &BTreeSet<Vec<u8>>, new: &[&[u8]]) -> Option<String> {
+    let overlap = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    for (i, p) in new.iter().enumerate() {
+        if let Some(e) = existing.iter().find(|e| overlap(e, p)) {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single \
+                 client must not overlap.",
+                text(p),
+                text(e)
+            ));
+        }
+        if let Some(q) = new[i + 1..].iter().find(|q| overlap(p, q)) {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a \
+                 single client must not overlap.",
+                text(p),
+                text(q)
+            ));
+        }
+    }
+    None
+}
+
+impl RespSession {
+    /// `CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p …] [BCAST] [OPTIN]
+    /// [OPTOUT] [NOLOOP]`.
+    pub(super) fn client_tracking(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let mut mode = Mode::default();
+        let mut prefixes: Vec<&[u8]> = Vec::new();
+        let mut j = 3;
+        while j < args.len() {
+            let more = j + 1 < args.len();
+            match args[j].to_ascii_uppercase().as_slice() {
+                b"REDIRECT" if more => {
+                    j += 1;
+                    if mode.redirect != 0 {
+                        return r.error("ERR A client can only redirect to a single other client");
+                    }
+                    let Some(id) = super::keys::int_arg(args[j]) else {
+                        return r.error(errors::NOT_INTEGER);
+                    };
+                    if !self.shared.clients.exists(id) {
+                        return r.error("ERR The client ID you want redirect to does not exist");
+                    }
+                    mode.redirect = id as u64;
+                }
+                b"BCAST" => mode.bcast = true,
+                b"OPTIN" => mode.optin = true,
+                b"OPTOUT" => mode.optout = true,
+                b"NOLOOP" => mode.noloop = true,
+                b"PREFIX" if more => {
+                    j += 1;
+                    prefixes.push(args[j]);
+                }
+                _ => return r.error(errors::SYNTAX),
+            }
+            j += 1;
+        }
+        let id = self.client.id;
+        match args[2].to_ascii_uppercase().as_slice() {
+            b"ON" => {
+                if !mode.bcast && !prefixes.is_empty() {
+                    return r.error("ERR PREFIX option requires BCAST mode to be enabled");
+                }
+                let old = self.tracking.clone();
+                if old.as_ref().is_some_and(|o| o.bcast != mode.bcast) {
+                    return r.error(
+                        "ERR You can't switch BCAST mode on/off before disabling tracking for \
+                         this client, and then re-enabling it with a different mode.",
+                    );
+                }
+                if mode.bcast && (mode.optin || mode.optout) {
+                    return r.error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+                }
+                if mode.optin && mode.optout {
+                    return r.error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+                }
+                if old
+                    .as_ref()
+                    .is_some_and(|o| (mode.optin && o.optout) || (mode.optout && o.optin))
+                {
+                    return r.error(
+                        "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for \
+                         this client, and then re-enabling it with a different mode.",
+                    );
+                }
+                let existing = old.map(|o| o.prefixes).unwrap_or_default();
+                if mode.bcast {
+                    if let Some(e) = prefix_collision(&existing, &prefixes) {
+                        return r.error(&e);
+                    }
+                }
+                // Redis adds the new prefixes to those already set.
+                mode.prefixes = existing;
+                mode.prefixes.extend(prefixes.iter().map(|p| p.to_vec()));
+                self.open_mailbox(r.version);
+                self.shared.tracking.start(id, &mode);
+                self.tracking = Some(mode);
+                r.ok();
+            }
+            b"OFF" => {
+                self.tracking_off();
+                r.ok();
+            }
+            _ => r.error(errors::SYNTAX),
+        }
+    }
+
+    /// Tracking ends (CLIENT TRACKING OFF, RESET).
+    pub(super) fn tracking_off(&mut self) {
+        if self.tracking.take().is_some() {
+            let mut st = self.shared.tracking.state.lock();
+            self.shared.tracking.stop(&mut st, self.client.id);
+        }
+    }
+
+    /// `CLIENT CACHING YES|NO`.
+    pub(super) fn client_caching(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let Some(mode) = self.tracking.as_mut() else {
+            return r.error(
+                "ERR CLIENT CACHING can be called only when the client is in tracking mode with \
+                 OPTIN or OPTOUT mode enabled",
+            );
+        };
+        match args[2].to_ascii_uppercase().as_slice() {
+            b"YES" if mode.optin => mode.caching = true,
+            b"YES" => {
+                return r.error(
+                    "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+                )
+            }
+            b"NO" if mode.optout => mode.caching = true,
+            b"NO" => {
+                return r.error(
+                    "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+                )
+            }
+            _ => return r.error(errors::SYNTAX),
+        }
+        r.ok();
+    }
+
+    /// `CLIENT GETREDIR`: the redirect id, 0 for none, -1 if not tracking.
+    pub(super) fn client_getredir(&self, r: &mut Reply<'_>) {
+        r.integer(self.tracking.as_ref().map_or(-1, |m| m.redirect as i64));
+    }
+
+    /// `CLIENT TRACKINGINFO`.
+    pub(super) fn client_trackinginfo(&self, r: &mut Reply<'_>) {
+        let m = self.tracking.as_ref();
+        let mut flags: Vec<&str> = vec![if m.is_some() { "on" } else { "off" }];
+        if let Some(m) = m {
+            if m.bcast {
+                flags.push("bcast");
+            }
+            if m.optin {
+                flags.push("optin");
+                if m.caching {
+                    flags.push("caching-yes");
+                }
+            }
+            if m.optout {
+                flags.push("optout");
+                if m.caching {
+                    flags.push("caching-no");
+                }
+            }
+            if m.noloop {
+                flags.push("noloop");
+            }
+            if self.shared.tracking.broken(self.client.id) {
+                flags.push("broken_redirect");
+            }
+        }
+        r.map(3);
+        r.bulk(b"flags");
+        r.set(flags.len());
+        for f in flags {
+            r.bulk(f.as_bytes());
+        }
+        r.bulk(b"redirect");
+        r.integer(m.map_or(-1, |m| m.redirect as i64));
+        r.bulk(b"prefixes");
+        let prefixes = m.map(|m| m.prefixes.clone()).unwrap_or_default();
+        r.array(prefixes.len());
+        for p in &prefixes {
+            r.bulk(p);
+        }
+    }
+
+    /// After a command ran (`name`, `args`): remembers the keys a
+    /// read-only command read for this tracking client, and ends a
+    /// CLIENT CACHING's one-command effect.
+    pub(super) fn tracked(&mut self, name: &[u8], args: &[&[u8]]) {
+        let Some(mode) = self.tracking.as_mut() else {
+            return;
+        };
+        let caching = mode.caching;
+        // Redis keeps CACHING across CLIENT commands and inside MULTI.
+        if name != b"CLIENT" && self.multi.is_none() {
+            mode.caching = false;
+        }
+        if mode.bcast || (mode.optin && !caching) || (mode.optout && caching) {
+            return;
+        }
+        let Some(spec) = super::commands::find(name) else {
+            return;
+        };
+        if spec.write || spec.first == 0 || super::pubsub::is_pubsub(name) {
+            return;
+        }
+        let keys = super::commands::keys(name, args);
+        if !keys.is_empty() {
+            self.shared.tracking.remember(self.client.id, &keys);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_prefixes_are_refused_as_redis_does() {
+        let existing: BTreeSet<Vec<u8>> = [b"user:".to_vec()].into();
+        assert!(prefix_collision(&existing, &[b"user:1"]).is_some());
+        assert!(prefix_collision(&existing, &[b"us"]).is_some());
+        assert!(prefix_collision(&existing, &[b"obj:"]).is_none());
+        assert!(prefix_collision(&BTreeSet::new(), &[b"a", b"ab"]).is_some());
+        assert!(prefix_collision(&BTreeSet::new(), &[b"a", b"b"]).is_none());
+    }
+
+    #[test]
+    fn a_change_is_sent_once_and_then_forgotten() {
+        let t = Tracking::default();
+        t.start(7, &Mode::default());
+        t.remember(7, &[b"k"]);
+        assert!(t.state.lock().keys.contains_key(&b"k"[..]));
+        t.changed(b"k");
+        assert!(!t.state.lock().keys.contains_key(&b"k"[..]));
+        t.closed(7);
+        assert!(!t.on.load(Ordering::Acquire));
+    }
+}
