@@ -36,6 +36,7 @@ const FLAGS: &[&str] = &[
 ];
 
 /// One registered function.
+#[derive(Clone)]
 pub struct FunctionDef {
     pub callback: Function,
     pub library: String,
@@ -473,10 +474,30 @@ impl Vm {
                 r.bulk(b"functions_count");
                 r.integer(self.registry.functions.len() as i64);
             }
-            b"DUMP" | b"RESTORE" => r.error(
-                "ERR FUNCTION DUMP and RESTORE are not supported by nvdepot (use FUNCTION LIST \
-                 WITHCODE and FUNCTION LOAD)",
-            ),
+            b"DUMP" => {
+                if args.len() != 2 {
+                    wrong(&mut r);
+                    return out;
+                }
+                // Redis's payload: each library's code as RDB_OPCODE_FUNCTION2
+                // and an RDB string, then the RDB version and a CRC-64.
+                let mut items = Vec::new();
+                for code in self.registry.libraries.values() {
+                    items.push(super::dump::OPCODE_FUNCTION2);
+                    super::dump::put_string(&mut items, code);
+                }
+                r.bulk(&super::dump::seal(items));
+            }
+            b"RESTORE" => {
+                if args.len() < 3 {
+                    wrong(&mut r);
+                    return out;
+                }
+                match self.function_restore(shared, args) {
+                    Ok(()) => r.ok(),
+                    Err(e) => r.error(e),
+                }
+            }
             _ => r.error(errors::quoting(
                 "ERR unknown subcommand '",
                 args.get(1).map_or(&b""[..], Vec::as_slice),
@@ -485,6 +506,87 @@ impl Vm {
             )),
         }
         out
+    }
+
+    /// `FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]`, all or nothing:
+    /// a payload of FUNCTION DUMP, from nvdepot or redis-server.
+    fn function_restore(&mut self, shared: &Shared, args: &[Vec<u8>]) -> Result<(), String> {
+        if args.len() > 4 {
+            return Err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                String::from_utf8_lossy(&args[1])
+            ));
+        }
+        #[derive(PartialEq)]
+        enum Policy {
+            Append,
+            Replace,
+            Flush,
+        }
+        let policy = match args.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
+            None | Some(b"APPEND") => Policy::Append,
+            Some(b"REPLACE") => Policy::Replace,
+            Some(b"FLUSH") => Policy::Flush,
+            Some(_) => {
+                return Err(
+                    "ERR Wrong restore policy given, value should be either FLUSH, \
+                            APPEND or REPLACE."
+                        .into(),
+                )
+            }
+        };
+        let items = super::dump::verify(&args[2])
+            .ok_or("ERR DUMP payload version or checksum are wrong")?;
+        let mut reader = super::dump::Reader::new(items);
+        let mut codes = Vec::new();
+        while !reader.done() {
+            match reader.byte() {
+                Some(super::dump::OPCODE_FUNCTION2) => {}
+                // (246: 7.0's release candidates' format, not read here.)
+                _ => return Err("ERR given type is not a function".into()),
+            }
+            let code = reader
+                .string()
+                .ok_or("ERR failed loading the given functions payload")?;
+            codes.push(code);
+        }
+        let before = (
+            self.registry.libraries.clone(),
+            self.registry.functions.clone(),
+        );
+        if policy == Policy::Flush {
+            self.registry.libraries.clear();
+            self.registry.functions.clear();
+        }
+        let mut loaded = Vec::new();
+        let mut result = Ok(());
+        for code in &codes {
+            let name = match metadata(code) {
+                Ok(n) => n,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            // A library twice in one payload, or (APPEND) one already here.
+            if loaded.contains(&name)
+                || (policy == Policy::Append && self.registry.libraries.contains_key(&name))
+            {
+                result = Err(format!("ERR Library {name} already exists"));
+                break;
+            }
+            if let Err(e) = self.load_library(code, true) {
+                result = Err(e);
+                break;
+            }
+            loaded.push(name);
+        }
+        let result = result.and_then(|()| self.persist_functions(shared));
+        if result.is_err() {
+            self.registry.libraries = before.0;
+            self.registry.functions = before.1;
+        }
+        result
     }
 
     /// `FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]`.

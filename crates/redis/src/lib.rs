@@ -26,6 +26,7 @@ pub mod cluster;
 mod commands;
 mod compact;
 mod config;
+mod dump;
 pub mod expiry;
 pub mod face;
 mod functions;

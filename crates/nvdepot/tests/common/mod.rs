@@ -238,6 +238,18 @@ impl Resp {
         self.send(args);
         self.read()
     }
+
+    /// [`Resp::call`] with binary arguments.
+    pub fn call_bytes(&mut self, args: &[&[u8]]) -> nvdepot_resp::Value {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend(format!("${}\r\n", a.len()).bytes());
+            req.extend_from_slice(a);
+            req.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&req).expect("send");
+        self.read()
+    }
 }
 
 /// A stock reference server (memcached, redis-server) on a free port of
