@@ -250,8 +250,15 @@ impl Session for RespSession {
                     // A subscriber's messages so far go before the reply.
                     self.take_messages(out);
                     let args: Vec<&[u8]> = cmd.args.iter().map(Cow::as_ref).collect();
-                    let id = self.client.id;
-                    super::tracking::as_client(id, self.dispatch(&args, out)).await;
+                    if self.shared.tracking.active() {
+                        // Whose change a key's is, for NOLOOP (only then:
+                        // the wrapper moves the command's future, a cost
+                        // every GET paid when it was always there).
+                        let id = self.client.id;
+                        super::tracking::as_client(id, self.dispatch(&args, out)).await;
+                    } else {
+                        self.dispatch(&args, out).await;
+                    }
                     if self.tracking.is_some() {
                         // Its own invalidations right after its reply, as
                         // Redis 7.0 defers them.

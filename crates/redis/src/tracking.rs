@@ -14,7 +14,9 @@
 //! A change is what the store reports for every write, deletion or
 //! expiry (`RespStore::on_modified`, Redis's `signalModifiedKey`); the
 //! client making it is the one whose command the worker is polling
-//! (`as_client`), for NOLOOP. Messages go into the target connection's
+//! (`as_client`, wrapped around commands only while some client tracks:
+//! a command that began before the first CLIENT TRACKING ON counts as
+//! nobody's, so NOLOOP may send its change back), for NOLOOP. Messages go into the target connection's
 //! mailbox (the one Pub/Sub uses): RESP3 push messages on the tracking
 //! connection, or — with REDIRECT — to another connection, as
 //! `__redis__:invalidate` Pub/Sub messages if it speaks RESP2. A client's
@@ -91,6 +93,11 @@ struct Tracker {
 }
 
 impl Tracking {
+    /// Whether any client tracks.
+    pub fn active(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
     /// Connection `id` has a mailbox (it subscribed, or tracks).
     pub fn mailbox_opened(&self, id: u64, mailbox: &Arc<Mailbox>) {
         self.state
