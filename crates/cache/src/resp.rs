@@ -136,13 +136,14 @@ pub struct RespStore {
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
     expiring_writes: AtomicU64,
     /// Told of each key removed because it expired ([`RespStore::on_expired`]).
-    expired_hook: std::sync::OnceLock<ExpiredHook>,
+    expired_hook: std::sync::OnceLock<KeyHook>,
     /// Told of each key written ([`RespStore::on_modified`]).
-    modified_hook: std::sync::OnceLock<ExpiredHook>,
+    modified_hook: std::sync::OnceLock<KeyHook>,
 }
 
-/// What [`RespStore::on_expired`] calls: (database, key).
-pub type ExpiredHook = Box<dyn Fn(usize, &[u8]) + Send + Sync>;
+/// What [`RespStore::on_expired`] and [`RespStore::on_modified`] call:
+/// (database, key).
+pub type KeyHook = Box<dyn Fn(usize, &[u8]) + Send + Sync>;
 
 fn encode(kind: Kind, data: &[u8], expire_at_ms: u64) -> (Vec<u8>, Envelope) {
     let mut raw = Vec::with_capacity(EXPIRY_BYTES + data.len());
@@ -234,7 +235,7 @@ impl RespStore {
     /// deleted or found expired, once the change is visible to reads
     /// (Redis's `signalModifiedKey`, which client tracking invalidates
     /// on). Set once; a second hook is ignored.
-    pub fn on_modified(&self, hook: ExpiredHook) {
+    pub fn on_modified(&self, hook: KeyHook) {
         let _ = self.modified_hook.set(hook);
     }
 
@@ -242,7 +243,7 @@ impl RespStore {
     /// expired (found expired by a read or a write, or by the expiry
     /// sweep), after the removal: Redis's `expired` keyspace event. Set
     /// once; a second hook is ignored.
-    pub fn on_expired(&self, hook: ExpiredHook) {
+    pub fn on_expired(&self, hook: KeyHook) {
         let _ = self.expired_hook.set(hook);
     }
 

@@ -6,7 +6,7 @@
 //! sharing one group commit): each key is atomic, the command as a whole
 //! is not (Redis runs it in one step).
 
-use nvdepot_cache::resp::{unix_now_ms, Change, Kind, RespStore, Updated, Value};
+use nvdepot_cache::resp::{unix_now_ms, Change, Kind, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
@@ -43,16 +43,26 @@ pub fn int32_arg(a: &[u8], r: &mut Reply<'_>) -> Option<i32> {
 /// last pair of a key counts): one crash-atomic batch when its records fit
 /// a segment, else key by key, at most `join::IN_FLIGHT_MAX` at once (a
 /// crash during it may leave some keys set: docs/REDIS.md).
-pub async fn set_pairs(store: &RespStore, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
+pub async fn set_pairs(shared: &Shared, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
+    let store = &*shared.store;
     let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
     if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
-        return store.set_many(db, &kvs).await;
+        store.set_many(db, &kvs).await?;
+    } else {
+        let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
+        let writes = last_of_each(&keys)
+            .into_iter()
+            .map(|i| store.set(db, kvs[i].0, kvs[i].1, 0));
+        join_all(writes)
+            .await
+            .into_iter()
+            .collect::<Result<(), Error>>()?;
     }
-    let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
-    let writes = last_of_each(&keys)
-        .into_iter()
-        .map(|i| store.set(db, kvs[i].0, kvs[i].1, 0));
-    join_all(writes).await.into_iter().collect()
+    // A `set` per pair, in argument order (Redis's MSET and MSETNX).
+    for (k, _) in &kvs {
+        shared.notify(notify::STRING, "set", db, k);
+    }
+    Ok(())
 }
 
 fn storage_error(r: &mut Reply<'_>, e: &Error) {
@@ -259,12 +269,7 @@ pub async fn execute(
                 r.error(errors::wrong_arity(args[0]));
                 return true;
             }
-            set_pairs(store, db, &args[1..]).await.map(|_| {
-                for pair in args[1..].chunks(2) {
-                    shared.notify(notify::STRING, "set", db, pair[0]);
-                }
-                r.ok()
-            })
+            set_pairs(shared, db, &args[1..]).await.map(|_| r.ok())
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {
@@ -393,13 +398,18 @@ pub async fn execute(
             let done: Result<Vec<_>, _> = join_all(deletes).await.into_iter().collect();
             // An expired key is removed too, but does not count.
             done.map(|d| {
-                // Events in the order Redis deletes: each key at its first
-                // mention.
-                for (i, key) in keys.iter().enumerate() {
-                    let first = !keys[..i].contains(key);
-                    let at = last.iter().position(|&l| keys[l] == *key);
-                    if first && at.is_some_and(|at| d[at].0) {
-                        shared.notify(notify::GENERIC, "del", db, key);
+                if shared.notifies(notify::GENERIC) {
+                    // Events in the order Redis deletes: each key at its
+                    // first mention.
+                    let mut live: std::collections::HashMap<&[u8], bool> = last
+                        .iter()
+                        .zip(&d)
+                        .map(|(&i, (l, _))| (keys[i], *l))
+                        .collect();
+                    for key in keys {
+                        if live.remove(key) == Some(true) {
+                            shared.notify(notify::GENERIC, "del", db, key);
+                        }
                     }
                 }
                 r.integer(d.iter().filter(|(live, _)| *live).count() as i64)

@@ -137,6 +137,12 @@ impl Notify {
 }
 
 impl super::face::Shared {
+    /// Whether an event of `class` would reach anyone now (a command may
+    /// skip working out its events otherwise).
+    pub fn notifies(&self, class: u32) -> bool {
+        self.notify.wanted(class) && self.hub.any()
+    }
+
     /// The events of a command storing a computed result at `key`
     /// (SINTERSTORE, ZUNIONSTORE, ZRANGESTORE, GEOSEARCHSTORE, BITOP):
     /// `event` when the result had elements, else `del` if that removed
@@ -176,7 +182,7 @@ impl super::face::Shared {
             return;
         }
         self.notify(class, event, db, key);
-        if self.notify.wanted(GENERIC) && self.hub.any() {
+        if self.notifies(GENERIC) {
             if let Ok(None) = self.store.get(db, key, now).await {
                 self.notify(GENERIC, "del", db, key);
             }

@@ -506,10 +506,7 @@ async fn msetnx(
             return Ok(());
         }
     }
-    super::keys::set_pairs(store, db, pairs).await?;
-    for pair in pairs.chunks(2) {
-        shared.notify(notify::STRING, "set", db, pair[0]);
-    }
+    super::keys::set_pairs(shared, db, pairs).await?;
     r.integer(1);
     Ok(())
 }

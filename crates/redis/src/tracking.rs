@@ -117,20 +117,14 @@ impl Tracking {
         if st.trackers.remove(&id).is_none() {
             return;
         }
-        st.prefixes.retain(|_, ids| {
-            ids.remove(&id);
-            !ids.is_empty()
-        });
+        st.forget_prefixes(id);
         self.on.store(!st.trackers.is_empty(), Ordering::Release);
     }
 
     /// `CLIENT TRACKING ON` of connection `id` with `mode`.
     fn start(&self, id: u64, mode: &Mode) {
         let mut st = self.state.lock();
-        st.prefixes.retain(|_, ids| {
-            ids.remove(&id);
-            !ids.is_empty()
-        });
+        st.forget_prefixes(id);
         if mode.bcast {
             if mode.prefixes.is_empty() {
                 st.prefixes.entry(Vec::new()).or_default().insert(id);
@@ -213,6 +207,14 @@ impl Tracking {
 }
 
 impl State {
+    /// Client `id` off every BCAST prefix (a prefix nobody has goes).
+    fn forget_prefixes(&mut self, id: u64) {
+        self.prefixes.retain(|_, ids| {
+            ids.remove(&id);
+            !ids.is_empty()
+        });
+    }
+
     /// Sends tracking client `id` the invalidation of `key` (`None`: all
     /// keys), where its settings say.
     fn send(&mut self, id: u64, key: Option<&[u8]>) {
