@@ -329,9 +329,7 @@ fn show(v: &Value) -> String {
 
 #[test]
 fn replies_match_redis() {
-    let args = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

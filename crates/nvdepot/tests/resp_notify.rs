@@ -142,17 +142,7 @@ fn step(redis: &mut Side, nv: &mut Side, cmds: &[Cmd], context: &str) {
 }
 
 fn start() -> Option<(RefServer, Server, tempfile::TempDir)> {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let redis = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")?;
+    let redis = RefServer::redis_or_skip()?;
     let dir = temp_dir();
     // `NVDEPOT_NOTIFY_SWEEP`: seconds between expiry/page sweeps (the
     // server's default 60), to run the sweeper often beside the commands.

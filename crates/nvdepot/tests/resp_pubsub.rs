@@ -167,12 +167,7 @@ fn brief(s: &[String]) -> String {
 
 #[test]
 fn pubsub_replies_and_messages_as_redis() {
-    let Some(reference) = RefServer::start_or_skip(
-        "redis-server",
-        &["--save", "", "--appendonly", "no"],
-        "--port",
-        "redis-server",
-    ) else {
+    let Some(reference) = RefServer::redis_or_skip() else {
         return;
     };
     let ops: usize = env_or("NVDEPOT_PUBSUB_OPS", 2000);

@@ -218,12 +218,7 @@ fn expr_number(rng: &mut StdRng) -> &'static str {
 
 #[test]
 fn scripts_answer_as_redis() {
-    let Some(reference) = RefServer::start_or_skip(
-        "redis-server",
-        &["--save", "", "--appendonly", "no"],
-        "--port",
-        "redis-server",
-    ) else {
+    let Some(reference) = RefServer::redis_or_skip() else {
         return;
     };
     let ops: usize = env_or("NVDEPOT_SCRIPTS_OPS", 1500);
@@ -522,12 +517,7 @@ fn functions_sorted(v: Value) -> Value {
 /// then the libraries survive kill -9.
 #[test]
 fn functions_as_redis_and_kept_across_kill_9() {
-    let Some(reference) = RefServer::start_or_skip(
-        "redis-server",
-        &["--save", "", "--appendonly", "no"],
-        "--port",
-        "redis-server",
-    ) else {
+    let Some(reference) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();
@@ -609,12 +599,7 @@ fn functions_as_redis_and_kept_across_kill_9() {
 /// nvdepot's restore there; the policies and the errors answer as Redis's.
 #[test]
 fn function_payloads_cross_between_redis_and_nvdepot() {
-    let Some(reference) = RefServer::start_or_skip(
-        "redis-server",
-        &["--save", "", "--appendonly", "no"],
-        "--port",
-        "redis-server",
-    ) else {
+    let Some(reference) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

@@ -35,18 +35,7 @@ use shapes::{brief, compare, next_pipeline, prepare, rss, show, Conn, Gen, RSS_B
 
 #[test]
 fn every_shape_answers_as_redis() {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

@@ -321,18 +321,7 @@ fn masked(v: &Value, label: &[u8]) -> Value {
 
 #[test]
 fn consumer_groups_answer_as_redis() {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

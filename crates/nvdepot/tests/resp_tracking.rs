@@ -120,9 +120,7 @@ fn hide_id(v: Value, id: i64) -> Value {
 }
 
 fn same_as_redis(resp3: bool, steps: &[Step]) {
-    let args = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

@@ -166,18 +166,7 @@ fn snapshot(conn: &mut Conn) -> Vec<(String, Value, Vec<String>)> {
 
 #[test]
 fn collections_answer_as_redis() {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();

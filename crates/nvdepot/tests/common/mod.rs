@@ -281,6 +281,24 @@ impl RefServer {
         Some(RefServer { child, addr })
     }
 
+    /// The redis-server every differential test runs beside nvdepot: on
+    /// 127.0.0.1, no persistence, DEBUG allowed from loopback (tests turn
+    /// active expiry off with it); `None` where it is not installed (see
+    /// [`RefServer::start_or_skip`]).
+    pub fn redis_or_skip() -> Option<RefServer> {
+        let args = [
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "local",
+        ];
+        RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
+    }
+
     /// [`RefServer::start`], or `None` with a note on stderr when `program` is
     /// not installed; under CI (`CI` set) a missing program fails the test
     /// instead (its Debian package is `package`).

@@ -82,18 +82,7 @@ pub fn differential(
     snapshot: fn(&mut Conn) -> Vec<Value>,
     size_cmd: &[u8],
 ) {
-    let args = [
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "local",
-    ];
-    let Some(redis) = RefServer::start_or_skip("redis-server", &args, "--port", "redis-server")
-    else {
+    let Some(redis) = RefServer::redis_or_skip() else {
         return;
     };
     let dir = temp_dir();
