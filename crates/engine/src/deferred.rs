@@ -40,3 +40,22 @@ pub(crate) fn owe(lsn: u64) -> bool {
         None => false,
     })
 }
+
+/// [`defer_durability`] for a future: durability is deferred while the
+/// future is polled, and only then, so other tasks polled on the same
+/// thread between its polls (a script's call driven on a worker, see
+/// `nvdepot_io::uring::drive`) still wait for their own puts. Gives the
+/// future's output and the log position owed.
+pub fn defer_durability_async<F: std::future::Future>(
+    future: F,
+) -> impl std::future::Future<Output = (F::Output, Option<u64>)> {
+    let mut future = Box::pin(future);
+    let mut owed: u64 = 0;
+    std::future::poll_fn(move |cx| {
+        let (polled, lsn) = defer_durability(|| future.as_mut().poll(cx));
+        if let Some(lsn) = lsn {
+            owed = owed.max(lsn);
+        }
+        polled.map(|out| (out, (owed > 0).then_some(owed)))
+    })
+}

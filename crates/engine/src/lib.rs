@@ -76,7 +76,7 @@ pub use check::{check, check_devices, CheckReport};
 pub use commit::BatchGuard;
 pub use cursor::{ScanItem, ScanPage};
 pub use damage::{Damage, DamageKind};
-pub use deferred::defer_durability;
+pub use deferred::{defer_durability, defer_durability_async};
 pub use error::{Error, Result};
 pub use iter::{IterPlan, NamespaceIter};
 pub use large::LARGE_VALUE_BYTES_MAX;

@@ -196,6 +196,177 @@ fn a_wake_from_another_thread_reaches_a_sleeping_runtime() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+/// A value another future fills in: the future that waits for it is
+/// woken by whoever fills it.
+#[derive(Default)]
+struct Slot(Mutex<(Option<u32>, Option<Waker>)>);
+
+impl Slot {
+    fn fill(&self, v: u32) {
+        let w = {
+            let mut g = self.0.lock();
+            g.0 = Some(v);
+            g.1.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    fn wait(self: &Arc<Self>) -> impl Future<Output = u32> {
+        let me = self.clone();
+        std::future::poll_fn(move |cx| {
+            let mut g = me.0.lock();
+            match g.0 {
+                Some(v) => Poll::Ready(v),
+                None => {
+                    g.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+    }
+}
+
+#[test]
+fn drive_inside_a_task_runs_the_other_tasks_until_its_future_is_done() {
+    let rt = Runtime::new().unwrap();
+    let slot = Arc::new(Slot::default());
+    let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let got = rt.block_on({
+        let (slot, order) = (slot.clone(), order.clone());
+        async move {
+            // The filler is another task of this thread: it runs only if
+            // `drive` runs other tasks while it waits.
+            let filler = {
+                let (slot, order) = (slot.clone(), order.clone());
+                uring::spawn(async move {
+                    uring::sleep(Duration::from_millis(20)).await;
+                    order.borrow_mut().push("filled");
+                    slot.fill(7);
+                })
+            };
+            let caller = uring::spawn({
+                let order = order.clone();
+                async move {
+                    // Synchronous code inside a task, as a script's call.
+                    let v = uring::drive(slot.wait());
+                    order.borrow_mut().push("driven");
+                    v
+                }
+            });
+            let v = caller.await;
+            filler.await;
+            v
+        }
+    });
+    assert_eq!(got, 7);
+    assert_eq!(*order.borrow(), vec!["filled", "driven"]);
+}
+
+#[test]
+fn drive_waits_for_a_wake_from_another_thread_while_the_ring_sleeps() {
+    let rt = Runtime::new().unwrap();
+    let slot = Arc::new(Slot::default());
+    let s2 = slot.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        s2.fill(9);
+    });
+    let start = Instant::now();
+    let got =
+        rt.block_on(async move { uring::spawn(async move { uring::drive(slot.wait()) }).await });
+    t.join().unwrap();
+    assert_eq!(got, 9);
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_task_woken_while_it_drives_is_polled_again_after() {
+    // The driving task's own wake (here: a second slot it waits on next,
+    // filled by the task it lets run) must not be lost.
+    let rt = Runtime::new().unwrap();
+    let (a, b) = (Arc::new(Slot::default()), Arc::new(Slot::default()));
+    let got = rt.block_on({
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let caller = uring::spawn({
+                let (a, b) = (a.clone(), b.clone());
+                async move {
+                    // Register with b first: the filler's wake of b comes
+                    // while this task is inside `drive`.
+                    let mut wait_b = std::pin::pin!(b.wait());
+                    let first =
+                        std::future::poll_fn(|cx| Poll::Ready(wait_b.as_mut().poll(cx))).await;
+                    assert!(first.is_pending());
+                    let x = uring::drive(a.wait());
+                    // Pending once without registering anew: only the
+                    // wake that came during `drive` polls this again.
+                    let mut once = true;
+                    std::future::poll_fn(|_| {
+                        if std::mem::take(&mut once) {
+                            Poll::Pending
+                        } else {
+                            Poll::Ready(())
+                        }
+                    })
+                    .await;
+                    x + wait_b.await
+                }
+            });
+            uring::spawn(async move {
+                b.fill(2);
+                uring::yield_now().await;
+                a.fill(1);
+            });
+            // A lost wake leaves the caller pending for ever: give up
+            // after a while instead of hanging.
+            let mut caller = std::pin::pin!(caller);
+            let mut deadline = std::pin::pin!(uring::sleep(Duration::from_secs(5)));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(v) = caller.as_mut().poll(cx) {
+                    return Poll::Ready(Some(v));
+                }
+                deadline.as_mut().poll(cx).map(|()| None)
+            })
+            .await
+        }
+    });
+    assert_eq!(got, Some(3), "the wake that came during drive was lost");
+}
+
+#[test]
+fn pump_lets_other_tasks_run_inside_a_long_computation() {
+    let rt = Runtime::new().unwrap();
+    let ran = Rc::new(Cell::new(0u32));
+    rt.block_on({
+        let ran = ran.clone();
+        async move {
+            let other = {
+                let ran = ran.clone();
+                uring::spawn(async move {
+                    for _ in 0..3 {
+                        ran.set(ran.get() + 1);
+                        uring::yield_now().await;
+                    }
+                })
+            };
+            let busy = uring::spawn({
+                let ran = ran.clone();
+                async move {
+                    // No await: only `pump` lets the other task run.
+                    for _ in 0..10 {
+                        uring::pump();
+                    }
+                    ran.get()
+                }
+            });
+            assert_eq!(busy.await, 3);
+            other.await;
+        }
+    });
+}
+
 #[test]
 fn sleep_waits() {
     let rt = Runtime::new().unwrap();

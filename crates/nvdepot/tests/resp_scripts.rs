@@ -341,11 +341,21 @@ impl std::fmt::LowerHex for Sha {
 /// written, unkillable once it has (SHUTDOWN then stops the server).
 #[test]
 fn busy_scripts_kill_and_shutdown_as_redis() {
+    busy_scripts(&[]);
+}
+
+/// The same with one worker: the script runs on the worker that serves
+/// the other client too, which is answered BUSY (and sends SCRIPT KILL)
+/// only because the script lets the worker run between its instructions.
+#[test]
+fn busy_scripts_on_one_worker_still_answer_the_others() {
+    busy_scripts(&["--threads", "1"]);
+}
+
+fn busy_scripts(extra: &[&str]) {
     let dir = temp_dir();
-    let mut server = Server::start_serve(
-        &dir.path().join("data"),
-        &["--size", "128M", "--segment-size", "8M"],
-    );
+    let args = [&["--size", "128M", "--segment-size", "8M"], extra].concat();
+    let mut server = Server::start_serve(&dir.path().join("data"), &args);
     let mut a = Resp::connect(&server);
     let mut b = Resp::connect(&server);
     assert_eq!(
@@ -412,6 +422,69 @@ fn busy_scripts_kill_and_shutdown_as_redis() {
             "SHUTDOWN did not stop the server"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Scripts whose calls read the device (no DRAM cache) and write, from
+/// several clients on one worker and on two: each call is driven on the
+/// worker's ring while its other connections go on; every reply is right
+/// and scripts stay atomic.
+#[test]
+fn scripts_that_read_the_device_from_many_clients() {
+    for workers in ["1", "2"] {
+        let dir = temp_dir();
+        let args = [
+            "--size",
+            "128M",
+            "--segment-size",
+            "8M",
+            "--cache-mb",
+            "0",
+            "--threads",
+            workers,
+        ];
+        let server = Server::start_serve(&dir.path().join("data"), &args);
+        let mut c = Resp::connect(&server);
+        let value = |k: usize| format!("{k}:{}", "v".repeat(3000 + k));
+        for k in 0..200 {
+            c.call(&["SET", &format!("k{k}"), &value(k)]);
+        }
+        // Reads five keys, checks each, then bumps a shared counter by
+        // read-modify-write (atomic only if no other script interleaves).
+        let body = "local n = 0 \
+                    for i = 1, #ARGV do \
+                      local v = redis.call('GET', 'k' .. ARGV[i]) \
+                      if string.sub(v, 1, #ARGV[i] + 1) ~= ARGV[i] .. ':' then \
+                        return redis.error_reply('wrong value for ' .. ARGV[i]) end \
+                      n = n + #v end \
+                    local c = tonumber(redis.call('GET', KEYS[1]) or '0') \
+                    redis.call('SET', KEYS[1], c + 1) \
+                    return n";
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let addr = server.addr;
+                std::thread::spawn(move || {
+                    let mut c = Resp::connect_to(addr);
+                    for i in 0..100usize {
+                        let keys: Vec<usize> =
+                            (0..5).map(|j| (t * 31 + i * 7 + j * 13) % 200).collect();
+                        let want: i64 = keys.iter().map(|&k| value(k).len() as i64).sum();
+                        let ks: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                        let mut req = vec!["EVAL", body, "1", "counter"];
+                        req.extend(ks.iter().map(String::as_str));
+                        assert_eq!(c.call(&req), Value::Integer(want), "thread {t} call {i}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            c.call(&["GET", "counter"]),
+            Value::Bulk(Some(b"600".to_vec())),
+            "--threads {workers}"
+        );
     }
 }
 

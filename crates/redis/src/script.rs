@@ -1,12 +1,13 @@
 //! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0.
 //!
-//! A script runs on the Lua thread (`lua.rs`) while its session holds the
-//! exclusive pass of the gate, so no other command runs between its calls
-//! (Redis's atomicity). The session waits for the thread without holding
-//! its worker: other connections of the worker go on receiving, and those
-//! that ask for anything wait at the gate — or, once the script has run
-//! past `busy-reply-threshold`, are answered `-BUSY` (only SCRIPT KILL is
-//! served then, as in Redis).
+//! A script runs while its session holds the exclusive pass of the gate,
+//! so no other command runs between its calls (Redis's atomicity): EVAL's
+//! on the worker's own VM (`lua::run_here`), FCALL's on the Lua thread
+//! (`lua.rs`). Other connections that ask for anything wait at the gate —
+//! or, once the script has run past `busy-reply-threshold`, are answered
+//! `-BUSY` (only SCRIPT KILL is served then, as in Redis; a script on a
+//! worker lets that worker's other connections run between its
+//! instructions once it is past the threshold).
 //!
 //! The script cache (SHA1 → body) is server-wide; the Lua thread compiles
 //! each script once.
@@ -343,10 +344,12 @@ pub(super) fn call_from_script(
         b"BLMPOP" => {
             let mut a: Vec<&[u8]> = vec![b"LMPOP"];
             a.extend_from_slice(&args[2..]);
-            crate::block_on(super::keys::execute(&shared, run.db, b"LMPOP", &a, r));
+            let db = run.db;
+            complete(run, super::keys::execute(&shared, db, b"LMPOP", &a, r));
         }
         _ => {
-            if !crate::block_on(super::keys::execute(&shared, run.db, &name, args, r)) {
+            let db = run.db;
+            if !complete(run, super::keys::execute(&shared, db, &name, args, r)) {
                 return Err("Unknown Redis command called from script".into());
             }
         }
@@ -357,6 +360,19 @@ pub(super) fn call_from_script(
         }
     }
     Ok(())
+}
+
+/// Runs a called command to completion: on a worker, driven on its ring
+/// with the durability of its puts deferred to the script's end (only
+/// while it is polled: the worker's other tasks run in between); on the
+/// Lua thread, with blocking IO inside the script's deferral.
+fn complete<T>(run: &mut super::lua::Running, command: impl std::future::Future<Output = T>) -> T {
+    if !nvdepot_io::uring::in_runtime() {
+        return crate::block_on(command);
+    }
+    let (out, owed) = nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(command));
+    run.owed = run.owed.max(owed);
+    out
 }
 
 /// A script's shebang (`#!lua flags=no-writes,…`): whether it forbids
@@ -454,12 +470,16 @@ impl RespSession {
         state.killed.store(false, Ordering::Release);
         state.wrote.store(false, Ordering::Release);
         state.running.store(true, Ordering::Release);
-        let done = Arc::new(Done::default());
-        state.send(Work {
-            what: What::Eval(job),
-            done: Arc::clone(&done),
-        });
-        let outcome = done.wait().await;
+        let outcome = if !fcall && nvdepot_io::uring::in_runtime() {
+            super::lua::run_here(job)
+        } else {
+            let done = Arc::new(Done::default());
+            state.send(Work {
+                what: What::Eval(job),
+                done: Arc::clone(&done),
+            });
+            done.wait().await
+        };
         state.running.store(false, Ordering::Release);
         state.busy.store(false, Ordering::Release);
         if let Some(lsn) = outcome.owed {

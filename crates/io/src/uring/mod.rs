@@ -31,8 +31,8 @@ pub use fixed::{FixedBuf, FixedPool};
 pub use net::{accept, recv, send_all, TcpListenerExt};
 pub use recv_stream::{recv_buffers_registered, RecvStream};
 pub use runtime::{
-    in_runtime, others_ready, run_ready, spawn, yield_now, Builder, JoinHandle, Runtime,
-    RuntimeStats,
+    drive, in_runtime, others_ready, pump, run_ready, spawn, yield_now, Builder, JoinHandle,
+    Runtime, RuntimeStats,
 };
 
 use crate::{AlignedBuf, Device, IoError, IoResult};

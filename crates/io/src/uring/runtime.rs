@@ -33,6 +33,8 @@ use super::recv_stream::ProvidedBufs;
 const WAKE_TOKEN: u64 = u64::MAX;
 /// Task id of the future given to [`Runtime::block_on`].
 const MAIN_TASK: usize = usize::MAX;
+/// Task id of the future given to [`drive`].
+const DRIVEN_TASK: usize = usize::MAX - 1;
 
 /// How to set up a runtime's ring.
 #[derive(Clone, Debug)]
@@ -123,6 +125,10 @@ impl Builder {
             free_tasks: RefCell::new(Vec::new()),
             ready: RefCell::new(VecDeque::new()),
             main_woken: Cell::new(true),
+            current: Cell::new(MAIN_TASK),
+            driving: Cell::new(false),
+            driven_woken: Cell::new(false),
+            caller_woken: Cell::new(false),
             remote: Arc::new(Remote {
                 queue: Mutex::new(Vec::new()),
                 sleeping: AtomicBool::new(false),
@@ -197,6 +203,14 @@ pub(crate) struct Core {
     free_tasks: RefCell<Vec<usize>>,
     ready: RefCell<VecDeque<usize>>,
     main_woken: Cell<bool>,
+    /// The task being polled ([`MAIN_TASK`] between tasks).
+    current: Cell<usize>,
+    /// A [`drive`] is running (inside the poll of `current`).
+    driving: Cell<bool>,
+    driven_woken: Cell<bool>,
+    /// The task that called [`drive`] or [`pump`] was woken meanwhile:
+    /// it is queued again when the call returns.
+    caller_woken: Cell<bool>,
     remote: Arc<Remote>,
     efd_buf: RefCell<Box<u64>>,
     efd_armed: Cell<bool>,
@@ -347,6 +361,81 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
+/// Runs `future` to completion from inside a task (or the main future) of
+/// the current thread's runtime, running the thread's other tasks and
+/// reaping completions while it waits. For synchronous code inside a task
+/// that must finish an async call before it returns (a Lua script's
+/// `redis.call` on a worker thread), where blocking the thread would stop
+/// the very ring that completes the call. The calling task is not polled
+/// again until this returns; a wake of it meanwhile is kept for after.
+///
+/// The thread's other tasks run inside the caller's poll: the caller must
+/// hold nothing they may wait for that only its own progress releases.
+///
+/// Panics outside a runtime, or inside another `drive` (programmer errors).
+pub fn drive<F: Future>(future: F) -> F::Output {
+    let core = with_core(Rc::clone).expect("nvdepot_io::uring::drive outside a runtime");
+    assert!(!core.driving.replace(true), "drive inside drive");
+    struct Exit<'a>(&'a Core, usize);
+    impl Drop for Exit<'_> {
+        fn drop(&mut self) {
+            self.0.driving.set(false);
+            self.0.requeue_caller(self.1);
+        }
+    }
+    let caller = core.current.get();
+    let _exit = Exit(&core, caller);
+    let waker = Waker::from(Arc::new(TaskWaker {
+        id: DRIVEN_TASK,
+        remote: core.remote.clone(),
+        owner: Arc::as_ptr(&core.remote) as usize,
+    }));
+    let mut future = std::pin::pin!(future);
+    core.driven_woken.set(true);
+    loop {
+        if core.driven_woken.replace(false) {
+            core.stats.borrow_mut().polls += 1;
+            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+                core.enter(false);
+                return out;
+            }
+        }
+        core.run_others(caller);
+        core.drain_remote();
+        let busy = core.driven_woken.get() || !core.ready.borrow().is_empty();
+        if busy || core.iopoll {
+            core.enter(false);
+        } else {
+            core.arm_eventfd();
+            core.remote.sleeping.store(true, Ordering::SeqCst);
+            core.drain_remote();
+            let busy = core.driven_woken.get() || !core.ready.borrow().is_empty();
+            core.enter(!busy);
+            core.remote.sleeping.store(false, Ordering::SeqCst);
+        }
+        core.reap();
+    }
+}
+
+/// From inside a task, lets the thread's other tasks run one turn without
+/// waiting: submits, reaps completions and runs what is ready (except the
+/// caller). What a long synchronous computation inside a task calls now
+/// and then so that the worker's other connections are still served (a
+/// script past `busy-reply-threshold`, answering them BUSY). Does nothing
+/// outside a runtime.
+pub fn pump() {
+    let Some(core) = with_core(Rc::clone) else {
+        return;
+    };
+    let caller = core.current.get();
+    core.drain_remote();
+    core.enter(false);
+    core.reap();
+    core.run_others(caller);
+    core.enter(false);
+    core.requeue_caller(caller);
+}
+
 /// Drives a future that completes without waiting (async code whose IO is
 /// all blocking calls) by polling it once, outside any runtime.
 ///
@@ -381,6 +470,8 @@ impl Core {
     fn wake_local(&self, id: usize) {
         if id == MAIN_TASK {
             self.main_woken.set(true);
+        } else if id == DRIVEN_TASK {
+            self.driven_woken.set(true);
         } else {
             self.schedule(id);
         }
@@ -455,9 +546,41 @@ impl Core {
         };
         self.stats.borrow_mut().polls += 1;
         let mut cx = Context::from_waker(&waker);
-        match future.as_mut().poll(&mut cx) {
+        let caller = self.current.replace(id);
+        let polled = future.as_mut().poll(&mut cx);
+        self.current.set(caller);
+        match polled {
             Poll::Ready(()) => self.free_tasks.borrow_mut().push(id),
             Poll::Pending => self.tasks.borrow_mut()[id].future = Some(future),
+        }
+    }
+
+    /// Runs the tasks ready now except `caller` (the task whose poll is
+    /// running this: it cannot be polled inside its own poll; a wake of it
+    /// is kept in `caller_woken`).
+    fn run_others(&self, caller: usize) {
+        let batch = self.ready.borrow().len();
+        for _ in 0..batch {
+            let Some(id) = self.ready.borrow_mut().pop_front() else {
+                break;
+            };
+            if id == caller {
+                self.caller_woken.set(true);
+                continue;
+            }
+            self.run_task(id);
+            if self.queued() >= self.submit_batch {
+                self.enter(false);
+            }
+        }
+    }
+
+    /// Queues `caller` again if it was woken while it ran others.
+    fn requeue_caller(&self, caller: usize) {
+        if self.caller_woken.replace(false) && caller != MAIN_TASK {
+            // Its slot is still marked scheduled (the wake set it): queue
+            // it once, for the poll that answers the wake.
+            self.ready.borrow_mut().push_back(caller);
         }
     }
 
@@ -553,11 +676,7 @@ impl Core {
             return;
         }
         for id in q.drain(..) {
-            if id == MAIN_TASK {
-                self.main_woken.set(true);
-            } else {
-                self.schedule(id);
-            }
+            self.wake_local(id);
         }
     }
 
