@@ -229,6 +229,21 @@ impl DramTier {
         Err(epoch)
     }
 
+    /// The cached item, if any, without counting a hit or a miss (an
+    /// update's look at the copy it may decide on; not a client's read).
+    pub fn peek(&self, ns: u32, key: &[u8]) -> Option<Item> {
+        if self.shard_bytes_max == 0 {
+            return None;
+        }
+        let (h, shard) = self.shard(ns, key);
+        let shard = shard.lock();
+        shard
+            .map
+            .get(&h)
+            .filter(|e| e.is(ns, key))
+            .map(|e| e.item())
+    }
+
     /// Caches an item read from flash, unless the shard was invalidated
     /// since `epoch` was taken.
     pub fn fill(&self, ns: u32, key: &[u8], item: &Item, epoch: u64) {

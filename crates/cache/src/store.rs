@@ -358,11 +358,24 @@ impl CacheStore {
         key: &[u8],
         mut decide: impl FnMut(Option<Item>) -> (Change, R),
     ) -> Result<(R, Updated), Error> {
+        // The DRAM tier's copy, as the record value it came from (its CAS
+        // as the kept one decodes to the same item): if the key is still
+        // at that version the engine decides on it without a device read.
+        // An item with a kept CAS (not its record's version) never
+        // matches, and reads.
+        let copy = self
+            .dram
+            .peek(ns.id(), key)
+            .map(|it| (it.cas, envelope::encode(&it.value, it.envelope, it.cas)));
+        let known = copy.as_ref().map(|(version, raw)| engine::Known {
+            version: *version,
+            value: raw,
+        });
         let write = DramWrite::begin(&self.dram, ns.id(), key);
         let mut expired = false;
         let result = self
             .store
-            .update_async(ns, key, |current| {
+            .update_known_async(ns, key, known, |current| {
                 let item = match current.map(|c| envelope::decode(c.value.to_vec(), c.version)) {
                     Some(Err(e)) => return (engine::Change::Keep, Err(e)),
                     Some(Ok(item)) => Some(item),

@@ -116,13 +116,22 @@ fn device_errors_answer_server_error_and_the_connection_goes_on() {
     let dev = Arc::new(MemDevice::named("cache", 16 * MIB, 512));
     let mut conn = open(Arc::clone(&dev), true);
     assert_eq!(call(&mut conn, "set a 0 0 1\r\n1\r\n"), "STORED\r\n");
-    // Reads fail everywhere: a DRAM-tier miss is a SERVER_ERROR.
+    // Reads fail everywhere: an incr of a key the DRAM tier holds at its
+    // current version decides on that copy and reads nothing ...
     dev.fail_reads_at(0..16 * MIB);
     assert_eq!(call(&mut conn, "set b 0 0 1\r\n2\r\n"), "STORED\r\n");
+    assert_eq!(call(&mut conn, "incr b 1\r\n"), "3\r\n");
+    // ... a DRAM-tier miss (a fresh start: the tier is empty) reads the
+    // device, and its failure is a SERVER_ERROR.
+    dev.clear_faults();
+    drop(conn);
+    let mut conn = open(Arc::clone(&dev), false);
+    dev.fail_reads_at(0..16 * MIB);
     let reply = call(&mut conn, "incr a 1\r\n");
     assert!(reply.starts_with("SERVER_ERROR "), "{reply}");
     dev.clear_faults();
     assert_eq!(call(&mut conn, "incr a 1\r\n"), "2\r\n");
+    assert_eq!(get(&mut conn, "b").as_deref(), Some("3"));
     // A failed write: SERVER_ERROR, and writes stay refused (the store
     // does not pretend the lost write happened) while reads go on.
     dev.fail_writes_after(0);

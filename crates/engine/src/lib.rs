@@ -85,5 +85,5 @@ pub use options::{Eviction, Options, Progress};
 pub use recovery::{creating_file_name, data_file_name};
 pub use stats::Stats;
 pub use store::{DeleteOutcome, OpenReport, PutMode, Store, WriteOp};
-pub use update::{Change, Current, Updated};
+pub use update::{Change, Current, Known, Updated};
 pub use value_reader::ValueReader;

@@ -19,7 +19,7 @@ use crate::aio::{drive, Mode};
 use crate::error::Result;
 use crate::namespace::{Namespace, DEFAULT_NAME};
 use crate::options::Options;
-use crate::update::{Change, Current, Updated};
+use crate::update::{Change, Current, Known, Updated};
 
 /// Keys whose index entries [`Store::get_many`] prefetches at a time: a
 /// few more misses in flight than a core can track, no more.
@@ -354,7 +354,7 @@ impl Store {
         key: &[u8],
         decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
     ) -> Result<(R, Updated)> {
-        drive(|m| self.inner.update(m, ns, key, decide))
+        drive(|m| self.inner.update(m, ns, key, None, decide))
     }
 
     // ---- async twins (see "Async API" in the crate docs) ----
@@ -412,7 +412,21 @@ impl Store {
         key: &[u8],
         decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
     ) -> Result<(R, Updated)> {
-        self.inner.update(Mode::Ring, ns, key, decide).await
+        self.inner.update(Mode::Ring, ns, key, None, decide).await
+    }
+
+    /// [`Store::update_async`] given the caller's copy of the key's value
+    /// at some version (a DRAM tier's): if the key is still at that
+    /// version, `decide` sees the copy and the device is not read
+    /// (see [`Known`]); otherwise as `update_async`.
+    pub async fn update_known_async<R>(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        known: Option<Known<'_>>,
+        decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
+    ) -> Result<(R, Updated)> {
+        self.inner.update(Mode::Ring, ns, key, known, decide).await
     }
 
     /// Applies puts and deletes atomically with one shared flush: when this

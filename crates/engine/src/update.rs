@@ -38,11 +38,12 @@ use crate::read::{Fetched, Record, Span};
 use crate::store::PutMode;
 use crate::writer::Appender;
 
-/// The current value an update decides on: a record's, or a large
-/// value's bytes read from its chunks.
+/// The current value an update decides on: a record's, a large value's
+/// bytes read from its chunks, or the caller's copy ([`Known`]).
 enum Value<'r> {
     Record(&'r Record),
     Large(Vec<u8>),
+    Known(&'r [u8]),
 }
 
 impl Value<'_> {
@@ -50,8 +51,23 @@ impl Value<'_> {
         match self {
             Value::Record(r) => r.value(),
             Value::Large(v) => v,
+            Value::Known(v) => v,
         }
     }
+}
+
+/// The caller's copy of a key's value at a version it had (a DRAM
+/// tier's): an update that finds the key still at exactly that version
+/// decides on the copy and reads nothing from the device.
+///
+/// Versions are record sequence numbers, unique in the store: a key at
+/// `version` holds the record written with that number, so the copy is
+/// what the device holds as long as the caller's pair is right (a copy
+/// of another version's value under this one would be decided on as is).
+#[derive(Clone, Copy, Debug)]
+pub struct Known<'a> {
+    pub version: u64,
+    pub value: &'a [u8],
 }
 
 /// What an update does with the key, decided from its current value.
@@ -93,6 +109,7 @@ impl Inner {
         mode: Mode,
         ns: Namespace,
         key: &[u8],
+        known: Option<Known<'_>>,
         mut decide: impl FnMut(Option<Current<'_>>) -> (Change, R),
     ) -> Result<(R, Updated)> {
         self.check_sizes(key, None)?;
@@ -101,13 +118,21 @@ impl Inner {
         loop {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
-            let found = self.current(mode, &at, key, &mut cands).await?;
-            let existing = found.as_ref().map(|(e, _)| *e);
+            let known_here = known.and_then(|k| Some((self.known_current(&at, k.version)?, k)));
+            let found = match known_here {
+                Some(_) => None,
+                None => self.current(mode, &at, key, &mut cands).await?,
+            };
+            let existing = match known_here {
+                Some((e, _)) => Some(e),
+                None => found.as_ref().map(|(e, _)| *e),
+            };
             // A large value is read whole under the lock (its chunks take
             // no lock); one whose chunk eviction took reads as absent.
-            let value = match &found {
-                None => None,
-                Some((e, r)) => match e.large {
+            let value = match (&found, known_here) {
+                (_, Some((_, k))) => Some(Value::Known(k.value)),
+                (None, None) => None,
+                (Some((e, r)), None) => match e.large {
                     None => Some(Value::Record(r)),
                     // Boxed: see `Inner::put`.
                     Some(d) => Box::pin(self.large_current(mode, &at, key, e.seq, d)).await?,
@@ -192,6 +217,19 @@ impl Inner {
                 "a large value changed under its key's lock".into(),
             )),
         }
+    }
+
+    /// Where the key is, if the location cache says it is at `version`
+    /// (a small record) and the index still points there: the caller's
+    /// copy of that version is then the current value. Caller holds the
+    /// key's stripe lock. (The location cache never holds large heads;
+    /// an entry of another key colliding on the hash has another
+    /// version, versions being unique.)
+    fn known_current(&self, at: &KeyAt, version: u64) -> Option<Existing> {
+        let e = self
+            .loc_cache
+            .get(self.stripe_of(at.h), at.physical, at.h, at.h2)?;
+        (e.seq == version && e.large.is_none() && self.still_indexed(at.fp, e.loc)).then_some(e)
     }
 
     /// The key's record, read whole, and where it is. Caller holds the

@@ -206,3 +206,41 @@ fn concurrent_appends_from_tasks_on_two_runtimes() {
         }
     }
 }
+
+/// `update_known_async`: given the caller's copy of the current version,
+/// the update decides on it without reading the device; given a copy of
+/// an older version, it reads the current record instead (and so never
+/// decides on a stale copy).
+#[test]
+fn an_update_given_the_current_value_reads_nothing() {
+    let (dev, s) = mem_store();
+    let ns = s.default_namespace();
+    s.put(ns, b"n", b"41").unwrap();
+    let (_, v41) = s.get_versioned(ns, b"n").unwrap().unwrap();
+    let Ok(rt) = Runtime::new() else {
+        return; // no io_uring here
+    };
+    let known = |version, value| Some(nvdepot_engine::Known { version, value });
+    let reads = dev.reads();
+    let (n, _) = rt
+        .block_on(s.update_known_async(ns, b"n", known(v41, b"41".as_slice()), incr))
+        .unwrap();
+    assert_eq!(n, 42);
+    assert_eq!(
+        dev.reads(),
+        reads,
+        "the current version's copy was read anyway"
+    );
+    // The copy is of version 41 now gone: the record is read.
+    let (n, _) = rt
+        .block_on(s.update_known_async(ns, b"n", known(v41, b"41".as_slice()), incr))
+        .unwrap();
+    assert_eq!(n, 43, "decided on a stale copy");
+    assert!(dev.reads() > reads);
+    // A copy that does not match any version (another key's) is read too.
+    let (n, _) = rt
+        .block_on(s.update_known_async(ns, b"n", known(1 << 60, b"7".as_slice()), incr))
+        .unwrap();
+    assert_eq!(n, 44);
+    assert_eq!(s.get(ns, b"n").unwrap().unwrap(), b"44");
+}
