@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long differential run of issue 36: every differential test of the
+# The long differential run of issues 36 and 37: every differential test of the
 # Redis face against a stock redis-server, each with many more commands
 # and fresh seeds than `cargo test` runs, summing past 1 000 000 commands.
 # Each test asserts every reply equal (but its documented deviations);
@@ -36,6 +36,8 @@ run resp_paged large_hashes NVDEPOT_HASHES_OPS="$(n 25000)" NVDEPOT_HASHES_SEEDS
 run resp_paged large_sets NVDEPOT_SETS_OPS="$(n 25000)" NVDEPOT_SETS_SEEDS=2
 run resp_paged_zset large NVDEPOT_ZSETS_OPS="$(n 25000)" NVDEPOT_ZSETS_SEEDS=2
 run resp_paged_zset deep NVDEPOT_ZSETS_OPS="$(n 25000)" NVDEPOT_ZSETS_SEEDS=2
+run resp_scripts scripts_answer NVDEPOT_SCRIPTS_OPS="$(n 12500)" NVDEPOT_SCRIPTS_SEEDS=8 NVDEPOT_SCRIPTS_SEED0=100
+run resp_pubsub pubsub_replies NVDEPOT_PUBSUB_OPS="$(n 25000)" NVDEPOT_PUBSUB_SEEDS=4 NVDEPOT_PUBSUB_SEED0=100
 secs=$(( $(date +%s) - start ))
 total=$(python3 - "$log" <<'PY'
 import re, sys
