@@ -9,8 +9,8 @@
 //! worker lets that worker's other connections run between its
 //! instructions once it is past the threshold).
 //!
-//! The script cache (SHA1 → body) is server-wide; the Lua thread compiles
-//! each script once.
+//! The script cache (SHA1 → body) is server-wide; each VM compiles a
+//! script once, when it first runs it (SCRIPT FLUSH empties them all).
 
 use std::collections::HashMap;
 use std::future::poll_fn;

@@ -403,19 +403,7 @@ pub fn drive<F: Future>(future: F) -> F::Output {
             }
         }
         core.run_others(caller);
-        core.drain_remote();
-        let busy = core.driven_woken.get() || !core.ready.borrow().is_empty();
-        if busy || core.iopoll {
-            core.enter(false);
-        } else {
-            core.arm_eventfd();
-            core.remote.sleeping.store(true, Ordering::SeqCst);
-            core.drain_remote();
-            let busy = core.driven_woken.get() || !core.ready.borrow().is_empty();
-            core.enter(!busy);
-            core.remote.sleeping.store(false, Ordering::SeqCst);
-        }
-        core.reap();
+        core.end_turn(&core.driven_woken);
     }
 }
 
@@ -579,6 +567,25 @@ impl Core {
                 self.enter(false);
             }
         }
+    }
+
+    /// The end of a loop turn: takes other threads' wakes, submits, and
+    /// sleeps in the kernel until a completion or a wake if nothing is
+    /// ready (neither a task nor the future `woken` flags), then reaps.
+    fn end_turn(&self, woken: &Cell<bool>) {
+        self.drain_remote();
+        let busy = woken.get() || !self.ready.borrow().is_empty();
+        if busy || self.iopoll {
+            self.enter(false);
+        } else {
+            self.arm_eventfd();
+            self.remote.sleeping.store(true, Ordering::SeqCst);
+            self.drain_remote();
+            let busy = woken.get() || !self.ready.borrow().is_empty();
+            self.enter(!busy);
+            self.remote.sleeping.store(false, Ordering::SeqCst);
+        }
+        self.reap();
     }
 
     /// Completions are in the queue, not yet reaped.
@@ -811,19 +818,7 @@ impl Runtime {
                 }
             }
             core.run_turn();
-            core.drain_remote();
-            let busy = core.main_woken.get() || !core.ready.borrow().is_empty();
-            if busy || core.iopoll {
-                core.enter(false);
-            } else {
-                core.arm_eventfd();
-                core.remote.sleeping.store(true, Ordering::SeqCst);
-                core.drain_remote();
-                let busy = core.main_woken.get() || !core.ready.borrow().is_empty();
-                core.enter(!busy);
-                core.remote.sleeping.store(false, Ordering::SeqCst);
-            }
-            core.reap();
+            core.end_turn(&core.main_woken);
         }
     }
 }
