@@ -46,16 +46,15 @@ pub(crate) fn owe(lsn: u64) -> bool {
 /// thread between its polls (a script's call driven on a worker, see
 /// `nvdepot_io::uring::drive`) still wait for their own puts. Gives the
 /// future's output and the log position owed.
-pub fn defer_durability_async<F: std::future::Future>(
-    future: F,
-) -> impl std::future::Future<Output = (F::Output, Option<u64>)> {
-    let mut future = Box::pin(future);
+pub async fn defer_durability_async<F: std::future::Future>(future: F) -> (F::Output, Option<u64>) {
+    let mut future = std::pin::pin!(future);
     let mut owed: u64 = 0;
-    std::future::poll_fn(move |cx| {
+    std::future::poll_fn(|cx| {
         let (polled, lsn) = defer_durability(|| future.as_mut().poll(cx));
         if let Some(lsn) = lsn {
             owed = owed.max(lsn);
         }
         polled.map(|out| (out, (owed > 0).then_some(owed)))
     })
+    .await
 }

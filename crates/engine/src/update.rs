@@ -118,19 +118,16 @@ impl Inner {
         loop {
             let stripe = self.stripes.lock_in(mode, self.stripe_of(at.h)).await;
             let mut cands = Vec::new();
-            let known_here = known.and_then(|k| Some((self.known_current(&at, k.version)?, k)));
-            let found = match known_here {
+            let known_at = known.and_then(|k| Some((self.known_current(&at, k.version)?, k.value)));
+            let found = match known_at {
                 Some(_) => None,
                 None => self.current(mode, &at, key, &mut cands).await?,
             };
-            let existing = match known_here {
-                Some((e, _)) => Some(e),
-                None => found.as_ref().map(|(e, _)| *e),
-            };
+            let existing = known_at.map(|(e, _)| e).or(found.as_ref().map(|(e, _)| *e));
             // A large value is read whole under the lock (its chunks take
             // no lock); one whose chunk eviction took reads as absent.
-            let value = match (&found, known_here) {
-                (_, Some((_, k))) => Some(Value::Known(k.value)),
+            let value = match (&found, known_at) {
+                (_, Some((_, copy))) => Some(Value::Known(copy)),
                 (None, None) => None,
                 (Some((e, r)), None) => match e.large {
                     None => Some(Value::Record(r)),
@@ -226,10 +223,16 @@ impl Inner {
     /// an entry of another key colliding on the hash has another
     /// version, versions being unique.)
     fn known_current(&self, at: &KeyAt, version: u64) -> Option<Existing> {
-        let e = self
-            .loc_cache
-            .get(self.stripe_of(at.h), at.physical, at.h, at.h2)?;
-        (e.seq == version && e.large.is_none() && self.still_indexed(at.fp, e.loc)).then_some(e)
+        self.cached_location(at)
+            .filter(|e| e.seq == version && e.large.is_none())
+    }
+
+    /// The location cache's entry for the key, if the index still points
+    /// there. Caller holds the key's stripe lock.
+    fn cached_location(&self, at: &KeyAt) -> Option<Existing> {
+        self.loc_cache
+            .get(self.stripe_of(at.h), at.physical, at.h, at.h2)
+            .filter(|e| self.still_indexed(at.fp, e.loc))
     }
 
     /// The key's record, read whole, and where it is. Caller holds the
@@ -244,21 +247,16 @@ impl Inner {
         cands: &mut Vec<Location>,
     ) -> Result<Option<(Existing, Record)>> {
         cands.clear();
-        if let Some(e) = self
-            .loc_cache
-            .get(self.stripe_of(at.h), at.physical, at.h, at.h2)
-        {
-            if self.still_indexed(at.fp, e.loc) {
-                match self.read_at(mode, e.loc, Span::Whole).await? {
-                    Fetched::Record(r) if self.holds(&r, at.physical, key) => {
-                        return Ok(Some((e, r)));
-                    }
-                    // Indexed under our stripe and unreadable: damage.
-                    Fetched::Invalid(err) => return Err(err),
-                    // Not ours after all (cannot happen while the cache is
-                    // kept under the stripe): look the key up instead.
-                    Fetched::Record(_) => {}
+        if let Some(e) = self.cached_location(at) {
+            match self.read_at(mode, e.loc, Span::Whole).await? {
+                Fetched::Record(r) if self.holds(&r, at.physical, key) => {
+                    return Ok(Some((e, r)));
                 }
+                // Indexed under our stripe and unreadable: damage.
+                Fetched::Invalid(err) => return Err(err),
+                // Not ours after all (cannot happen while the cache is
+                // kept under the stripe): look the key up instead.
+                Fetched::Record(_) => {}
             }
         }
         self.find_indexed(mode, at.physical, key, at.fp, Span::Whole, cands)

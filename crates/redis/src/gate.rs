@@ -94,11 +94,14 @@ impl State {
                 self.granted = Some(w.id);
                 w.waker.wake();
             }
-            None => {
-                for w in self.readers_waiting.take_all() {
-                    w.wake();
-                }
-            }
+            None => self.open_to_readers(),
+        }
+    }
+
+    /// Wakes every command waiting for a shared pass.
+    fn open_to_readers(&mut self) {
+        for w in self.readers_waiting.take_all() {
+            w.wake();
         }
     }
 }
@@ -142,9 +145,7 @@ impl Drop for Waiting<'_> {
         } else {
             st.writers.retain(|w| w.id != self.id);
             if !st.closed() {
-                for w in st.readers_waiting.take_all() {
-                    w.wake();
-                }
+                st.open_to_readers();
             }
         }
     }
@@ -184,11 +185,6 @@ impl Gate {
         let mut queued = false;
         poll_fn(|cx| {
             let mut st = self.lock();
-            if st.granted == Some(waiting.id) {
-                st.granted = None;
-                waiting.done = true;
-                return Poll::Ready(());
-            }
             if !queued {
                 queued = true;
                 let w = Writer {
@@ -201,14 +197,14 @@ impl Gate {
                 // drained meanwhile: nobody else would hand it over.
                 if !st.writer && st.readers == 0 {
                     st.pass_on();
-                    if st.granted == Some(waiting.id) {
-                        st.granted = None;
-                        waiting.done = true;
-                        return Poll::Ready(());
-                    }
                 }
             } else if let Some(w) = st.writers.iter_mut().find(|w| w.id == waiting.id) {
                 w.waker.clone_from(cx.waker());
+            }
+            if st.granted == Some(waiting.id) {
+                st.granted = None;
+                waiting.done = true;
+                return Poll::Ready(());
             }
             Poll::Pending
         })

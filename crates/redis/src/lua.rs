@@ -826,15 +826,8 @@ pub fn run_here(job: Job) -> Outcome {
             match Vm::new() {
                 Ok(v) => *vm = Some(v),
                 Err(e) => {
-                    let mut reply = Vec::new();
-                    Reply::new(&mut reply, job.version)
-                        .error(format!("ERR the Lua VM could not start: {e}"));
-                    return Outcome {
-                        reply,
-                        wakes: Vec::new(),
-                        compiled: false,
-                        owed: None,
-                    };
+                    let msg = format!("ERR the Lua VM could not start: {e}");
+                    return Outcome::error(job.version, &msg);
                 }
             }
         }

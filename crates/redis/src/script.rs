@@ -168,14 +168,21 @@ impl Work {
     }
 
     pub fn refuse(self, msg: &str) {
+        self.done.finish(Outcome::error(Version::Resp2, msg));
+    }
+}
+
+impl Outcome {
+    /// A script that did not run: only an error reply.
+    pub fn error(version: Version, msg: &str) -> Outcome {
         let mut reply = Vec::new();
-        Reply::new(&mut reply, Version::Resp2).error(msg);
-        self.done.finish(Outcome {
+        Reply::new(&mut reply, version).error(msg);
+        Outcome {
             reply,
             wakes: Vec::new(),
             compiled: false,
             owed: None,
-        });
+        }
     }
 }
 

@@ -387,11 +387,7 @@ pub fn drive<F: Future>(future: F) -> F::Output {
     }
     let caller = core.current.get();
     let _exit = Exit(&core, caller);
-    let waker = Waker::from(Arc::new(TaskWaker {
-        id: DRIVEN_TASK,
-        remote: core.remote.clone(),
-        owner: Arc::as_ptr(&core.remote) as usize,
-    }));
+    let waker = core.waker(DRIVEN_TASK);
     let mut future = std::pin::pin!(future);
     core.driven_woken.set(true);
     loop {
@@ -402,7 +398,7 @@ pub fn drive<F: Future>(future: F) -> F::Output {
                 return out;
             }
         }
-        core.run_others(caller);
+        core.run_turn(caller, 0);
         core.end_turn(&core.driven_woken);
     }
 }
@@ -421,7 +417,7 @@ pub fn pump() {
     core.drain_remote();
     core.enter(false);
     core.reap();
-    core.run_others(caller);
+    core.run_turn(caller, 0);
     core.enter(false);
     core.requeue_caller(caller);
 }
@@ -467,6 +463,15 @@ impl Core {
         }
     }
 
+    /// The waker of task `id` (or of the main or driven future).
+    fn waker(&self, id: usize) -> Waker {
+        Waker::from(Arc::new(TaskWaker {
+            id,
+            remote: self.remote.clone(),
+            owner: Arc::as_ptr(&self.remote) as usize,
+        }))
+    }
+
     /// Queues task `id` unless it is queued already.
     fn schedule(&self, id: usize) {
         let Ok(mut tasks) = self.tasks.try_borrow_mut() else {
@@ -503,11 +508,7 @@ impl Core {
             }
             None => {
                 let id = tasks.len();
-                let waker = Waker::from(Arc::new(TaskWaker {
-                    id,
-                    remote: self.remote.clone(),
-                    owner: Arc::as_ptr(&self.remote) as usize,
-                }));
+                let waker = self.waker(id);
                 tasks.push(TaskSlot {
                     future: Some(future),
                     waker,
@@ -546,23 +547,30 @@ impl Core {
     }
 
     /// One turn: runs the tasks ready now, then the ones they woke while
-    /// no completion waits to be reaped, up to [`TURN_EXTRA_POLLS`] more.
-    /// A chain of local hand-offs (the gate passing from one script to
-    /// the next) then runs in one turn and its replies leave together,
-    /// instead of one turn, one submission and one wake-up of the client
-    /// per link; completions still get reaped between turns.
-    fn run_turn(&self) {
+    /// no completion waits to be reaped, up to `extra` more polls. A chain
+    /// of local hand-offs (the gate passing from one script to the next)
+    /// then runs in one turn and its replies leave together, instead of
+    /// one turn, one submission and one wake-up of the client per link;
+    /// completions still get reaped between turns.
+    ///
+    /// `caller` is the task whose poll is running this ([`drive`],
+    /// [`pump`]; [`MAIN_TASK`] from the loop itself): it cannot be polled
+    /// inside its own poll, so a wake of it is kept in `caller_woken`.
+    fn run_turn(&self, caller: usize, extra: usize) {
         let batch = self.ready.borrow().len();
-        let mut polled = 0;
+        let mut taken = 0;
         loop {
-            if polled >= batch && (polled >= batch + TURN_EXTRA_POLLS || self.completions_waiting())
-            {
+            if taken >= batch && (taken >= batch + extra || self.completions_waiting()) {
                 break;
             }
             let next = self.ready.borrow_mut().pop_front();
             let Some(id) = next else { break };
+            taken += 1;
+            if id == caller {
+                self.caller_woken.set(true);
+                continue;
+            }
             self.run_task(id);
-            polled += 1;
             if self.queued() >= self.submit_batch {
                 self.enter(false);
             }
@@ -591,26 +599,6 @@ impl Core {
     /// Completions are in the queue, not yet reaped.
     fn completions_waiting(&self) -> bool {
         !self.ring.borrow_mut().completion().is_empty()
-    }
-
-    /// Runs the tasks ready now except `caller` (the task whose poll is
-    /// running this: it cannot be polled inside its own poll; a wake of it
-    /// is kept in `caller_woken`).
-    fn run_others(&self, caller: usize) {
-        let batch = self.ready.borrow().len();
-        for _ in 0..batch {
-            let Some(id) = self.ready.borrow_mut().pop_front() else {
-                break;
-            };
-            if id == caller {
-                self.caller_woken.set(true);
-                continue;
-            }
-            self.run_task(id);
-            if self.queued() >= self.submit_batch {
-                self.enter(false);
-            }
-        }
     }
 
     /// Queues `caller` again if it was woken while it ran others.
@@ -798,11 +786,7 @@ impl Runtime {
         }
         let _exit = Exit;
         let core = &*self.core;
-        let main_waker = Waker::from(Arc::new(TaskWaker {
-            id: MAIN_TASK,
-            remote: core.remote.clone(),
-            owner: Arc::as_ptr(&core.remote) as usize,
-        }));
+        let main_waker = core.waker(MAIN_TASK);
         let mut future = std::pin::pin!(future);
         core.main_woken.set(true);
         loop {
@@ -817,7 +801,7 @@ impl Runtime {
                     return out;
                 }
             }
-            core.run_turn();
+            core.run_turn(MAIN_TASK, TURN_EXTRA_POLLS);
             core.end_turn(&core.main_woken);
         }
     }
