@@ -290,6 +290,8 @@ impl Inner {
             Some(e) => Expect::Replace(e.loc),
             None => Expect::Absent { seen: cands },
         };
+        let _unlinking =
+            existing.map(|e| self.segments.unlinking(self.layout.segment_of(e.loc.pba)));
         match self.index.insert(fp, new, expect) {
             Ok(_) => {}
             Err(InsertError::Full) => {
@@ -417,9 +419,10 @@ impl Inner {
     }
 
     fn unlink(&self, fp: u64, existing: Existing, tomb_pba: u64, tomb_grains: u64) {
+        let seg = self.layout.segment_of(existing.loc.pba);
+        let _unlinking = self.segments.unlinking(seg);
         if self.index.remove(fp, existing.loc) {
-            self.segments
-                .sub_valid(self.layout.segment_of(existing.loc.pba), existing.grains);
+            self.segments.sub_valid(seg, existing.grains);
         }
         let tseg = self.layout.segment_of(tomb_pba);
         self.segments

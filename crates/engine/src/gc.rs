@@ -546,6 +546,9 @@ fn collect_segment(inner: &Inner, victim: u32) -> Result<()> {
     for (hash, old, h) in evicted {
         evict(inner, victim, hash, old, &h);
     }
+    // A writer that repointed a key away from the victim before the scan
+    // (which then skipped the record) may still owe it the grains.
+    inner.segments.wait_unlinked(victim);
     debug_assert_eq!(
         info.valid_grains.load(Ordering::Relaxed),
         0,

@@ -290,9 +290,10 @@ impl Inner {
             let Some(e) = found.await? else {
                 continue;
             };
+            let seg = self.layout.segment_of(e.loc.pba);
+            let _unlinking = self.segments.unlinking(seg);
             if self.index.remove(at.fp, e.loc) {
-                self.segments
-                    .sub_valid(self.layout.segment_of(e.loc.pba), e.grains);
+                self.segments.sub_valid(seg, e.grains);
                 system.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
             self.loc_cache

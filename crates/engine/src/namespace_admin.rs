@@ -119,9 +119,10 @@ impl Inner {
     fn unlink_purged(&self, fp: u64, loc: Location, header: &crate::format::RecordHeader) {
         let physical = header.namespace;
         let owner = namespace::owner_of(physical);
+        let seg = self.layout.segment_of(loc.pba);
+        let _unlinking = self.segments.unlinking(seg);
         if self.index.remove(fp, loc) {
-            self.segments
-                .sub_valid(self.layout.segment_of(loc.pba), self.grains_of(header));
+            self.segments.sub_valid(seg, self.grains_of(header));
             // Chunk entries count with the registry's.
             if physical != owner {
                 if let Some(c) = self.namespaces.counter(SYSTEM_NS) {

@@ -58,9 +58,27 @@ pub(crate) struct SegmentInfo {
     pub last_hit: AtomicU64,
     /// Appended records not yet indexed (see `writer::Appended`).
     pub in_flight: AtomicU64,
+    /// Index changes under way that drop or repoint an entry into this
+    /// segment and have not yet subtracted its grains from
+    /// `valid_grains` (see [`Segments::unlinking`]).
+    unlinking: AtomicU32,
     /// Cache-mode evictions this segment survived while sealed (in DRAM
     /// only; see `gc::choose_victim`).
     pub survived: AtomicU32,
+}
+
+/// An index change under way on an entry into a segment (see
+/// [`Segments::unlinking`]).
+pub(crate) struct Unlinking<'a> {
+    info: &'a SegmentInfo,
+}
+
+impl Drop for Unlinking<'_> {
+    fn drop(&mut self) {
+        // After the subtraction: GC seeing the count fall sees it done.
+        let prev = self.info.unlinking.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(prev > 0);
+    }
 }
 
 impl SegmentInfo {
@@ -74,6 +92,7 @@ impl SegmentInfo {
             tombstone_grains: AtomicU64::new(0),
             last_hit: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            unlinking: AtomicU32::new(0),
             survived: AtomicU32::new(0),
         }
     }
@@ -239,6 +258,41 @@ impl Segments {
         );
     }
 
+    /// Marks an index change that drops or repoints an entry into
+    /// `segment` as under way until the guard drops: take it before the
+    /// index changes, drop it after subtracting the entry's grains.
+    ///
+    /// Why: GC skips a record its scan finds no longer indexed, so a
+    /// writer that repointed the record's key just before the scan may
+    /// still owe the victim its `sub_valid` when GC finishes. Without the
+    /// guard GC checked the count while it was still owed (the
+    /// `debug_assert` "still has live grains", a false alarm seen about
+    /// once in 40 runs of tests/write_behind.rs on a loaded machine), and
+    /// the late subtraction then landed on the released, maybe reused,
+    /// segment: its count short by those grains, or wrapped below zero
+    /// (a segment GC never picks again), or at zero with records live (a
+    /// segment freed unread, its records lost). GC waits for the guards
+    /// of its victim ([`Segments::wait_unlinked`]) before it checks and
+    /// releases it.
+    pub fn unlinking(&self, segment: u32) -> Unlinking<'_> {
+        let info = self.get(segment);
+        // Before the index change: GC, seeing the change under the
+        // index's lock, sees this too.
+        info.unlinking.fetch_add(1, Ordering::SeqCst);
+        Unlinking { info }
+    }
+
+    /// Waits until no index change that drops or repoints an entry into
+    /// `segment` is under way (see [`Segments::unlinking`]). The guards
+    /// are held across a few index and counter operations, never across a
+    /// wait, so this spins briefly.
+    pub fn wait_unlinked(&self, segment: u32) {
+        let info = self.get(segment);
+        while info.unlinking.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
+    }
+
     /// Smallest `min_seq` over segments in use other than `except`.
     pub fn oldest_record_seq(&self, except: u32) -> u64 {
         self.infos
@@ -254,5 +308,41 @@ impl Segments {
             .map(|(_, s)| s.min_seq.load(Ordering::Relaxed))
             .min()
             .unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// GC's wait for a victim returns only once every index change under
+    /// way on an entry into it has dropped its guard (after its
+    /// `sub_valid`), and a guard on another segment does not hold it.
+    #[test]
+    fn wait_unlinked_waits_for_the_victims_guards_only() {
+        let segs = Segments::new(3);
+        segs.add_valid(1, 5);
+        let other = segs.unlinking(2);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let guard = segs.unlinking(1);
+            let waiter = s.spawn(|| {
+                segs.wait_unlinked(1);
+                assert!(
+                    done.load(Ordering::SeqCst),
+                    "returned before the guard dropped"
+                );
+                segs.get(1).valid_grains.load(Ordering::SeqCst)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(!waiter.is_finished(), "waited for no guard");
+            segs.sub_valid(1, 5);
+            done.store(true, Ordering::SeqCst);
+            drop(guard);
+            assert_eq!(waiter.join().unwrap(), 0, "the subtraction is seen");
+        });
+        drop(other);
+        segs.wait_unlinked(2);
     }
 }
