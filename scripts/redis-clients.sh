@@ -120,6 +120,21 @@ for proto in (2, 3):
     assert r.sadd("py:s2", "b", "z") == 2 and r.sinter("py:s", "py:s2") == {"b"}
     assert r.sunionstore("py:s3", ["py:s", "py:s2"]) == 4
     assert set(r.sscan_iter("py:s3")) == {"a", "b", "c", "z"}
+    # The scan iterators over paged collections (answered a few buckets
+    # per call): every entry once or more, nothing else.
+    big = {f"f{i}": str(i) for i in range(4000)}
+    r.delete("py:bh", "py:bs", "py:bz")
+    assert r.hset("py:bh", mapping=big) == 4000
+    assert r.sadd("py:bs", *big) == 4000
+    assert r.zadd("py:bz", {f: int(v) for f, v in big.items()}) == 4000
+    assert r.object("encoding", "py:bh") == "hashtable"
+    cursor, first = r.hscan("py:bh", 0, count=10)
+    assert cursor != 0 and len(first) < 4000, (cursor, len(first))
+    assert dict(r.hscan_iter("py:bh", count=50)) == big
+    assert set(r.sscan_iter("py:bs")) == set(big)
+    assert {m: s for m, s in r.zscan_iter("py:bz")} == {f: float(v) for f, v in big.items()}
+    assert {f for f, _ in r.hscan_iter("py:bh", match="f39*")} == {f for f in big if f.startswith("f39")}
+    r.delete("py:bh", "py:bs", "py:bz")
     assert r.zadd("py:z", {"a": 1, "b": 2.5, "c": -1}) == 3
     # (redis-py answers pairs as tuples over RESP2, lists over RESP3.)
     pairs = [tuple(p) for p in r.zrange("py:z", 0, -1, withscores=True)]

@@ -801,3 +801,117 @@ fn many_clients_share_a_paged_hash_and_set() {
     assert_eq!(all.len() as i64, 2 * fields, "HGETALL agrees with HLEN");
     eprintln!("resp_paged: 8 clients on one paged hash and set: {fields} fields, {set_members} members, all as written");
 }
+
+/// One SCAN-family reply: the next cursor and the flat entries.
+fn scan_reply(v: Value) -> (String, Vec<String>) {
+    let Value::Array(Some(parts)) = v else {
+        panic!("not a scan reply: {v:?}")
+    };
+    let [cursor, Value::Array(Some(items))] = &parts[..] else {
+        panic!("not a scan reply: {parts:?}")
+    };
+    (text(cursor), items.iter().map(text).collect())
+}
+
+/// HSCAN, SSCAN and ZSCAN on paged collections (5 000 entries) answer a
+/// few buckets per call, not the whole collection, and a full iteration
+/// returns every entry present throughout with its value (a sorted set's
+/// score as ZSCORE writes it), while other clients add fields (bucket
+/// splits) between the calls; MATCH filters; a cursor of a collection
+/// written whole since starts over instead of missing entries.
+#[test]
+fn paged_scans_iterate_in_pieces_and_miss_nothing() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), &["--size", "1G"]);
+    let mut c = common::Resp::connect(&server);
+    let mut w = common::Resp::connect(&server);
+    const N: usize = 5000;
+    let fields: Vec<String> = (0..N).map(|i| format!("field:{i}")).collect();
+    let mut hset = vec!["HSET".to_string(), "h".into()];
+    let mut sadd = vec!["SADD".to_string(), "s".into()];
+    let mut zadd = vec!["ZADD".to_string(), "z".into()];
+    for (i, f) in fields.iter().enumerate() {
+        hset.extend([f.clone(), format!("value-{i}")]);
+        sadd.push(f.clone());
+        zadd.extend([format!("{}.25", i as i64 - 2500), f.clone()]);
+    }
+    for cmd in [&hset, &sadd, &zadd] {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        assert_eq!(c.call(&args), Value::Integer(N as i64), "{}", cmd[0]);
+    }
+    for (key, what) in [("h", "hashtable"), ("s", "hashtable"), ("z", "skiplist")] {
+        assert_eq!(text(&c.call(&["OBJECT", "ENCODING", key])), what);
+    }
+    for (cmd, key, per) in [("HSCAN", "h", 2), ("SSCAN", "s", 1), ("ZSCAN", "z", 2)] {
+        let mut seen = std::collections::HashMap::new();
+        let (mut cursor, mut calls, mut most) = ("0".to_string(), 0, 0);
+        loop {
+            let (next, items) = scan_reply(c.call(&[cmd, key, &cursor, "COUNT", "10"]));
+            calls += 1;
+            most = most.max(items.len() / per);
+            for e in items.chunks(per) {
+                seen.insert(e[0].clone(), e.get(1).cloned());
+            }
+            // Another client grows the collection meanwhile.
+            let extra = format!("extra:{calls}");
+            match cmd {
+                "HSCAN" => w.call(&["HSET", key, &extra, "x"]),
+                "SSCAN" => w.call(&["SADD", key, &extra]),
+                _ => w.call(&["ZADD", key, "7", &extra]),
+            };
+            if next == "0" {
+                break;
+            }
+            assert!(calls < 10 * N, "{cmd}: the cursor never came back to 0");
+            cursor = next;
+        }
+        assert!(calls > 5, "{cmd}: {calls} calls: not in pieces");
+        assert!(most < N / 4, "{cmd}: one call answered {most} entries");
+        for (i, f) in fields.iter().enumerate() {
+            let got = seen.get(f).unwrap_or_else(|| panic!("{cmd} missed {f}"));
+            match cmd {
+                "HSCAN" => assert_eq!(got.as_deref(), Some(format!("value-{i}").as_str())),
+                "ZSCAN" => assert_eq!(got, &Some(text(&c.call(&["ZSCORE", key, f])))),
+                _ => assert_eq!(got, &None),
+            }
+        }
+    }
+    // MATCH: only matching fields, still every one of them.
+    let mut matched = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, items) = scan_reply(c.call(&["HSCAN", "h", &cursor, "MATCH", "field:12*"]));
+        for e in items.chunks(2) {
+            assert!(e[0].starts_with("field:12"), "{}", e[0]);
+            matched.insert(e[0].clone());
+        }
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(
+        matched.len(),
+        111,
+        "field:12, field:120..129, field:1200..1299"
+    );
+    // A cursor from before the hash was written whole (RENAME keeps the
+    // pages; DEL and a new HSET do not): the scan starts over.
+    let (stale, _) = scan_reply(c.call(&["HSCAN", "h", "0"]));
+    assert_ne!(stale, "0");
+    assert_eq!(c.call(&["DEL", "h"]), Value::Integer(1));
+    let args: Vec<&str> = hset.iter().map(String::as_str).collect();
+    assert_eq!(c.call(&args), Value::Integer(N as i64));
+    let mut again = std::collections::BTreeSet::new();
+    let mut cursor = stale;
+    loop {
+        let (next, items) = scan_reply(c.call(&["HSCAN", "h", &cursor]));
+        again.extend(items.chunks(2).map(|e| e[0].clone()));
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(again.len(), N, "a stale cursor missed fields");
+    assert!(matches!(c.call(&["HSCAN", "h", "-1"]), Value::Error(_)));
+}

@@ -725,6 +725,30 @@ async fn read_paged(
     cursor: u64,
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
+    if name == b"HSCAN" {
+        let value = |v: &[u8]| Ok(Some(v.to_vec()));
+        let (key, meta_of) = (args[1], hpages::Meta::decode);
+        let done = super::paged_scan::answer_step(
+            store,
+            Kind::Hash,
+            db,
+            key,
+            now,
+            meta_of,
+            cursor,
+            &args[3..],
+            r,
+            value,
+        );
+        if done.await? {
+            return Ok(());
+        }
+        // No longer paged: read it again.
+        return match Box::pin(read_command(store, db, name, args, now, r)).await {
+            Some(done) => done,
+            None => Ok(()),
+        };
+    }
     let point = matches!(name, b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET");
     let fields: &[&[u8]] = match name {
         b"HLEN" => &[],
@@ -818,8 +842,9 @@ fn randfield(h: Option<Hash>, count: Option<(i64, bool)>, r: &mut Reply<'_>) {
     }
 }
 
-/// HSCAN once the key is read: the whole hash in one reply (cursor 0), as
-/// Redis answers for a listpack; MATCH filters by field.
+/// HSCAN of a compact hash once the key is read: the whole hash in one
+/// reply (cursor 0), as Redis answers for a listpack; MATCH filters by
+/// field. (A paged hash's goes through `paged_scan.rs`.)
 fn scan(h: Option<Hash>, _cursor: u64, args: &[&[u8]], r: &mut Reply<'_>) -> Result<(), Error> {
     let Some(h) = h else {
         r.array(2);

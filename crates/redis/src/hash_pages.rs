@@ -130,7 +130,7 @@ fn find<'a>(bucket: &'a [u8], field: &[u8]) -> Result<Found<'a>, Error> {
 }
 
 /// The (field, value) pairs of a bucket.
-fn pairs(bucket: &[u8]) -> Result<Pairs<'_>, Error> {
+pub(super) fn pairs(bucket: &[u8]) -> Result<Pairs<'_>, Error> {
     let items: Vec<&[u8]> = compact::items(bucket)
         .map(|i| i.map(|(_, e)| e))
         .collect::<Result<_, _>>()?;
@@ -156,7 +156,7 @@ pub struct Edit<'a> {
     key: &'a [u8],
     pub meta: Meta,
     version: u64,
-    buckets: BTreeMap<u64, Vec<u8>>,
+    pub(super) buckets: BTreeMap<u64, Vec<u8>>,
     dirty: BTreeSet<u64>,
 }
 
@@ -181,7 +181,7 @@ impl<'a> Edit<'a> {
         }
     }
 
-    async fn load(&mut self, b: u64) -> Result<&mut Vec<u8>, Stop> {
+    pub(super) async fn load(&mut self, b: u64) -> Result<&mut Vec<u8>, Stop> {
         if !self.buckets.contains_key(&b) {
             let pk = page_key(self.key, self.meta.stamp, b as i64);
             let Some(data) = self.store.page(self.db, &pk).await? else {

@@ -50,6 +50,7 @@ mod lua_struct;
 mod migrate;
 mod multi;
 mod notify;
+mod paged_scan;
 mod pubsub;
 mod scan;
 mod script;

@@ -722,6 +722,7 @@ async fn read_command(
     }
     let mut count = None;
     let mut cursor_ok = true;
+    let mut cursor = 0;
     match name {
         b"SRANDMEMBER" if args.len() > 3 => {
             r.error(errors::SYNTAX);
@@ -741,17 +742,40 @@ async fn read_command(
                 return Ok(());
             }
         },
-        b"SSCAN" => {
-            cursor_ok = std::str::from_utf8(args[2])
-                .ok()
-                .and_then(|s| s.parse::<u64>().ok())
-                .is_some()
-        }
+        b"SSCAN" => match std::str::from_utf8(args[2])
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            Some(c) => cursor = c,
+            None => cursor_ok = false,
+        },
         _ => {}
     }
     if !cursor_ok {
         r.error("ERR invalid cursor");
         return Ok(());
+    }
+    if name == b"SSCAN" {
+        // A paged set: a few buckets per call (`paged_scan.rs`).
+        let v = store.get(db, args[1], now).await?;
+        if v.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
+            let (key, meta_of) = (args[1], hpages::Meta::decode);
+            let done = super::paged_scan::answer_step(
+                store,
+                Kind::Set,
+                db,
+                key,
+                now,
+                meta_of,
+                cursor,
+                &args[3..],
+                r,
+                |_| Ok(None),
+            );
+            if done.await? {
+                return Ok(());
+            }
+        }
     }
     if matches!(name, b"SISMEMBER" | b"SMISMEMBER" | b"SCARD") {
         // A paged set: the members' buckets, or the metadata's count.

@@ -560,8 +560,9 @@ async fn randmember(
     Ok(())
 }
 
-/// ZSCAN: the whole sorted set at once, cursor 0 (as Redis answers for a
-/// listpack), scores as `%.17g` text.
+/// ZSCAN: a compact sorted set whole at once, cursor 0 (as Redis answers
+/// for a listpack), a paged one a few member buckets per call
+/// (`paged_scan.rs`); scores as `%.17g` text.
 async fn zscan(
     store: &RespStore,
     db: usize,
@@ -572,13 +573,40 @@ async fn zscan(
     if !arity(args, 3, None, r) {
         return Ok(());
     }
-    if std::str::from_utf8(args[2])
+    let Some(cursor) = std::str::from_utf8(args[2])
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
-        .is_none()
-    {
+    else {
         r.error("ERR invalid cursor");
         return Ok(());
+    };
+    // A paged sorted set: a few member buckets per call (`paged_scan.rs`).
+    let v = store.get(db, args[1], now).await?;
+    if v.is_some_and(|v| v.kind() == Kind::ZSet && zset_pages::is_paged(&v)) {
+        let score = |v: &[u8]| match <[u8; 8]>::try_from(v) {
+            Ok(bits) => Ok(Some(
+                nvdepot_resp::format_double(f64::from_le_bytes(bits)).into_bytes(),
+            )),
+            Err(_) => Err(Error::Envelope(
+                "paged sorted set: a member's score is not 8 bytes".into(),
+            )),
+        };
+        let meta_of = |d: &[u8]| zset_pages::Meta::decode(d).map(|m| m.members);
+        let done = super::paged_scan::answer_step(
+            store,
+            Kind::ZSet,
+            db,
+            args[1],
+            now,
+            meta_of,
+            cursor,
+            &args[3..],
+            r,
+            score,
+        );
+        if done.await? {
+            return Ok(());
+        }
     }
     let Ok(z) = read(store, db, args[1], now, r).await? else {
         return Ok(());

@@ -23,8 +23,9 @@
 //! under the key's lock (`key_locks.rs`); pages of dead sets are the
 //! sweeper's, freed nodes of a live one are deleted in the change that
 //! frees them. The commands this file has no step for (ZREMRANGEBY* past
-//! a few members aside, the multi-key ones, ZRANDMEMBER, ZSCAN) read the
-//! set whole and, if they change it, write it whole.
+//! a few members aside, the multi-key ones, ZRANDMEMBER) read the set
+//! whole and, if they change it, write it whole; ZSCAN steps through the
+//! member buckets (`paged_scan.rs`).
 
 use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
