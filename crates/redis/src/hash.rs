@@ -19,6 +19,7 @@ use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
+use super::paged_scan;
 use super::strings::{format_float, parse_float};
 
 /// Why a command stopped before its reply.
@@ -727,19 +728,9 @@ async fn read_paged(
 ) -> Result<(), Error> {
     if name == b"HSCAN" {
         let value = |v: &[u8]| Ok(Some(v.to_vec()));
-        let (key, meta_of) = (args[1], hpages::Meta::decode);
-        let done = super::paged_scan::answer_step(
-            store,
-            Kind::Hash,
-            db,
-            key,
-            now,
-            meta_of,
-            cursor,
-            &args[3..],
-            r,
-            value,
-        );
+        let meta_of = hpages::Meta::decode;
+        let done =
+            paged_scan::answer_step(store, Kind::Hash, db, args, cursor, now, meta_of, r, value);
         if done.await? {
             return Ok(());
         }

@@ -630,6 +630,26 @@ pub enum Read {
     All(Vec<(Vec<u8>, Vec<u8>)>),
 }
 
+/// The metadata (read by `meta_of`) and version of `key` if it is a
+/// paged collection of `kind`, else `None`. The caller holds its lock.
+pub(super) async fn paged_meta(
+    store: &RespStore,
+    kind: Kind,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    meta_of: fn(&[u8]) -> Result<Meta, Error>,
+) -> Result<Option<(Meta, u64)>, Error> {
+    let (v, version) = store.get_for_write(db, key, now).await?;
+    let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED)) else {
+        return Ok(None);
+    };
+    Ok(Some((
+        meta_of(v.data())?,
+        version.expect("a live value has a record"),
+    )))
+}
+
 /// Reads a paged hash under its key's lock (no commit half visible).
 pub async fn read(
     store: &RespStore,
@@ -642,13 +662,9 @@ pub async fn read(
     let mut attempt = 0u32;
     loop {
         let _held = super::key_locks::turn_shared(&mut attempt, db, key).await;
-        let (v, version) = store.get_for_write(db, key, now).await?;
-        let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED))
-        else {
+        let Some((m, version)) = paged_meta(store, kind, db, key, now, Meta::decode).await? else {
             return Ok(None);
         };
-        let m = Meta::decode(v.data())?;
-        let version = version.expect("a live value has a record");
         let got = match fields {
             None => load_all(store, db, key, m, version).await.map(Read::All),
             Some(fields) => {

@@ -6,12 +6,13 @@ use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 use nvdepot_resp::Reply;
 
-use super::hash_pages::{pairs, Edit, Meta};
-use super::list_pages::{Stop, SHAPE_PAGED};
+use super::hash_pages::{paged_meta, pairs, Edit, Meta};
+use super::list_pages::Stop;
 use super::scan::ScanOptions;
 
-/// Answers one step of HSCAN, SSCAN or ZSCAN (`opts`: what follows the
-/// cursor) on the paged collection `key` of `kind`: the next cursor and
+/// Answers one step of HSCAN, SSCAN or ZSCAN (`args`: the command, its
+/// key, the parsed `cursor` and the options) on a paged collection of
+/// `kind`: the next cursor and
 /// the entries matching MATCH, each as its member and what `second`
 /// makes of its value (a hash's value, a sorted set's score as text;
 /// `None` for a set: the member alone). `Ok(false)` if the key is no
@@ -21,14 +22,14 @@ pub async fn answer_step(
     store: &RespStore,
     kind: Kind,
     db: usize,
-    key: &[u8],
+    args: &[&[u8]],
+    cursor: u64,
     now: u64,
     meta_of: fn(&[u8]) -> Result<Meta, Error>,
-    cursor: u64,
-    opts: &[&[u8]],
     r: &mut Reply<'_>,
     second: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, Error>,
 ) -> Result<bool, Error> {
+    let (key, opts) = (args[1], &args[3..]);
     let opts = match ScanOptions::parse(opts, false) {
         Ok(o) => o,
         Err(msg) => {
@@ -87,13 +88,9 @@ async fn scan_step(
     let mut attempt = 0u32;
     loop {
         let _held = super::key_locks::turn_shared(&mut attempt, db, key).await;
-        let (v, version) = store.get_for_write(db, key, now).await?;
-        let Some(v) = v.filter(|v| v.kind() == kind && v.data().first() == Some(&SHAPE_PAGED))
-        else {
+        let Some((m, version)) = paged_meta(store, kind, db, key, now, meta_of).await? else {
             return Ok(None);
         };
-        let m = meta_of(v.data())?;
-        let version = version.expect("a live value has a record");
         let tag = scan_tag(m.stamp);
         let mut b = if cursor >> 32 == tag {
             cursor & 0xffff_ffff

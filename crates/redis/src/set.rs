@@ -24,6 +24,7 @@ use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
+use super::paged_scan;
 use super::scan::ScanOptions;
 
 /// Commands that must see several keys as one step.
@@ -759,18 +760,17 @@ async fn read_command(
         // A paged set: a few buckets per call (`paged_scan.rs`).
         let v = store.get(db, args[1], now).await?;
         if v.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
-            let (key, meta_of) = (args[1], hpages::Meta::decode);
-            let done = super::paged_scan::answer_step(
+            let (meta_of, member_alone) = (hpages::Meta::decode, |_: &[u8]| Ok(None));
+            let done = paged_scan::answer_step(
                 store,
                 Kind::Set,
                 db,
-                key,
+                args,
+                cursor,
                 now,
                 meta_of,
-                cursor,
-                &args[3..],
                 r,
-                |_| Ok(None),
+                member_alone,
             );
             if done.await? {
                 return Ok(());

@@ -12,6 +12,7 @@ use rand::Rng;
 
 use super::face::{arity, Shared};
 use super::notify;
+use super::paged_scan;
 use super::scan::ScanOptions;
 use super::zset::{self, parse_score, read, reply_items, reply_score, update, Limits, ZSet};
 use super::zset_pages;
@@ -592,18 +593,8 @@ async fn zscan(
             )),
         };
         let meta_of = |d: &[u8]| zset_pages::Meta::decode(d).map(|m| m.members);
-        let done = super::paged_scan::answer_step(
-            store,
-            Kind::ZSet,
-            db,
-            args[1],
-            now,
-            meta_of,
-            cursor,
-            &args[3..],
-            r,
-            score,
-        );
+        let done =
+            paged_scan::answer_step(store, Kind::ZSet, db, args, cursor, now, meta_of, r, score);
         if done.await? {
             return Ok(());
         }
