@@ -627,10 +627,7 @@ async fn read_command(
             }
             rand_count = Some((n, withvalues));
         }
-        b"HSCAN" => match std::str::from_utf8(args[2])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        {
+        b"HSCAN" => match super::scan::parse_cursor(args[2]) {
             Some(c) => cursor = c,
             None => {
                 r.error("ERR invalid cursor");

@@ -102,10 +102,11 @@ async fn scan_step(
         let mut got = Ok(());
         while b < m.buckets() && out.len() < count {
             match edit.load(b).await {
-                Ok(bucket) => match pairs(bucket) {
-                    Ok(ps) => out.extend(ps.into_iter().map(|(f, v)| (f.to_vec(), v.to_vec()))),
-                    Err(e) => return Err(e),
-                },
+                Ok(bucket) => out.extend(
+                    pairs(bucket)?
+                        .into_iter()
+                        .map(|(f, v)| (f.to_vec(), v.to_vec())),
+                ),
                 Err(stop) => {
                     got = Err(stop);
                     break;

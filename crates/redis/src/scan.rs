@@ -54,6 +54,12 @@ impl<'a> ScanOptions<'a> {
     }
 }
 
+/// A SCAN-family cursor: an unsigned 64-bit decimal, as Redis's
+/// `parseScanCursorOrReply` reads it (`None`: "ERR invalid cursor").
+pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
 pub fn scan(
     store: &RespStore,
     db: usize,
@@ -64,10 +70,7 @@ pub fn scan(
     if !arity(args, 2, None, r) {
         return Ok(());
     }
-    let Some(cursor) = std::str::from_utf8(args[1])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
+    let Some(cursor) = parse_cursor(args[1]) else {
         r.error("ERR invalid cursor");
         return Ok(());
     };

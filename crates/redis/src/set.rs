@@ -743,10 +743,7 @@ async fn read_command(
                 return Ok(());
             }
         },
-        b"SSCAN" => match std::str::from_utf8(args[2])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        {
+        b"SSCAN" => match super::scan::parse_cursor(args[2]) {
             Some(c) => cursor = c,
             None => cursor_ok = false,
         },

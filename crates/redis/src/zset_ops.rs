@@ -574,10 +574,7 @@ async fn zscan(
     if !arity(args, 3, None, r) {
         return Ok(());
     }
-    let Some(cursor) = std::str::from_utf8(args[2])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    else {
+    let Some(cursor) = super::scan::parse_cursor(args[2]) else {
         r.error("ERR invalid cursor");
         return Ok(());
     };
