@@ -36,6 +36,7 @@ run resp_paged large_hashes NVDEPOT_HASHES_OPS="$(n 25000)" NVDEPOT_HASHES_SEEDS
 run resp_paged large_sets NVDEPOT_SETS_OPS="$(n 25000)" NVDEPOT_SETS_SEEDS=2
 run resp_paged_zset large NVDEPOT_ZSETS_OPS="$(n 25000)" NVDEPOT_ZSETS_SEEDS=2
 run resp_paged_zset deep NVDEPOT_ZSETS_OPS="$(n 25000)" NVDEPOT_ZSETS_SEEDS=2
+run resp_paged_stream long NVDEPOT_STREAMS_OPS="$(n 25000)" NVDEPOT_STREAMS_SEEDS=2
 run resp_scripts scripts_answer NVDEPOT_SCRIPTS_OPS="$(n 12500)" NVDEPOT_SCRIPTS_SEEDS=8 NVDEPOT_SCRIPTS_SEED0=100
 run resp_pubsub pubsub_replies NVDEPOT_PUBSUB_OPS="$(n 25000)" NVDEPOT_PUBSUB_SEEDS=4 NVDEPOT_PUBSUB_SEED0=100
 secs=$(( $(date +%s) - start ))

@@ -604,6 +604,7 @@ fn large_hashes_answer_as_redis() {
         },
         hash_snapshot,
         b"HLEN",
+        1_000,
     );
 }
 
@@ -720,6 +721,7 @@ fn large_sets_answer_as_redis() {
         },
         set_snapshot,
         b"SCARD",
+        1_000,
     );
 }
 

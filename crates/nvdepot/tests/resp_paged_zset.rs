@@ -311,6 +311,7 @@ fn large_sorted_sets_answer_as_redis() {
         },
         zset_snapshot,
         b"ZCARD",
+        1_000,
     );
 }
 
@@ -329,6 +330,7 @@ fn deep_sorted_set_trees_answer_as_redis() {
         },
         zset_snapshot,
         b"ZCARD",
+        1_000,
     );
 }
 

@@ -89,7 +89,9 @@ fn writer(mut c: Resp, w: usize, stop: Arc<AtomicBool>, acked: Arc<Mutex<Acked>>
                 format!("stream{w}"),
                 format!("{}-1", i + 1),
                 "f".into(),
-                n.clone(),
+                // Long enough entries that the stream goes paged
+                // (past 16 KiB) within a round.
+                format!("{n}:{}", "x".repeat(300)),
             ],
             _ => vec![
                 "HINCRBY".into(),
@@ -215,14 +217,18 @@ fn acknowledged_collection_writes_survive_kill_9() {
         }
         let server = Server::start_serve(&data, ARGS);
         let mut c = Resp::connect(&server);
-        let mut total = 0;
+        let (mut total, mut longest) = (0, 0);
         for (w, a) in acked.iter().enumerate() {
             let a = a.lock().unwrap().clone();
             total += a.hash.len() + a.set.len() + a.zset.len() + a.stream.len();
+            longest = longest.max(a.stream.len());
             verify(&mut c, w, &a);
         }
         assert!(total > 0, "round {round}: nothing was acknowledged");
-        eprintln!("types_kill9: round {round}: {total} acknowledged collection writes, all there");
+        eprintln!(
+            "types_kill9: round {round}: {total} acknowledged collection writes, all there \
+             (longest stream: {longest} entries of ~310 bytes; paged past ~50)"
+        );
         assert_eq!(server.terminate(), 0);
     }
 }

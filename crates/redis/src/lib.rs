@@ -59,6 +59,7 @@ mod stream;
 mod stream_groups;
 mod stream_info;
 mod stream_log;
+mod stream_pages;
 mod stream_readgroup;
 mod strings;
 mod tracking;

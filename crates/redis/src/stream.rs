@@ -1,81 +1,141 @@
 //! The stream type's commands (Redis 7.0's `t_stream.c`; consumer groups
 //! in `stream_groups.rs`): XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XREAD
 //! (COUNT, BLOCK, `$`), XSETID, over one record per stream
-//! (`stream_log.rs` holds the entries and their encoding).
+//! (`stream_log.rs` holds the entries and their encoding), or for a long
+//! one its metadata and pages (`stream_pages.rs`).
 
-use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, Shared};
+use super::key_locks::KeyGuard;
+use super::list_pages::{commit_records, Stop};
 use super::notify;
 use super::stream_log::{
     decode, interval_end, interval_start, parse_add_or_trim, parse_id, Entry, Id, IdForm, Stream,
     INVALID_ID,
 };
+use super::stream_pages::{self, Loaded, Need};
 
 enum Fail {
     WrongType,
     Store(Error),
 }
 
-fn stream_of(v: Option<&Value>) -> Result<Option<Stream>, Fail> {
+/// The stream `v` holds (`None`: no key), loaded as `need` says when it
+/// is paged (with what its write-back compares against).
+async fn stream_of(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: Option<&Value>,
+    need: Need,
+) -> Result<Option<(Stream, Option<Loaded>)>, Fail> {
     let Some(v) = v else { return Ok(None) };
     if v.kind() != Kind::Stream {
         return Err(Fail::WrongType);
     }
-    decode(v.data()).map(Some).map_err(Fail::Store)
+    if stream_pages::is_paged(v.data()) {
+        let (s, l) = stream_pages::load(store, db, key, v.data(), need)
+            .await
+            .map_err(Fail::Store)?;
+        return Ok(Some((s, Some(l))));
+    }
+    decode(v.data())
+        .map(|s| Some((s, None)))
+        .map_err(Fail::Store)
 }
 
 /// Whether `data` is a stream record's data.
 pub fn check(data: &[u8]) -> Result<(), Error> {
+    if stream_pages::is_paged(data) {
+        return stream_pages::decode_meta(data).map(|_| ());
+    }
     decode(data).map(|_| ())
 }
 
-fn change(s: &Stream, expire_at_ms: u64) -> Change {
-    // A stream stays when emptied (Redis keeps an empty stream).
-    Change::Put {
-        kind: Kind::Stream,
-        data: s.encode(),
-        expire_at_ms,
+/// A paged stream `v` under `key` whole in the one-record layout (as a
+/// migration, COPY or RENAME writes it); `None` for one not paged.
+pub(crate) async fn compact_data(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Option<Vec<u8>>, Error> {
+    if v.kind() != Kind::Stream || !stream_pages::is_paged(v.data()) {
+        return Ok(None);
     }
+    let (s, _) = stream_pages::load(store, db, key, v.data(), Need::All).await?;
+    Ok(Some(s.encode()))
 }
 
-/// One atomic update of stream `key` (`None` when missing).
+/// One atomic update of stream `key` (`None` when missing), with the
+/// stream loaded whole.
 pub(crate) async fn update<T>(
     store: &RespStore,
     db: usize,
     key: &[u8],
     now: u64,
+    apply: impl FnMut(&mut Option<Stream>) -> Result<(bool, T), &'static str>,
+) -> Result<Result<T, &'static str>, Error> {
+    update_loading(store, db, key, now, Need::All, apply).await
+}
+
+/// One atomic update of stream `key`, a paged one loaded as `need` says:
+/// read, `apply`, then the metadata and the changed pages committed as
+/// one crash-atomic batch guarded by the key's version (again from the
+/// read if the key changed meanwhile: `apply` may run more than once).
+pub(crate) async fn update_loading<T>(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    need: Need,
     mut apply: impl FnMut(&mut Option<Stream>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
-    let mut damage = None;
-    let (out, _) = store
-        .update(db, key, now, |cur| {
-            let (mut s, at) = match stream_of(cur) {
-                Ok(s) => (s, cur.map_or(0, Value::expire_at_ms)),
-                Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                Err(Fail::Store(e)) => {
-                    damage = Some(e);
-                    return (Change::Keep, Err(""));
-                }
-            };
-            match apply(&mut s) {
-                Ok((true, t)) => match &s {
-                    Some(s) => (change(s, at), Ok(t)),
-                    None => (Change::Delete, Ok(t)),
-                },
-                Ok((false, t)) => (Change::Keep, Ok(t)),
-                Err(msg) => (Change::Keep, Err(msg)),
-            }
-        })
-        .await?;
-    match damage {
-        Some(e) => Err(e),
-        None => Ok(out),
+    loop {
+        let held = super::key_locks::PAGED.lock(db, key).await;
+        let (cur, version) = store.get_for_write(db, key, now).await?;
+        let (mut s, loaded) = match stream_of(store, db, key, cur.as_ref(), need).await {
+            Ok(Some((s, l))) => (Some(s), l),
+            Ok(None) => (None, None),
+            Err(Fail::WrongType) => return Ok(Err(errors::WRONGTYPE)),
+            Err(Fail::Store(e)) => return Err(e),
+        };
+        let at = cur.as_ref().map_or(0, Value::expire_at_ms);
+        let t = match apply(&mut s) {
+            Ok((true, t)) => t,
+            Ok((false, t)) => return Ok(Ok(t)),
+            Err(msg) => return Ok(Err(msg)),
+        };
+        // A stream stays when emptied (Redis keeps an empty stream).
+        let w = stream_pages::writes(key, s.as_mut(), loaded.as_ref());
+        let fits = store.commit_fits(
+            std::iter::once((key.len(), w.meta.as_ref().map_or(0, Vec::len))).chain(
+                w.pages
+                    .iter()
+                    .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
+            ),
+        );
+        if !fits {
+            return Err(Error::Envelope(format!(
+                "a change of a stream of {} entries is too large to write as one crash-atomic step",
+                s.as_ref().map_or(0, Stream::len)
+            )));
+        }
+        let meta = w.meta.map(|m| (Kind::Stream, m, at));
+        let held: KeyGuard<'static> = held;
+        match commit_records(store, db, key, version, meta, &w.pages, held).await {
+            Ok(()) => return Ok(Ok(t)),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        }
     }
 }
 
+/// Stream `key` loaded whole (`Err(())` once a WRONGTYPE error is
+/// written).
 pub(crate) async fn read(
     store: &RespStore,
     db: usize,
@@ -83,9 +143,22 @@ pub(crate) async fn read(
     now: u64,
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<Stream>, ()>, Error> {
+    read_loading(store, db, key, now, Need::All, r).await
+}
+
+/// Stream `key`, a paged one loaded as `need` says.
+pub(crate) async fn read_loading(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    need: Need,
+    r: &mut Reply<'_>,
+) -> Result<Result<Option<Stream>, ()>, Error> {
+    let _held = super::key_locks::PAGED.lock_shared(db, key).await;
     let v = store.get(db, key, now).await?;
-    match stream_of(v.as_ref()) {
-        Ok(s) => Ok(Ok(s)),
+    match stream_of(store, db, key, v.as_ref(), need).await {
+        Ok(s) => Ok(Ok(s.map(|(s, _)| s))),
         Err(Fail::WrongType) => {
             r.error(errors::WRONGTYPE);
             Ok(Err(()))
@@ -145,7 +218,13 @@ pub async fn execute(
                 }
             }
             let per_node = u64::try_from(per_node).unwrap_or(0);
-            update(store, db, args[1], now, |s| {
+            // Appending needs only the last node, and approximate trimming
+            // drops whole nodes by their counts: the rest stays unread.
+            let need = match &a.trim {
+                Some(t) if !t.approx => Need::All,
+                _ => Need::Tail,
+            };
+            update_loading(store, db, args[1], now, need, |s| {
                 if s.is_none() && a.nomkstream {
                     return Ok((false, None));
                 }
@@ -386,7 +465,7 @@ async fn read_command(
         if !arity(args, 2, Some(2), r) {
             return Ok(());
         }
-        let Ok(s) = read(store, db, args[1], now, r).await? else {
+        let Ok(s) = read_loading(store, db, args[1], now, Need::Nothing, r).await? else {
             return Ok(());
         };
         r.integer(s.map_or(0, |s| s.len() as i64));
@@ -423,7 +502,13 @@ async fn read_command(
             return Ok(());
         }
     }
-    let Ok(s) = read(store, db, args[1], now, r).await? else {
+    let need = Need::Range {
+        start,
+        end,
+        limit: usize::try_from(count).unwrap_or(usize::MAX),
+        rev,
+    };
+    let Ok(s) = read_loading(store, db, args[1], now, need, r).await? else {
         return Ok(());
     };
     let Some(s) = s else {
@@ -550,8 +635,23 @@ pub async fn try_read(
 ) -> Result<Option<Vec<Vec<u8>>>, Error> {
     let mut streams = Vec::with_capacity(a.keys.len());
     let mut resolved = Vec::with_capacity(a.keys.len());
+    let limit = if a.count == 0 { usize::MAX } else { a.count };
     for (k, id) in a.keys.iter().zip(&a.ids) {
-        let Ok(s) = read(store, db, k, now, r).await? else {
+        // Only the entries past the ID are read (the ID's errors come
+        // after the key's type's, as in Redis).
+        let need = match parse_id(id, 0, IdForm::Strict, false) {
+            Some((after, _)) if *id != b"$" => match after.next() {
+                Some(start) => Need::Range {
+                    start,
+                    end: Id::MAX,
+                    limit,
+                    rev: false,
+                },
+                None => Need::Nothing,
+            },
+            _ => Need::Nothing,
+        };
+        let Ok(s) = read_loading(store, db, k, now, need, r).await? else {
             return Ok(None);
         };
         let after = if *id == b"$" {
@@ -568,7 +668,6 @@ pub async fn try_read(
         resolved.push(after.text());
         streams.push((k, s, after));
     }
-    let limit = if a.count == 0 { usize::MAX } else { a.count };
     let found: Vec<(&[u8], Vec<&Entry>)> = streams
         .iter()
         .filter_map(|(k, s, after)| {

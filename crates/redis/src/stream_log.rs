@@ -196,6 +196,20 @@ pub(crate) struct Node {
     /// listpack).
     pub(crate) last: Id,
     pub(crate) entries: Vec<Entry>,
+    /// In the paged layout (`stream_pages.rs`): the page holding it
+    /// (`None`: not stored in a page yet).
+    pub(crate) page: Option<u64>,
+    /// In the paged layout: its live entries while they are not loaded
+    /// (`entries` then empty). Only the steps that never look inside such
+    /// a node load a stream partly (`stream_pages::Need`).
+    pub(crate) stub: Option<u32>,
+}
+
+impl Node {
+    /// Its live entries, loaded or not.
+    pub(crate) fn live(&self) -> usize {
+        self.stub.map_or(self.entries.len(), |n| n as usize)
+    }
 }
 
 /// A stream as its record holds it.
@@ -242,45 +256,79 @@ fn u32_of(b: &[u8]) -> Result<u32, Error> {
 pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
     let c = Compact::decode(data)?;
     let mut it = c.items.into_iter();
-    let head = it.next().ok_or_else(|| bad("no header"))?;
-    if head.len() != 48 {
-        return Err(bad("header size"));
-    }
-    let id = |b: &[u8]| Id::from_bytes(b).ok_or_else(|| bad("an ID"));
-    let mut s = Stream {
-        last: id(&head[0..16])?,
-        added: u64::from_le_bytes(head[16..24].try_into().expect("8 bytes")),
-        max_deleted: id(&head[24..40])?,
-        nodes: Vec::new(),
-        groups: BTreeMap::new(),
-    };
-    let nodes = u32_of(&head[40..44])?;
-    let groups = u32_of(&head[44..48])?;
+    let (mut s, nodes, groups) = decode_head(&mut it)?;
     for _ in 0..nodes {
         let n = it.next().ok_or_else(|| bad("missing node"))?;
         if n.len() != 28 {
             return Err(bad("node header size"));
         }
-        let mut node = Node {
+        let node = Node {
             deleted: u64::from_le_bytes(n[..8].try_into().expect("8 bytes")),
-            last: id(&n[8..24])?,
-            entries: Vec::new(),
+            last: id_of(&n[8..24])?,
+            entries: decode_entries(&mut it, u32_of(&n[24..])?)?,
+            page: None,
+            stub: None,
         };
-        for _ in 0..u32_of(&n[24..])? {
-            let eid = id(&it.next().ok_or_else(|| bad("missing entry"))?)?;
-            let count = u32_of(&it.next().ok_or_else(|| bad("missing field count"))?)?;
-            // (A damaged count must not size an allocation.)
-            let mut fields = Vec::with_capacity((count as usize).min(64));
-            for _ in 0..count {
-                let f = it.next().ok_or_else(|| bad("missing field"))?;
-                let v = it.next().ok_or_else(|| bad("missing value"))?;
-                fields.push((f, v));
-            }
-            node.entries.push(Entry { id: eid, fields });
-        }
         s.nodes.push(node);
     }
-    for _ in 0..groups {
+    decode_groups(&mut it, groups, &mut s)?;
+    if it.next().is_some() {
+        return Err(bad("bytes after the last group"));
+    }
+    Ok(s)
+}
+
+fn id_of(b: &[u8]) -> Result<Id, Error> {
+    Id::from_bytes(b).ok_or_else(|| bad("an ID"))
+}
+
+/// The header item: the stream without nodes or groups, and how many of
+/// each follow.
+pub(crate) fn decode_head(
+    it: &mut impl Iterator<Item = Vec<u8>>,
+) -> Result<(Stream, u32, u32), Error> {
+    let head = it.next().ok_or_else(|| bad("no header"))?;
+    if head.len() != 48 {
+        return Err(bad("header size"));
+    }
+    let s = Stream {
+        last: id_of(&head[0..16])?,
+        added: u64::from_le_bytes(head[16..24].try_into().expect("8 bytes")),
+        max_deleted: id_of(&head[24..40])?,
+        nodes: Vec::new(),
+        groups: BTreeMap::new(),
+    };
+    Ok((s, u32_of(&head[40..44])?, u32_of(&head[44..48])?))
+}
+
+/// `count` entries: per entry its ID, its field count and the pairs.
+pub(crate) fn decode_entries(
+    it: &mut impl Iterator<Item = Vec<u8>>,
+    count: u32,
+) -> Result<Vec<Entry>, Error> {
+    // (A damaged count must not size an allocation.)
+    let mut entries = Vec::with_capacity((count as usize).min(1024));
+    for _ in 0..count {
+        let eid = id_of(&it.next().ok_or_else(|| bad("missing entry"))?)?;
+        let count = u32_of(&it.next().ok_or_else(|| bad("missing field count"))?)?;
+        let mut fields = Vec::with_capacity((count as usize).min(64));
+        for _ in 0..count {
+            let f = it.next().ok_or_else(|| bad("missing field"))?;
+            let v = it.next().ok_or_else(|| bad("missing value"))?;
+            fields.push((f, v));
+        }
+        entries.push(Entry { id: eid, fields });
+    }
+    Ok(entries)
+}
+
+/// `count` consumer groups into `s`.
+pub(crate) fn decode_groups(
+    it: &mut impl Iterator<Item = Vec<u8>>,
+    count: u32,
+    s: &mut Stream,
+) -> Result<(), Error> {
+    for _ in 0..count {
         let name = it.next().ok_or_else(|| bad("missing group"))?;
         let h = it.next().ok_or_else(|| bad("missing group header"))?;
         if h.len() != 32 {
@@ -288,7 +336,7 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
         }
         let read = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
         let mut g = Group {
-            last: id(&h[..16])?,
+            last: id_of(&h[..16])?,
             entries_read: (read != u64::MAX).then_some(read),
             ..Group::default()
         };
@@ -303,7 +351,7 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
                 delivered: u64::from_le_bytes(p[16..24].try_into().expect("8 bytes")),
                 deliveries: u64::from_le_bytes(p[24..].try_into().expect("8 bytes")),
             };
-            g.pending.insert(id(&p[..16])?, pending);
+            g.pending.insert(id_of(&p[..16])?, pending);
         }
         for _ in 0..u32_of(&h[28..])? {
             let c = it.next().ok_or_else(|| bad("missing consumer"))?;
@@ -319,15 +367,40 @@ pub(crate) fn decode(data: &[u8]) -> Result<Stream, Error> {
         }
         s.groups.insert(name, g);
     }
-    if it.next().is_some() {
-        return Err(bad("bytes after the last group"));
+    Ok(())
+}
+
+/// Entries as items: per entry its ID, its field count and the pairs.
+pub(crate) fn push_entries(items: &mut Vec<Vec<u8>>, entries: &[Entry]) {
+    for e in entries {
+        items.push(e.id.bytes().to_vec());
+        items.push((e.fields.len() as u32).to_le_bytes().to_vec());
+        for (f, v) in &e.fields {
+            items.push(f.clone());
+            items.push(v.clone());
+        }
     }
-    Ok(s)
 }
 
 impl Stream {
+    /// The one-record layout (a stream with every node loaded).
     pub(crate) fn encode(&self) -> Vec<u8> {
+        debug_assert!(self.nodes.iter().all(|n| n.stub.is_none()));
         let mut items = Vec::new();
+        self.push_head(&mut items);
+        for n in &self.nodes {
+            let mut h = n.deleted.to_le_bytes().to_vec();
+            h.extend_from_slice(&n.last.bytes());
+            h.extend_from_slice(&(n.entries.len() as u32).to_le_bytes());
+            items.push(h);
+            push_entries(&mut items, &n.entries);
+        }
+        self.push_groups(&mut items);
+        Compact { large: true, items }.encode()
+    }
+
+    /// The header item (its node count: how many nodes follow).
+    pub(crate) fn push_head(&self, items: &mut Vec<Vec<u8>>) {
         let mut head = Vec::with_capacity(48);
         head.extend_from_slice(&self.last.bytes());
         head.extend_from_slice(&self.added.to_le_bytes());
@@ -335,20 +408,10 @@ impl Stream {
         head.extend_from_slice(&(self.nodes.len() as u32).to_le_bytes());
         head.extend_from_slice(&(self.groups.len() as u32).to_le_bytes());
         items.push(head);
-        for n in &self.nodes {
-            let mut h = n.deleted.to_le_bytes().to_vec();
-            h.extend_from_slice(&n.last.bytes());
-            h.extend_from_slice(&(n.entries.len() as u32).to_le_bytes());
-            items.push(h);
-            for e in &n.entries {
-                items.push(e.id.bytes().to_vec());
-                items.push((e.fields.len() as u32).to_le_bytes().to_vec());
-                for (f, v) in &e.fields {
-                    items.push(f.clone());
-                    items.push(v.clone());
-                }
-            }
-        }
+    }
+
+    /// The consumer groups' items.
+    pub(crate) fn push_groups(&self, items: &mut Vec<Vec<u8>>) {
         for (name, g) in &self.groups {
             items.push(name.clone());
             let mut h = g.last.bytes().to_vec();
@@ -368,7 +431,6 @@ impl Stream {
                 items.push(seen.to_le_bytes().to_vec());
             }
         }
-        Compact { large: true, items }.encode()
     }
 
     /// The ID of the first entry (0-0 when empty).
@@ -422,7 +484,7 @@ impl Stream {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.nodes.iter().map(|n| n.entries.len()).sum()
+        self.nodes.iter().map(Node::live).sum()
     }
 
     pub(crate) fn entries(&self) -> impl DoubleEndedIterator<Item = &Entry> {
@@ -432,9 +494,10 @@ impl Stream {
     /// Appends an entry (its ID checked by the caller), starting a node
     /// as Redis does by count.
     pub(crate) fn append(&mut self, e: Entry, node_entries: u64) {
-        let full = self.nodes.last().is_none_or(|n| {
-            node_entries != 0 && n.entries.len() as u64 + n.deleted >= node_entries
-        });
+        let full = self
+            .nodes
+            .last()
+            .is_none_or(|n| node_entries != 0 && n.live() as u64 + n.deleted >= node_entries);
         if full {
             self.nodes.push(Node::default());
         }
@@ -474,7 +537,7 @@ impl Stream {
                     break;
                 }
             }
-            let entries = node.entries.len() as u64;
+            let entries = node.live() as u64;
             if t.limit != 0 && removed + entries > t.limit {
                 break;
             }
@@ -491,6 +554,8 @@ impl Stream {
                 break;
             }
             let node = &mut self.nodes[0];
+            // (A stream loaded partly is trimmed only approximately.)
+            debug_assert!(node.stub.is_none());
             let mut cut = 0;
             match t.by {
                 TrimBy::MaxLen(max) => {

@@ -46,7 +46,8 @@ pub async fn compact_data(
         Kind::List => super::list::compact_data(store, db, key, v).await,
         Kind::Hash | Kind::Set => super::hash_pages::compact_data(store, db, key, v).await,
         Kind::ZSet => super::zset_pages::compact_data(store, db, key, v).await,
-        Kind::String | Kind::Stream => Ok(None),
+        Kind::Stream => super::stream::compact_data(store, db, key, v).await,
+        Kind::String => Ok(None),
     }
 }
 

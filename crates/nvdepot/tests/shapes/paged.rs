@@ -72,8 +72,8 @@ pub fn comparable(cmd: &Cmd, v: &Value) -> Value {
 /// redis-server, compared reply by reply as [`comparable`] says; a SPOP
 /// (random) is followed by a DEL of its key on both sides, to stay in
 /// step. After each seed `snapshot` must agree, the largest size
-/// `size_cmd` answered must show the collections grew past the paged
-/// threshold, and some pages must exist.
+/// `size_cmd` answered must pass `grown` (the collections grew past the
+/// paged threshold), and some pages must exist.
 pub fn differential(
     what: &str,
     ops: usize,
@@ -81,6 +81,7 @@ pub fn differential(
     mut next: impl FnMut(u64) -> Box<dyn FnMut() -> Cmd>,
     snapshot: fn(&mut Conn) -> Vec<Value>,
     size_cmd: &[u8],
+    grown: i64,
 ) {
     let Some(redis) = RefServer::redis_or_skip() else {
         return;
@@ -170,7 +171,7 @@ pub fn differential(
             "resp_paged {what}: seed {seed}: {ops} commands, every reply the same (largest {largest})"
         );
         assert!(
-            largest > 1_000,
+            largest > grown,
             "the {what} grew large enough to page ({largest})"
         );
         assert!(pages(&mut b) > 0, "some {what} are paged");
