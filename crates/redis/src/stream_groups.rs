@@ -13,10 +13,11 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::face::Shared;
 use super::notify;
-use super::stream::{read, reply_entry, update};
+use super::stream::{read, read_loading, reply_entry, update, update_loading};
 use super::stream_log::{
     interval_end, interval_start, parse_id, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,
 };
+use super::stream_pages::Need;
 
 /// Redis's error for a group a key's stream does not have (XGROUP, XINFO).
 pub(crate) fn no_such_group(group: &[u8], key: &[u8]) -> String {
@@ -315,8 +316,8 @@ async fn xack(
         return Ok(());
     }
     // As Redis: the key's type, then a missing key or group answers 0,
-    // then the IDs.
-    let Ok(s) = read(store, db, args[1], now, r).await? else {
+    // then the IDs. (The pending list is in the metadata: no page read.)
+    let Ok(s) = read_loading(store, db, args[1], now, Need::Nothing, r).await? else {
         return Ok(());
     };
     if !s.is_some_and(|s| s.groups.contains_key(args[2])) {
@@ -334,7 +335,7 @@ async fn xack(
         }
     }
     let group = args[2];
-    let out = update(store, db, args[1], now, |s| {
+    let out = update_loading(store, db, args[1], now, Need::Nothing, |s| {
         let Some(g) = s.as_mut().and_then(|s| s.groups.get_mut(group)) else {
             return Ok((false, 0));
         };
@@ -398,7 +399,8 @@ async fn xpending(
         let consumer = args.get(at + 3).copied();
         range = Some((min_idle, start, end, count.max(0) as u64, consumer));
     }
-    let Ok(s) = read(store, db, args[1], now, r).await? else {
+    // Only the pending list: no page read.
+    let Ok(s) = read_loading(store, db, args[1], now, Need::Nothing, r).await? else {
         return Ok(());
     };
     let Some(g) = s.as_ref().and_then(|s| s.groups.get(args[2])) else {
