@@ -30,7 +30,7 @@ async fn stream_of(
     db: usize,
     key: &[u8],
     v: Option<&Value>,
-    need: Need,
+    need: Need<'_>,
 ) -> Result<Option<(Stream, Option<Loaded>)>, Fail> {
     let Some(v) = v else { return Ok(None) };
     if v.kind() != Kind::Stream {
@@ -91,7 +91,7 @@ pub(crate) async fn update_loading<T>(
     db: usize,
     key: &[u8],
     now: u64,
-    need: Need,
+    need: Need<'_>,
     mut apply: impl FnMut(&mut Option<Stream>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
     loop {
@@ -152,7 +152,7 @@ pub(crate) async fn read_loading(
     db: usize,
     key: &[u8],
     now: u64,
-    need: Need,
+    need: Need<'_>,
     r: &mut Reply<'_>,
 ) -> Result<Result<Option<Stream>, ()>, Error> {
     let _held = super::key_locks::PAGED.lock_shared(db, key).await;

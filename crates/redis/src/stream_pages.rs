@@ -55,7 +55,7 @@ const META_PREFIX: usize = 17;
 /// only `Stream::len`, `Stream::append` (after the last node) and
 /// approximate trimming may meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Need {
+pub(crate) enum Need<'a> {
     /// Every node's entries.
     All,
     /// Only the last node's (XADD).
@@ -71,6 +71,11 @@ pub(crate) enum Need {
         limit: usize,
         rev: bool,
     },
+    /// What XREADGROUP's `>` reads for group `group`: the first and last
+    /// nodes (the stream's first and top IDs, for its entries-read
+    /// count) and those holding the first `limit` entries after the
+    /// group's last delivered ID.
+    Group { group: &'a [u8], limit: usize },
 }
 
 /// Whether a stream record's data is the paged layout's metadata.
@@ -149,14 +154,28 @@ pub(crate) async fn load(
     db: usize,
     key: &[u8],
     data: &[u8],
-    need: Need,
+    need: Need<'_>,
 ) -> Result<(Stream, Loaded), Error> {
     let (mut s, mut loaded) = decode_meta(data)?;
     let n = s.nodes.len();
+    // A group's read is a forward range plus both ends.
+    let (need, ends) = match need {
+        Need::Group { group, limit } => {
+            let start = s.groups.get(group).and_then(|g| g.last.next());
+            let range = Need::Range {
+                start: start.unwrap_or(Id::MAX),
+                end: Id::MAX,
+                limit: if start.is_some() { limit } else { 0 },
+                rev: false,
+            };
+            (range, true)
+        }
+        other => (other, false),
+    };
     let order: Vec<usize> = match need {
         Need::All => (0..n).collect(),
         Need::Tail => (n.saturating_sub(1)..n).collect(),
-        Need::Nothing => Vec::new(),
+        Need::Nothing | Need::Group { .. } => Vec::new(),
         Need::Range { rev: false, .. } => (0..n).collect(),
         Need::Range { rev: true, .. } => (0..n).rev().collect(),
     };
@@ -166,13 +185,12 @@ pub(crate) async fn load(
             start, end, limit, ..
         } = need
         {
+            let end_node = ends && (i == 0 || i + 1 == n);
             // Node i holds IDs after node i-1's last, up to its own.
             let after = i.checked_sub(1).map(|p| s.nodes[p].last);
-            if s.nodes[i].last < start || after.is_some_and(|a| a >= end) {
+            let outside = s.nodes[i].last < start || after.is_some_and(|a| a >= end);
+            if !end_node && (outside || found >= limit) {
                 continue;
-            }
-            if found >= limit {
-                break;
             }
         }
         let node = &mut s.nodes[i];

@@ -9,9 +9,10 @@ use nvdepot_resp::Reply;
 
 use super::face::Shared;
 use super::notify;
-use super::stream::{read, update, ReadArgs};
+use super::stream::{read_loading, update_loading, ReadArgs};
 use super::stream_groups::{no_group, reply_served, Served};
 use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};
+use super::stream_pages::Need;
 
 /// One try of XREADGROUP: `Ok(true)` once its reply is written (entries
 /// or an error), `Ok(false)` when no stream had anything for it (nothing
@@ -27,7 +28,8 @@ pub async fn try_readgroup(
     // Every key and its group first, then every ID, in argument order.
     let mut after = Vec::with_capacity(a.keys.len());
     for (k, id) in a.keys.iter().zip(&a.ids) {
-        let Ok(s) = read(store, db, k, now, r).await? else {
+        // The type and the group: the metadata is enough.
+        let Ok(s) = read_loading(store, db, k, now, Need::Nothing, r).await? else {
             return Ok(true);
         };
         if !s.is_some_and(|s| s.groups.contains_key(a.group)) {
@@ -60,7 +62,16 @@ pub async fn try_readgroup(
     let mut found: Vec<(&[u8], Vec<Served>)> = Vec::new();
     for (k, after) in a.keys.iter().zip(after) {
         let mut new_consumer = false;
-        let out = update(store, db, k, now, |s| {
+        // New entries (`>`) need only the stream's ends and what follows
+        // the group's last ID; a history read looks entries up anywhere.
+        let need = match after {
+            Some(_) => Need::All,
+            None => Need::Group {
+                group: a.group,
+                limit,
+            },
+        };
+        let out = update_loading(store, db, k, now, need, |s| {
             new_consumer = false;
             let Some(s) = s.as_mut() else {
                 return Err("NOGROUP");
