@@ -259,3 +259,67 @@ fn long_streams_answer_as_redis() {
         300,
     );
 }
+
+/// A node emptied by an exact MINID trim (an entry of it past the bound
+/// was deleted first) stays, as in Redis: the paged stream is read back
+/// whole, ranged, and by a group's `>` read (which needs the first and
+/// top entries) exactly as redis-server answers.
+#[test]
+fn a_node_emptied_by_an_exact_trim_answers_as_redis() {
+    let Some(redis) = common::RefServer::redis_or_skip() else {
+        return;
+    };
+    let dir = common::temp_dir();
+    let server = common::Server::start_serve(
+        &dir.path().join("store"),
+        &["--size", "256M", "--segment-size", "16M"],
+    );
+    let (mut a, mut b) = (
+        Conn::connect("redis-server", redis.addr),
+        Conn::connect("nvdepot", server.addr),
+    );
+    shapes::prepare(&mut a, &mut b);
+    let s = |x: &str| x.as_bytes().to_vec();
+    let mut cmds: Vec<Cmd> = vec![vec![
+        s("CONFIG"),
+        s("SET"),
+        s("stream-node-max-bytes"),
+        s("0"),
+    ]];
+    for i in 1..=300 {
+        cmds.push(vec![
+            s("XADD"),
+            s("x"),
+            s(&format!("{i}-0")),
+            s("f"),
+            vec![b'v'; 200],
+        ]);
+    }
+    for c in [
+        "XDEL x 100-0",
+        "XTRIM x MINID = 100-0",
+        "XLEN x",
+        "XRANGE x - + COUNT 2",
+        "XREVRANGE x + - COUNT 2",
+        "XGROUP CREATE x g 0",
+        "XREADGROUP GROUP g c COUNT 3 STREAMS x >",
+        "XINFO GROUPS x",
+        "XADD x MAXLEN ~ 150 301-0 f v",
+        "XLEN x",
+        "XREAD COUNT 2 STREAMS x 150-0",
+        "XRANGE x - + COUNT 1",
+    ] {
+        cmds.push(c.split(' ').map(s).collect());
+    }
+    for (i, c) in cmds.iter().enumerate() {
+        let want = pipeline(&mut a, std::slice::from_ref(c));
+        let got = pipeline(&mut b, std::slice::from_ref(c));
+        assert_eq!(
+            want,
+            got,
+            "command {i}: {}",
+            shapes::show(c).chars().take(80).collect::<String>()
+        );
+    }
+    assert!(paged::pages(&mut b) > 0, "the stream is paged");
+}

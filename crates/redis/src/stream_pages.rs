@@ -116,7 +116,10 @@ pub(crate) fn decode_meta(data: &[u8]) -> Result<(Stream, Loaded), Error> {
         let page = u64::from_le_bytes(d[..8].try_into().expect("8"));
         let last = Id::from_bytes(&d[16..32]).expect("16 bytes");
         let live = u32::from_le_bytes(d[32..].try_into().expect("4"));
-        if page >= next_page || live == 0 || pages.last().is_some_and(|&p| p >= page) {
+        // (A node may hold no live entry: an exact MINID trim can empty it
+        // while an entry it had, deleted, is past the bound; Redis keeps
+        // such a node too.)
+        if page >= next_page || pages.last().is_some_and(|&p| p >= page) {
             return Err(damaged("directory out of order"));
         }
         pages.push(page);
@@ -179,13 +182,17 @@ pub(crate) async fn load(
         Need::Range { rev: false, .. } => (0..n).collect(),
         Need::Range { rev: true, .. } => (0..n).rev().collect(),
     };
+    // The ends: the first and the last node holding a live entry.
+    let live = |i: &usize| s.nodes[*i].live() > 0;
+    let first = (0..n).find(live);
+    let last = (0..n).rev().find(live);
     let mut found = 0usize;
     for i in order {
         if let Need::Range {
             start, end, limit, ..
         } = need
         {
-            let end_node = ends && (i == 0 || i + 1 == n);
+            let end_node = ends && (Some(i) == first || Some(i) == last);
             // Node i holds IDs after node i-1's last, up to its own.
             let after = i.checked_sub(1).map(|p| s.nodes[p].last);
             let outside = s.nodes[i].last < start || after.is_some_and(|a| a >= end);
@@ -432,6 +439,31 @@ mod tests {
         let meta = w.meta.unwrap();
         assert!(!is_paged(&meta));
         assert_eq!(super::super::stream_log::decode(&meta).unwrap().len(), 1);
+    }
+
+    /// An exact MINID trim can leave a node with no live entry (an entry
+    /// past the bound was deleted from it): stored and read back, and a
+    /// group's read still finds the first and top entries.
+    #[test]
+    fn a_node_emptied_by_an_exact_trim_is_kept_and_read_back() {
+        let key = b"k";
+        let mut s = stream(300, 100);
+        assert!(s.delete(Id { ms: 100, seq: 0 }));
+        let trim = super::super::stream_log::Trim {
+            by: super::super::stream_log::TrimBy::MinId(Id { ms: 100, seq: 0 }),
+            approx: false,
+            limit: 0,
+        };
+        assert_eq!(s.trim(&trim), 99);
+        assert_eq!(s.nodes[0].live(), 0);
+        let w = writes(key, Some(&mut s), None);
+        let meta = w.meta.clone().unwrap();
+        let mut pages = HashMap::new();
+        apply(&mut pages, &w);
+        let (all, _) = load_from(&pages, key, &meta, Need::All);
+        assert_eq!(all.len(), 200);
+        assert_eq!(all.nodes.len(), 3);
+        assert_eq!(all.first_id(), Id { ms: 101, seq: 0 });
     }
 
     /// Damaged metadata is an error, never a panic.
