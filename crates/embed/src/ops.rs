@@ -107,7 +107,15 @@ impl Handle {
         value: &[u8],
         mode: PutMode,
     ) -> Result<Option<u64>, Failure> {
-        self.changing(ns, &[key], |s| s.put_versioned(ns, key, value, mode))
+        let Some(cache) = &self.cache else {
+            return self.with(|s| s.put_versioned(ns, key, value, mode));
+        };
+        let writing = cache.writing(ns.id(), &[key]);
+        let put = self.with(|s| s.put_versioned(ns, key, value, mode))?;
+        if let Some(version) = put {
+            writing.fill_written(ns.id(), key, value, version);
+        }
+        Ok(put)
     }
 
     /// Inserts or overwrites.

@@ -5,12 +5,11 @@
 //! spare is served its hot keys from memory instead.
 //!
 //! Consistency: a cached value is always the key's current value, or
-//! absent. Writes never put values into the cache, they only take them
-//! out: a write drops the entries of its keys when it starts, and until it
-//! finishes no read may fill them. Only a reader that missed fills an
-//! entry, with what it read from the store, and only if no write of the
-//! key's stripe started or finished since before its read: each stripe
-//! counts writes in flight (`writing`) and writes started or finished
+//! absent. A write drops the entries of its keys when it starts, and
+//! until it finishes no read may fill them. A reader that missed fills an
+//! entry with what it read from the store only if no write of the key's
+//! stripe started or finished since before its read: each stripe counts
+//! writes in flight (`writing`) and writes started or finished
 //! (`changes`); the reader notes `changes` before its device read and
 //! fills, under the shard's lock, only if nothing is in flight and the
 //! count is unchanged. A write raises both counts before it drops the
@@ -18,9 +17,17 @@
 //! leaves `writing`. So a fill either lands before the write's drop (which
 //! removes it) or sees the write and fills nothing.
 //!
+//! A put, once the store has it, fills its own value (write-through:
+//! YCSB's read-latest and read-modify-write workloads, and any
+//! application that reads what it just wrote, would otherwise miss on the
+//! first read after every write): under the shard's lock, and only if it
+//! is the one write in flight in its stripe and no other write started or
+//! finished there since it started (`changes` as its start left it). Any
+//! write that could be ordered after it in the store is then either
+//! still to start (its start drops the entry) or visible in the counts.
+//!
 //! Writers are not serialised here: writers of one key share the engine's
-//! group commits as they would without the cache. The price of caching
-//! nothing on write is a miss on the first read after a write.
+//! group commits as they would without the cache.
 //!
 //! Eviction: CLOCK (second chance) per shard, by bytes (key, value and a
 //! fixed overhead per entry).
@@ -106,7 +113,8 @@ pub(crate) struct Before {
 /// A write in flight: its stripes counted in `writing` until dropped.
 pub(crate) struct Writing<'a> {
     cache: &'a ValueCache,
-    stripes: Vec<usize>,
+    /// Its stripes, each with `changes` as its own start left it.
+    stripes: Vec<(usize, u64)>,
 }
 
 impl ValueCache {
@@ -167,12 +175,14 @@ impl ValueCache {
     /// their entries. Hold the result across the store's write; dropping
     /// it ends the write.
     pub(crate) fn writing<'a>(&'a self, ns: u32, keys: &[&[u8]]) -> Writing<'a> {
-        let mut stripes: Vec<usize> = keys.iter().map(|k| stripe_of(hash(ns, k))).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        for &s in &stripes {
+        let mut indexes: Vec<usize> = keys.iter().map(|k| stripe_of(hash(ns, k))).collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut stripes = Vec::with_capacity(indexes.len());
+        for s in indexes {
             self.writing[s].fetch_add(1, Ordering::AcqRel);
-            self.changes[s].fetch_add(1, Ordering::AcqRel);
+            let changes = self.changes[s].fetch_add(1, Ordering::AcqRel) + 1;
+            stripes.push((s, changes));
         }
         for k in keys {
             let mut shard = self.shards[shard_of(hash(ns, k))].lock();
@@ -277,11 +287,37 @@ impl ValueCache {
     }
 }
 
+impl Writing<'_> {
+    /// Caches `value` (at `version`) that this write just put under `key`
+    /// (one of its keys), unless another write of the key's stripe is in
+    /// flight or started or finished since this one began (see the module
+    /// docs).
+    pub(crate) fn fill_written(&self, ns: u32, key: &[u8], value: &[u8], version: u64) {
+        let cache = self.cache;
+        if cost(key, value) > cache.shard_budget / LARGEST_SHARE {
+            return;
+        }
+        let h = hash(ns, key);
+        let stripe = stripe_of(h);
+        let Some(&(_, changes)) = self.stripes.iter().find(|(s, _)| *s == stripe) else {
+            debug_assert!(false, "a key this write did not announce");
+            return;
+        };
+        let mut shard = cache.shards[shard_of(h)].lock();
+        if cache.writing[stripe].load(Ordering::Acquire) != 1
+            || cache.changes[stripe].load(Ordering::Acquire) != changes
+        {
+            return;
+        }
+        cache.set(&mut shard, ns, key, value, version);
+    }
+}
+
 impl Drop for Writing<'_> {
     /// Ends the write: `changes` raised before `writing` lowered, so a
     /// reader that sees no write in flight sees the change count moved.
     fn drop(&mut self) {
-        for &s in &self.stripes {
+        for &(s, _) in &self.stripes {
             self.cache.changes[s].fetch_add(1, Ordering::AcqRel);
             self.cache.writing[s].fetch_sub(1, Ordering::AcqRel);
         }
@@ -313,6 +349,46 @@ mod tests {
         let w = c.writing(1, &[b"k"]);
         assert!(c.get(1, b"k").is_err());
         drop(w);
+    }
+
+    #[test]
+    fn a_put_fills_its_value_only_when_no_other_write_raced_it() {
+        let c = ValueCache::new(1 << 20);
+        // Alone: the value it wrote is cached, and a read hits it.
+        let w = c.writing(1, &[b"k"]);
+        w.fill_written(1, b"k", b"v1", 1);
+        drop(w);
+        assert_eq!(c.get(1, b"k").unwrap(), (b"v1".to_vec(), 1));
+        // Two writes of the key in flight: neither may cache (the store
+        // may order either last).
+        let a = c.writing(1, &[b"k"]);
+        let b = c.writing(1, &[b"k"]);
+        b.fill_written(1, b"k", b"b", 3);
+        drop(b);
+        a.fill_written(1, b"k", b"a", 2);
+        drop(a);
+        assert!(c.get(1, b"k").is_err(), "a fill racing another write");
+        // A write that started and finished while this one was in flight
+        // (a delete, say): this one's fill is refused.
+        let a = c.writing(1, &[b"k"]);
+        drop(c.writing(1, &[b"k"]));
+        a.fill_written(1, b"k", b"a", 4);
+        drop(a);
+        assert!(c.get(1, b"k").is_err(), "a fill after another write");
+        // A write starting after the fill drops it.
+        let a = c.writing(1, &[b"k"]);
+        a.fill_written(1, b"k", b"a", 5);
+        drop(a);
+        let d = c.writing(1, &[b"k"]);
+        assert!(c.get(1, b"k").is_err());
+        drop(d);
+        // A reader that missed before the write cannot fill its old value.
+        let before = c.get(1, b"k").unwrap_err();
+        let a = c.writing(1, &[b"k"]);
+        a.fill_written(1, b"k", b"new", 6);
+        drop(a);
+        c.fill(before, 1, b"k", b"old", 5);
+        assert_eq!(c.get(1, b"k").unwrap(), (b"new".to_vec(), 6));
     }
 
     #[test]

@@ -147,6 +147,32 @@ fn the_value_cache_never_serves_a_stale_value() {
     assert!(hits > 0 && misses > 0, "hits {hits} misses {misses}");
 }
 
+/// A put caches what it wrote (write-through): the next read is a hit,
+/// with the version the store holds; a delete takes it out.
+#[test]
+fn a_put_is_read_back_from_the_value_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = options();
+    set_option(&mut config, "value_cache_bytes", "1M").unwrap();
+    let h = Handle::open(dir.path(), &config).unwrap();
+    let ns = h.with(|s| Ok(s.default_namespace())).unwrap();
+    let version = h
+        .put_versioned(ns, b"k", b"value", nvdepot_embed::PutMode::Upsert)
+        .unwrap()
+        .unwrap();
+    let stored = h.with(|s| s.get_versioned(ns, b"k")).unwrap();
+    assert_eq!(stored, Some((b"value".to_vec(), version)));
+    let (hits, _) = h.cache_counters().unwrap();
+    assert_eq!(h.get_versioned(ns, b"k").unwrap(), stored);
+    assert_eq!(
+        h.cache_counters().unwrap().0,
+        hits + 1,
+        "served from the cache"
+    );
+    assert!(h.delete(ns, b"k").unwrap());
+    assert_eq!(h.get(ns, b"k").unwrap(), None);
+}
+
 /// One writer raises a counter, readers read the store directly and then
 /// through the cache: the cache may never answer with a value older than
 /// one the store already showed the same reader.
