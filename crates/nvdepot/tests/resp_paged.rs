@@ -39,7 +39,7 @@ use rand::{Rng, SeedableRng};
 mod paged;
 
 use common::{env_or, temp_dir, RefServer, Server};
-use paged::{comparable, differential, pages};
+use paged::{differential, pages};
 use shapes::{brief, pipeline, prepare, show, Cmd, Conn, RSS_BOUND};
 
 const KEYS: [&str; 4] = ["la", "lb", "lc", "{la}d"];
@@ -578,16 +578,7 @@ impl HashGen {
 
 /// Every hash's type and sorted contents.
 fn hash_snapshot(conn: &mut Conn) -> Vec<Value> {
-    let mut cmds: Vec<Cmd> = Vec::new();
-    for k in HASHES {
-        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
-        cmds.push(vec![b"HGETALL".to_vec(), k.as_bytes().to_vec()]);
-    }
-    let got = pipeline(conn, &cmds);
-    cmds.iter()
-        .zip(&got)
-        .map(|(c, v)| comparable(c, v))
-        .collect()
+    paged::snapshot(conn, &HASHES, &[&["HGETALL", "$"]])
 }
 
 #[test]
@@ -695,16 +686,7 @@ impl SetGen {
 
 /// Every set's type and sorted members.
 fn set_snapshot(conn: &mut Conn) -> Vec<Value> {
-    let mut cmds: Vec<Cmd> = Vec::new();
-    for k in SETS {
-        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
-        cmds.push(vec![b"SMEMBERS".to_vec(), k.as_bytes().to_vec()]);
-    }
-    let got = pipeline(conn, &cmds);
-    cmds.iter()
-        .zip(&got)
-        .map(|(c, v)| comparable(c, v))
-        .collect()
+    paged::snapshot(conn, &SETS, &[&["SMEMBERS", "$"]])
 }
 
 #[test]

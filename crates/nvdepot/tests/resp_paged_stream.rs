@@ -28,7 +28,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use common::env_or;
-use paged::{comparable, differential};
+use paged::differential;
 use shapes::{pipeline, Cmd, Conn};
 
 const STREAMS: [&str; 3] = ["xa", "xb", "{xa}c"];
@@ -217,26 +217,11 @@ impl StreamGen {
 
 /// Every stream's type, entries and groups.
 fn stream_snapshot(conn: &mut Conn) -> Vec<Value> {
-    let mut cmds: Vec<Cmd> = Vec::new();
-    for k in STREAMS {
-        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
-        cmds.push(vec![
-            b"XRANGE".to_vec(),
-            k.as_bytes().to_vec(),
-            b"-".to_vec(),
-            b"+".to_vec(),
-        ]);
-        cmds.push(vec![
-            b"XINFO".to_vec(),
-            b"GROUPS".to_vec(),
-            k.as_bytes().to_vec(),
-        ]);
-    }
-    let got = pipeline(conn, &cmds);
-    cmds.iter()
-        .zip(&got)
-        .map(|(c, v)| comparable(c, v))
-        .collect()
+    paged::snapshot(
+        conn,
+        &STREAMS,
+        &[&["XRANGE", "$", "-", "+"], &["XINFO", "GROUPS", "$"]],
+    )
 }
 
 #[test]

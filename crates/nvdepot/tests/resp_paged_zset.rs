@@ -30,8 +30,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use common::env_or;
-use paged::{comparable, differential};
-use shapes::{pipeline, Cmd, Conn};
+use paged::differential;
+use shapes::{Cmd, Conn};
 
 const ZSETS: [&str; 3] = ["za", "zb", "{za}c"];
 /// A sorted set whose members all score 0: the lex ranges' set.
@@ -283,17 +283,8 @@ impl ZSetGen {
 
 /// Every sorted set's type and members with scores.
 fn zset_snapshot(conn: &mut Conn) -> Vec<Value> {
-    let mut cmds: Vec<Cmd> = Vec::new();
-    for k in ZSETS.iter().chain([&LEX]) {
-        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
-        let all = ["ZRANGE", k, "0", "-1", "WITHSCORES"];
-        cmds.push(all.iter().map(|a| a.as_bytes().to_vec()).collect());
-    }
-    let got = pipeline(conn, &cmds);
-    cmds.iter()
-        .zip(&got)
-        .map(|(c, v)| comparable(c, v))
-        .collect()
+    let keys: Vec<&str> = ZSETS.iter().chain([&LEX]).copied().collect();
+    paged::snapshot(conn, &keys, &[&["ZRANGE", "$", "0", "-1", "WITHSCORES"]])
 }
 
 #[test]

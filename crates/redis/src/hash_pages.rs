@@ -435,17 +435,13 @@ impl Whole {
         expire_at_ms: u64,
         held: KeyGuard<'static>,
     ) -> Result<bool, Error> {
-        let fits = store.commit_fits(
-            std::iter::once((key.len(), self.meta.len()))
-                .chain(self.pages.iter().map(|(k, d)| (k.len(), d.len()))),
-        );
-        if !fits {
-            return Err(Error::Envelope(format!(
-                "a {} of {} elements is too large to write as one crash-atomic step",
-                self.kind.name(),
-                self.elements
-            )));
-        }
+        super::list_pages::ensure_fits(
+            store,
+            key,
+            self.meta.len(),
+            self.pages.iter().map(|(k, d)| (k.len(), d.len())),
+            || format!("a {} of {} elements", self.kind.name(), self.elements),
+        )?;
         let pages: Vec<(&[u8], Option<&[u8]>)> = self
             .pages
             .iter()

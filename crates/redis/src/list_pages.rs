@@ -581,6 +581,26 @@ impl<'a> Edit<'a> {
     }
 }
 
+/// `Err(Error::Envelope)` naming `what` (e.g. "a list of 5 elements")
+/// when a commit of the metadata `meta_len` bytes long and `pages` (key
+/// and data lengths) exceeds what one crash-atomic batch can hold.
+pub fn ensure_fits(
+    store: &RespStore,
+    key: &[u8],
+    meta_len: usize,
+    pages: impl Iterator<Item = (usize, usize)>,
+    what: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    if store.commit_fits(std::iter::once((key.len(), meta_len)).chain(pages)) {
+        Ok(())
+    } else {
+        Err(Error::Envelope(format!(
+            "{} is too large to write as one crash-atomic step",
+            what()
+        )))
+    }
+}
+
 /// Commits a paged collection's change: its metadata (`None` deletes the
 /// key) and page writes (`None` deletes a page), one crash-atomic batch
 /// guarded by the metadata's version; `held`, the key's lock, goes once
@@ -696,19 +716,15 @@ pub async fn write_whole(
         debug_assert!(m.holds());
         Some(m.encode())
     };
-    let fits = store.commit_fits(
-        std::iter::once((key.len(), meta.as_ref().map_or(0, Vec::len))).chain(
-            writes
-                .iter()
-                .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
-        ),
-    );
-    if !fits {
-        return Err(Error::Envelope(format!(
-            "a list of {} elements is too large to rewrite as one crash-atomic step",
-            list.len()
-        )));
-    }
+    ensure_fits(
+        store,
+        key,
+        meta.as_ref().map_or(0, Vec::len),
+        writes
+            .iter()
+            .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
+        || format!("a list of {} elements", list.len()),
+    )?;
     let pages: Vec<(&[u8], Option<&[u8]>)> = writes
         .iter()
         .map(|(k, d)| (k.as_slice(), d.as_deref()))

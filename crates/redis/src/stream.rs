@@ -10,7 +10,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, Shared};
 use super::key_locks::KeyGuard;
-use super::list_pages::{commit_records, Stop};
+use super::list_pages::{self, commit_records, Stop};
 use super::notify;
 use super::stream_log::{
     decode, interval_end, interval_start, parse_add_or_trim, parse_id, Entry, Id, IdForm, Stream,
@@ -111,19 +111,18 @@ pub(crate) async fn update_loading<T>(
         };
         // A stream stays when emptied (Redis keeps an empty stream).
         let w = stream_pages::writes(key, s.as_mut(), loaded.as_ref());
-        let fits = store.commit_fits(
-            std::iter::once((key.len(), w.meta.as_ref().map_or(0, Vec::len))).chain(
-                w.pages
-                    .iter()
-                    .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
-            ),
-        );
-        if !fits {
-            return Err(Error::Envelope(format!(
-                "a change of a stream of {} entries is too large to write as one crash-atomic step",
-                s.as_ref().map_or(0, Stream::len)
-            )));
-        }
+        list_pages::ensure_fits(
+            store,
+            key,
+            w.meta.as_ref().map_or(0, Vec::len),
+            w.pages
+                .iter()
+                .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
+            || {
+                let len = s.as_ref().map_or(0, Stream::len);
+                format!("a change of a stream of {len} entries")
+            },
+        )?;
         let meta = w.meta.map(|m| (Kind::Stream, m, at));
         let held: KeyGuard<'static> = held;
         match commit_records(store, db, key, version, meta, &w.pages, held).await {

@@ -206,18 +206,7 @@ pub(crate) async fn load(
             .page(db, &page_key(key, loaded.stamp, page as i64))
             .await?
             .ok_or_else(|| damaged("a page is missing"))?;
-        let c = Compact::decode(&bytes)?;
-        let mut it = c.items.into_iter();
-        let live = node.stub.take().expect("a stub");
-        node.entries = decode_entries(&mut it, live)?;
-        if it.next().is_some() {
-            return Err(damaged("a page holds more entries than its directory says"));
-        }
-        if node.entries.last().is_some_and(|e| e.id > node.last)
-            || node.entries.windows(2).any(|w| w[0].id >= w[1].id)
-        {
-            return Err(damaged("a page's entries out of order"));
-        }
+        fill(node, &bytes)?;
         if let Need::Range { start, end, .. } = need {
             found += node
                 .entries
@@ -228,6 +217,24 @@ pub(crate) async fn load(
         loaded.read.insert(page, bytes);
     }
     Ok((s, loaded))
+}
+
+/// Fills the stub `node` with the entries of its page `bytes`, checked
+/// against its directory item.
+fn fill(node: &mut Node, bytes: &[u8]) -> Result<(), Error> {
+    let c = Compact::decode(bytes)?;
+    let mut it = c.items.into_iter();
+    let live = node.stub.take().expect("a stub");
+    node.entries = decode_entries(&mut it, live)?;
+    if it.next().is_some() {
+        return Err(damaged("a page holds more entries than its directory says"));
+    }
+    if node.entries.last().is_some_and(|e| e.id > node.last)
+        || node.entries.windows(2).any(|w| w[0].id >= w[1].id)
+    {
+        return Err(damaged("a page's entries out of order"));
+    }
+    Ok(())
 }
 
 /// What a changed stream writes: the key's new data (`None`: the key goes)
@@ -248,13 +255,18 @@ pub(crate) fn writes(key: &[u8], s: Option<&mut Stream>, loaded: Option<&Loaded>
         };
     };
     let whole = s.nodes.iter().all(|n| n.stub.is_none());
-    if whole && may_fit_one_record(s, loaded.is_some()) {
+    // Hysteresis: a paged stream goes back to one record only well
+    // below the size at which one goes paged.
+    let limit = if loaded.is_some() {
+        COMPACT_BELOW_BYTES
+    } else {
+        PAGE_AT_BYTES
+    };
+    // Every entry takes at least its 16-byte ID and a count: a cheap
+    // bound before encoding it whole. A key too long for page keys keeps
+    // one record whatever its size.
+    if whole && (s.len().saturating_mul(18) <= limit || !may_page(key)) {
         let data = s.encode();
-        let limit = if loaded.is_some() {
-            COMPACT_BELOW_BYTES
-        } else {
-            PAGE_AT_BYTES
-        };
         if data.len() <= limit || !may_page(key) {
             return Writes {
                 meta: Some(data),
@@ -315,18 +327,6 @@ pub(crate) fn writes(key: &[u8], s: Option<&mut Stream>, loaded: Option<&Loaded>
     }
 }
 
-/// A cheap bound before encoding a stream whole: whether its one-record
-/// encoding may be small enough to keep (or go back to) one record.
-fn may_fit_one_record(s: &Stream, paged: bool) -> bool {
-    let limit = if paged {
-        COMPACT_BELOW_BYTES
-    } else {
-        PAGE_AT_BYTES
-    };
-    // Every entry takes at least its 16-byte ID and a count.
-    s.len().saturating_mul(18) <= limit
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::stream_log::Entry;
@@ -368,12 +368,20 @@ mod tests {
         for node in &mut s.nodes[first..] {
             let p = node.page.unwrap();
             let bytes = pages[&page_key(key, l.stamp, p as i64)].clone();
-            let c = Compact::decode(&bytes).unwrap();
-            node.entries =
-                decode_entries(&mut c.items.into_iter(), node.stub.take().unwrap()).unwrap();
+            fill(node, &bytes).unwrap();
             l.read.insert(p, bytes);
         }
         (s, l)
+    }
+
+    #[test]
+    fn a_stream_under_a_key_too_long_for_pages_stays_one_record() {
+        let key = vec![b'k'; 70_000];
+        assert!(!may_page(&key));
+        let mut s = stream(2000, 100);
+        let w = writes(&key, Some(&mut s), None);
+        assert!(w.pages.is_empty());
+        assert!(!is_paged(w.meta.as_ref().unwrap()));
     }
 
     #[test]

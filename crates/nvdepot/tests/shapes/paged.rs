@@ -68,6 +68,25 @@ pub fn comparable(cmd: &Cmd, v: &Value) -> Value {
     }
 }
 
+/// Every key of `keys` as the comparison sees it: its TYPE, then each
+/// read of `reads` with `$` standing for the key (e.g. `["HGETALL", "$"]`),
+/// made [`comparable`].
+pub fn snapshot(conn: &mut Conn, keys: &[&str], reads: &[&[&str]]) -> Vec<Value> {
+    let mut cmds: Vec<Cmd> = Vec::new();
+    for k in keys {
+        cmds.push(vec![b"TYPE".to_vec(), k.as_bytes().to_vec()]);
+        for read in reads {
+            let arg = |a: &str| if a == "$" { k.as_bytes() } else { a.as_bytes() }.to_vec();
+            cmds.push(read.iter().map(|a| arg(a)).collect());
+        }
+    }
+    let got = pipeline(conn, &cmds);
+    cmds.iter()
+        .zip(&got)
+        .map(|(c, v)| comparable(c, v))
+        .collect()
+}
+
 /// Seeds of random commands (`next` per seed) side by side with a stock
 /// redis-server, compared reply by reply as [`comparable`] says; a SPOP
 /// (random) is followed by a DEL of its key on both sides, to stay in
