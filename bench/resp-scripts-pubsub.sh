@@ -26,21 +26,14 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then
-  CONCS=(16) REPS=${REPS:-1} N=${N:-20000} OUT=$ROOT/bench/results/resp-scripts-pubsub-quick.md
+  CONCS=(16) REPS=${REPS:-1} N=${N:-20000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub-quick.md}
 else
-  CONCS=(1 16) REPS=${REPS:-3} N=${N:-50000} OUT=$ROOT/bench/results/resp-scripts-pubsub.md
+  CONCS=(1 16) REPS=${REPS:-3} N=${N:-50000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub.md}
 fi
 SUBS=(1 10 100)
 PORT_BASE=${PORT_BASE:-26900}
-WORK=${BENCH_DIR:-$ROOT/bench/work}/scripts-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$WORK"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
-  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools; }
-source scripts/lib.sh
-ensure_cargo
-cargo build --release -q -p nvdepot
-NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+source bench/lib.sh
+resp_bench_setup scripts
 pid= subpid=
 finish() {
   [ -n "$subpid" ] && kill "$subpid" 2>/dev/null
@@ -48,19 +41,6 @@ finish() {
   wait 2>/dev/null || true; rm -rf "$WORK"/*/
 }
 trap finish EXIT
-
-start() { # SERVER PORT: a fresh server alone
-  local server=$1 port=$2
-  rm -rf "${WORK:?}/$server"; mkdir -p "$WORK/$server"
-  case $server in
-    redis-none) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
-    redis-always) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
-    nvdepot) "$NV" serve --port "$port" --data "$WORK/$server/store" --size 2G 2>"$WORK/$server.log" & ;;
-  esac
-  pid=$!
-  for _ in $(seq 1 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
 
 READ='redis.call("GET", KEYS[1]) redis.call("EXISTS", KEYS[1]) return redis.call("TTL", KEYS[1])'
 WRITE='redis.call("GET", KEYS[1]) local n = redis.call("INCR", KEYS[1] .. ":n") redis.call("EXPIRE", KEYS[1] .. ":n", 3600) return n'
@@ -100,7 +80,7 @@ for rep in $(seq 1 "$REPS"); do
   for c in "${CONCS[@]}"; do
     for server in redis-none redis-always nvdepot; do
       port=$((port + 1))
-      start "$server" "$port"
+      start_server "$server" "$port"
       redis-benchmark -p "$port" -c 8 -n 10000 -r 10000 -t set -q >/dev/null 2>&1
       r_sha=$(redis-cli -p "$port" script load "$READ")
       w_sha=$(redis-cli -p "$port" script load "$WRITE")

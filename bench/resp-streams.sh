@@ -31,37 +31,16 @@ else
 fi
 C=${C:-16}
 PORT_BASE=${PORT_BASE:-27900}
-WORK=${BENCH_DIR:-$ROOT/bench/work}/streams-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$WORK"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
-  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools; }
-source scripts/lib.sh
-ensure_cargo
-cargo build --release -q -p nvdepot
-NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
+source bench/lib.sh
+resp_bench_setup streams
 SERVERS="redis-none redis-always nvdepot"
 [ -n "${NV_BASE:-}" ] && SERVERS="$SERVERS nvdepot-base"
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 pid=
 finish() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null
   wait 2>/dev/null || true; rm -rf "$WORK"/*/
 }
 trap finish EXIT
-
-start() { # SERVER PORT: a fresh server alone
-  local server=$1 port=$2
-  rm -rf "${WORK:?}/$server"; mkdir -p "$WORK/$server"
-  case $server in
-    redis-none) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
-    redis-always) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
-    nvdepot) "$NV" serve --port "$port" --data "$WORK/$server/store" --size 2G 2>"$WORK/$server.log" & ;;
-    nvdepot-base) "$NV_BASE" serve --port "$port" --data "$WORK/$server/store" --size 2G 2>"$WORK/$server.log" & ;;
-  esac
-  pid=$!
-  for _ in $(seq 1 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
 
 PAYLOAD=$(printf 'p%.0s' $(seq 1 100))
 bench() { # PORT N COMMAND…: ops/s of redis-benchmark (bounded: redis-benchmark 7.0 can spin forever)
@@ -75,7 +54,7 @@ port=$PORT_BASE
 for rep in $(seq 1 "$REPS"); do
   for server in $SERVERS; do
     port=$((port + 1))
-    start "$server" "$port"
+    start_server "$server" "$port"
     for cap in 100 1000 10000; do
       redis-cli -p "$port" del s >/dev/null
       # Fill to the cap first: every measured XADD then trims.

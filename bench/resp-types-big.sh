@@ -42,15 +42,8 @@ else
 fi
 FIELDS=${FIELDS:-20} LIST_LEN=${LIST_LEN:-10} N=${N:-20000} C=${C:-32}
 PORT=${PORT:-26700}
-WORK=${BENCH_DIR:-$ROOT/bench/work}/types-big-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$WORK"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && command -v fio >/dev/null || {
-  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools fio; }
-source scripts/lib.sh
-ensure_cargo
-cargo build --release -q -p nvdepot
-NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+source bench/lib.sh
+resp_bench_setup types-big fio
 pid=
 finish() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"/store "$WORK"/fio.dat; }
 trap finish EXIT

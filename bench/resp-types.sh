@@ -40,31 +40,11 @@ else
 fi
 TESTS=${TESTS:-lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,lrange_600}
 PORT_BASE=${PORT_BASE:-26600}
-WORK=${BENCH_DIR:-$ROOT/bench/work}/types-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$WORK"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
-  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools; }
-source scripts/lib.sh
-ensure_cargo
-cargo build --release -q -p nvdepot
-NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+source bench/lib.sh
+resp_bench_setup types
 pid=
 finish() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"/*/; }
 trap finish EXIT
-
-start() { # SERVER PORT: a fresh server alone
-  local server=$1 port=$2
-  rm -rf "${WORK:?}/$server"; mkdir -p "$WORK/$server"
-  case $server in
-    redis-none) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
-    redis-always) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
-    nvdepot) "$NV" serve --port "$port" --data "$WORK/$server/store" --size 4G --cache-mb 1024 2>"$WORK/$server.log" & ;;
-  esac
-  pid=$!
-  for _ in $(seq 1 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
 
 : >"$WORK/points.tsv"
 port=$PORT_BASE
@@ -72,7 +52,7 @@ for rep in $(seq 1 "$REPS"); do
   for c in "${CONCS[@]}"; do
     for server in redis-none redis-always nvdepot; do
       port=$((port + 1))
-      start "$server" "$port"
+      start_server "$server" "$port" --size 4G --cache-mb 1024
       out=$(redis-benchmark -p "$port" -c "$c" -n "$N" -r 100000 -t "$TESTS" --csv 2>/dev/null |
             tr -d '"' | grep -E '^[A-Z]')
       rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)

@@ -28,10 +28,10 @@ ROOT=$PWD
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then
   RECORDS=${RECORDS:-20000} MEMCG=${MEMCG:-1G} THREADS=${THREADS:-"4"} SECONDS_PER_RUN=${SECONDS_PER_RUN:-3}
-  SYNC=${SYNC:-"true"} OUT=$ROOT/bench/results/ycsb-embedded-quick.md CREATE=${CREATE:-1G}
+  SYNC=${SYNC:-"true"} OUT=${OUT:-$ROOT/bench/results/ycsb-embedded-quick.md} CREATE=${CREATE:-1G}
 else
   RECORDS=${RECORDS:-3600000} MEMCG=${MEMCG:-1G} THREADS=${THREADS:-"1 16 64"} SECONDS_PER_RUN=${SECONDS_PER_RUN:-30}
-  SYNC=${SYNC:-"true false"} OUT=$ROOT/bench/results/ycsb-embedded.md CREATE=${CREATE:-12G}
+  SYNC=${SYNC:-"true false"} OUT=${OUT:-$ROOT/bench/results/ycsb-embedded.md} CREATE=${CREATE:-12G}
 fi
 HEAP=${HEAP:-256m}
 # nvdepot's DRAM value cache (value_cache_bytes): what the cgroup leaves
