@@ -50,15 +50,8 @@ skipped() { [[ " $SKIP " == *" $1 "* ]]; }
 HARNESS=$ROOT/../shared/harness
 BIG_KEYS=$(( BUDGET_MB * 4 * 1024 ))
 PORT_BASE=${PORT_BASE:-26500}
-WORK=${BENCH_DIR:-$ROOT/bench/work}/resp-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$WORK"
-command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
-  export DEBIAN_FRONTEND=noninteractive; apt-get update -q; apt-get install -y -q redis-server redis-tools; }
-source scripts/lib.sh
-ensure_cargo
-cargo build --release -q -p nvdepot
-NV=${CARGO_TARGET_DIR:-$ROOT/target}/release/nvdepot
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+source bench/lib.sh
+resp_bench_setup resp
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 # On exit: stop the servers, then drop their data directories (several GB
