@@ -95,6 +95,20 @@ pub(crate) fn encode_parts(parts: &[&[u8]], envelope: Envelope, kept_cas: u64) -
 
 /// The item in a record value of version `version`.
 pub(crate) fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, Error> {
+    let (envelope, cas) = {
+        let it = decode_ref(&raw, version)?;
+        (it.envelope, it.cas)
+    };
+    raw.drain(..ENVELOPE_BYTES);
+    Ok(Item {
+        value: raw,
+        envelope,
+        cas,
+    })
+}
+
+/// [`decode`], borrowing the item's data from the record value.
+pub(crate) fn decode_ref(raw: &[u8], version: u64) -> Result<ItemRef<'_>, Error> {
     if raw.len() < ENVELOPE_BYTES {
         return Err(Error::Envelope(format!(
             "item of {} bytes lacks its {ENVELOPE_BYTES}-byte envelope",
@@ -111,9 +125,8 @@ pub(crate) fn decode(mut raw: Vec<u8>, version: u64) -> Result<Item, Error> {
             &raw[17..20]
         )));
     }
-    raw.drain(..ENVELOPE_BYTES);
-    Ok(Item {
-        value: raw,
+    Ok(ItemRef {
+        value: &raw[ENVELOPE_BYTES..],
         envelope: Envelope {
             flags,
             expires,

@@ -19,6 +19,7 @@ mod dram;
 mod envelope;
 pub mod memcache;
 pub mod resp;
+pub mod staging;
 mod store;
 
 pub use access::{Access, AccessTable};

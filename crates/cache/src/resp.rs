@@ -389,9 +389,8 @@ impl RespStore {
     /// namespace: for the sweeper that drops dead collections' pages).
     pub fn page_keys(&self, db: usize) -> Result<Vec<Vec<u8>>, Error> {
         let mut keys = Vec::new();
-        for entry in self.cache.engine().iter(self.pages[db]) {
-            keys.push(entry?.0);
-        }
+        self.cache
+            .for_each_record(self.pages[db], |key, _| keys.push(key))?;
         Ok(keys)
     }
 
@@ -631,14 +630,13 @@ impl RespStore {
     /// Every stored key of `db` with its type and expiry (Unix ms, 0 =
     /// none), in log order: a full scan of the database's records.
     fn scan(&self, db: usize, mut f: impl FnMut(Vec<u8>, Kind, u64)) -> Result<(), Error> {
-        for entry in self.cache.engine().iter(self.ns(db)) {
-            let (key, raw) = entry?;
+        self.cache.for_each_record(self.ns(db), |key, raw| {
             if raw.len() < crate::ENVELOPE_BYTES + EXPIRY_BYTES {
-                continue;
+                return;
             }
             let flags = u32::from_le_bytes(raw[..4].try_into().expect("4 bytes"));
             let Some(kind) = Kind::from_code(flags) else {
-                continue;
+                return;
             };
             let at = u64::from_le_bytes(
                 raw[crate::ENVELOPE_BYTES..crate::ENVELOPE_BYTES + EXPIRY_BYTES]
@@ -646,8 +644,7 @@ impl RespStore {
                     .expect("8 bytes"),
             );
             f(key, kind, at);
-        }
-        Ok(())
+        })
     }
 
     /// The live keys of `db` at `now_ms`, in log order (a full scan: for

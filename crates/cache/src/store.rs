@@ -11,6 +11,7 @@ use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
 use crate::access::{Access, AccessTable};
 use crate::dram::DramTier;
 use crate::envelope::{self, Envelope, Item, ItemRef, ENVELOPE_BYTES};
+use crate::staging;
 use crate::Error;
 
 /// An item to write: its data and envelope, and the CAS unique it keeps
@@ -51,12 +52,12 @@ pub enum Updated {
 pub struct CacheStore {
     store: Store,
     /// The DRAM tier (`-m`): hot items, so a hit costs no IO.
-    dram: DramTier,
+    pub(crate) dram: DramTier,
     /// Fetched-since-written and last access per item (memcache `mg h l`).
     access: AccessTable,
     memory_bytes: u64,
     /// Expired items an update deleted (memcached's `reclaimed`).
-    expired_reclaimed: AtomicU64,
+    pub(crate) expired_reclaimed: AtomicU64,
 }
 
 /// Unix time in seconds, as item expiry counts it.
@@ -171,6 +172,19 @@ impl CacheStore {
     /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
     /// the device (through the ring inside a worker) and fills the tier.
     pub async fn get(&self, ns: Namespace, key: &[u8]) -> Result<Option<Item>, Error> {
+        if let Some(staged) = staging::current().and_then(|s| s.get(ns, key)) {
+            return Ok(staged);
+        }
+        self.get_unstaged(ns, key).await
+    }
+
+    /// [`CacheStore::get`] of the engine's item (the DRAM tier's copy of
+    /// it), whatever is staged.
+    pub(crate) async fn get_unstaged(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+    ) -> Result<Option<Item>, Error> {
         let epoch = match self.dram.get(ns.id(), key) {
             Ok(item) => return Ok(Some(item)),
             Err(epoch) => epoch,
@@ -197,8 +211,11 @@ impl CacheStore {
         value: &[&[u8]],
         envelope: Envelope,
     ) -> Result<u64, Error> {
-        let write = DramWrite::begin(&self.dram, ns.id(), key);
         let raw = envelope::encode_parts(value, envelope, 0);
+        if let Some(staging) = staging::current() {
+            return Ok(staging.put(ns, key, raw));
+        }
+        let write = DramWrite::begin(&self.dram, ns.id(), key);
         let put = self
             .store
             .put_versioned_async(ns, key, &raw, PutMode::Upsert)
@@ -217,8 +234,13 @@ impl CacheStore {
             envelope,
             cas,
         }));
-        self.access.written(Self::key_hash(ns, key), unix_now());
+        self.written(ns, key);
         Ok(cas)
+    }
+
+    /// Counts a write of the item under `key` (see [`AccessTable`]).
+    pub(crate) fn written(&self, ns: Namespace, key: &[u8]) {
+        self.access.written(Self::key_hash(ns, key), unix_now());
     }
 
     /// Whether [`CacheStore::write_many`] can store these (key, data
@@ -250,6 +272,15 @@ impl CacheStore {
             .iter()
             .map(|(_, parts, envelope)| envelope::encode_parts(parts, *envelope, 0))
             .collect();
+        if let Some(staging) = staging::current() {
+            for ((key, _, _), raw) in items.iter().zip(raws) {
+                staging.put(ns, key, raw);
+            }
+            for key in deletes {
+                staging.delete(ns, key);
+            }
+            return Ok(());
+        }
         let keys = items
             .iter()
             .map(|(key, _, _)| *key)
@@ -293,10 +324,19 @@ impl CacheStore {
             .iter()
             .map(|(_, _, put)| put.map(|(parts, env)| envelope::encode_parts(parts, env, 0)))
             .collect();
-        let writes: Vec<DramWrite<'_>> = ops
-            .iter()
-            .map(|(ns, key, _)| DramWrite::begin(&self.dram, ns.id(), key))
-            .collect();
+        if let Some(staging) = staging::current() {
+            if self.staged_version(&staging, guard.0, guard.1).await? != guard.2 {
+                return Ok(false);
+            }
+            for ((ns, key, _), raw) in ops.iter().zip(raws) {
+                match raw {
+                    Some(raw) => drop(staging.put(*ns, key, raw)),
+                    None => staging.delete(*ns, key),
+                }
+            }
+            linked();
+            return Ok(true);
+        }
         let engine_ops: Vec<(Namespace, engine::WriteOp<'_>)> = ops
             .iter()
             .zip(&raws)
@@ -310,27 +350,45 @@ impl CacheStore {
             key: guard.1,
             version: guard.2,
         };
+        self.write_batch_direct(&engine_ops, Some(guard), linked)
+            .await
+    }
+
+    /// The engine's guarded batch of `ops` (record values), the DRAM tier
+    /// kept in step: see [`CacheStore::write_guarded`].
+    pub(crate) async fn write_batch_direct(
+        &self,
+        ops: &[(Namespace, engine::WriteOp<'_>)],
+        guard: Option<engine::BatchGuard<'_>>,
+        linked: impl FnOnce(),
+    ) -> Result<bool, Error> {
+        let writes: Vec<DramWrite<'_>> = ops
+            .iter()
+            .map(|(ns, op)| {
+                let key = match op {
+                    engine::WriteOp::Put { key, .. } | engine::WriteOp::Delete { key } => key,
+                };
+                DramWrite::begin(&self.dram, ns.id(), key)
+            })
+            .collect();
         let mut writes = Some(writes);
         let done = self
             .store
-            .write_batch_guarded_async(&engine_ops, Some(guard), |versions| {
+            .write_batch_guarded_async(ops, guard, |versions| {
                 let now = unix_now();
                 let writes = writes.take().expect("linked once");
-                for (((w, raw), (ns, key, put)), &version) in
-                    writes.into_iter().zip(&raws).zip(ops).zip(versions)
-                {
-                    match (raw, put) {
+                for ((w, (ns, op)), &version) in writes.into_iter().zip(ops).zip(versions) {
+                    match op {
                         // A later operation on the same key overrode this one.
-                        (Some(_), _) if version == 0 => w.end(None),
-                        (Some(raw), Some((_, envelope))) => {
-                            w.end(Some(ItemRef {
-                                value: &raw[ENVELOPE_BYTES..],
-                                envelope: *envelope,
-                                cas: version,
-                            }));
+                        engine::WriteOp::Put { .. } if version == 0 => w.end(None),
+                        engine::WriteOp::Put { key, value } => {
+                            match envelope::decode_ref(value, version) {
+                                Ok(item) => w.end(Some(item)),
+                                Err(_) => w.end(None),
+                            }
                             self.access.written(Self::key_hash(*ns, key), now);
                         }
-                        _ => w.end(None),
+                        engine::WriteOp::Delete { .. } => w.end(None),
                     }
                 }
                 linked();
@@ -358,6 +416,9 @@ impl CacheStore {
         key: &[u8],
         mut decide: impl FnMut(Option<Item>) -> (Change, R),
     ) -> Result<(R, Updated), Error> {
+        if let Some(staging) = staging::current() {
+            return self.update_staged(&staging, ns, key, decide).await;
+        }
         // The DRAM tier's copy, as the record value it came from (its CAS
         // as the kept one decodes to the same item): if the key is still
         // at that version the engine decides on it without a device read.
@@ -444,6 +505,11 @@ impl CacheStore {
     /// `FLUSHDB`). The DRAM tier is emptied whole (rare; simpler than
     /// finding one namespace's entries).
     pub fn clear(&self, ns: Namespace) -> Result<(), Error> {
+        // Staged writes of the namespace go with it (the clear itself is
+        // not staged: it takes effect on the device at once).
+        if let Some(staging) = staging::current() {
+            staging.forget(ns);
+        }
         let result = self.store.clear(ns);
         self.dram.clear();
         Ok(result?)
@@ -451,7 +517,37 @@ impl CacheStore {
 
     /// Items stored in `ns` (expired ones not yet removed included).
     pub fn items(&self, ns: Namespace) -> u64 {
+        if let Some(staging) = staging::current() {
+            return self.staged_items(&staging, ns);
+        }
         self.store.count(ns)
+    }
+
+    /// Every item of `ns` as (key, record value: envelope and data): the
+    /// engine's in log order (a full scan), then those the current
+    /// staging holds in their place or in addition.
+    pub fn for_each_record(
+        &self,
+        ns: Namespace,
+        mut f: impl FnMut(Vec<u8>, &[u8]),
+    ) -> Result<(), Error> {
+        let staged = staging::current()
+            .map(|s| s.of_namespace(ns))
+            .unwrap_or_default();
+        let shadowed: std::collections::HashSet<&[u8]> =
+            staged.iter().map(|(k, _)| k.as_slice()).collect();
+        for entry in self.store.iter(ns) {
+            let (key, raw) = entry?;
+            if !shadowed.contains(key.as_slice()) {
+                f(key, &raw);
+            }
+        }
+        for (key, raw) in &staged {
+            if let Some(raw) = raw {
+                f(key.clone(), raw);
+            }
+        }
+        Ok(())
     }
 
     /// The store's default namespace.
@@ -525,7 +621,7 @@ pub type GuardedOp<'a> = (Namespace, &'a [u8], Option<(&'a [&'a [u8]], Envelope)
 /// [`DramTier::end_write`]). If the write's future is dropped before it
 /// ends (a panicking connection), the key is dropped from the tier, since
 /// the flash may or may not hold the new item.
-struct DramWrite<'a> {
+pub(crate) struct DramWrite<'a> {
     dram: &'a DramTier,
     ns: u32,
     key: &'a [u8],
@@ -534,7 +630,7 @@ struct DramWrite<'a> {
 }
 
 impl<'a> DramWrite<'a> {
-    fn begin(dram: &'a DramTier, ns: u32, key: &'a [u8]) -> DramWrite<'a> {
+    pub(crate) fn begin(dram: &'a DramTier, ns: u32, key: &'a [u8]) -> DramWrite<'a> {
         let epoch = dram.begin_write(ns, key);
         DramWrite {
             dram,
@@ -547,7 +643,7 @@ impl<'a> DramWrite<'a> {
 
     /// Caches `written` (the item now on flash) unless another write
     /// overtook this one; `None` drops the key.
-    fn end(mut self, written: Option<ItemRef<'_>>) {
+    pub(crate) fn end(mut self, written: Option<ItemRef<'_>>) {
         self.ended = true;
         self.dram.end_write(self.ns, self.key, written, self.epoch);
     }

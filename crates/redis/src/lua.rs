@@ -23,6 +23,7 @@ use std::time::Instant;
 use mlua::{
     Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, VmState,
 };
+use nvdepot_cache::staging::{self, Staging};
 use nvdepot_resp::{parse_value, Reply, Value, Version};
 
 use super::face::Shared;
@@ -132,6 +133,8 @@ lua_setmetatable(_G, {
 
 /// What the calls of the script running now need.
 pub(super) struct Running {
+    /// Where the script's writes wait for its end (see `Vm::run`).
+    pub staging: Arc<Staging>,
     pub shared: Arc<Shared>,
     pub db: usize,
     pub read_only: bool,
@@ -392,7 +395,16 @@ impl Vm {
                 owed: None,
             };
         }
+        // The script's writes are staged and written at its end as one
+        // crash-atomic batch (`nvdepot_cache::staging`), unless it runs
+        // inside a transaction's staging (EVAL inside MULTI), whose end
+        // writes them with the transaction's.
+        let (staging, own_staging) = match &job.staging {
+            Some(s) => (Arc::clone(s), false),
+            None => (Arc::new(Staging::default()), true),
+        };
         *self.running.borrow_mut() = Some(Running {
+            staging: Arc::clone(&staging),
             shared: Arc::clone(&job.shared),
             db: job.db,
             read_only,
@@ -414,7 +426,7 @@ impl Vm {
                         // As Redis's processEventsWhileBlocked: the
                         // worker's other connections are answered BUSY
                         // (and may send SCRIPT KILL) while this runs.
-                        nvdepot_io::uring::pump();
+                        staging::hidden(nvdepot_io::uring::pump);
                     }
                 }
                 if limit_state.kill.swap(false, Ordering::AcqRel) {
@@ -440,11 +452,31 @@ impl Vm {
         let (result, owed) = if on_worker {
             (call(), None)
         } else {
-            nvdepot_engine::defer_durability(call)
+            staging::stage(&staging, || nvdepot_engine::defer_durability(call))
         };
         self.lua.remove_hook();
         let running = self.running.borrow_mut().take();
-        let owed = owed.max(running.as_ref().and_then(|r| r.owed));
+        let mut owed = owed.max(running.as_ref().and_then(|r| r.owed));
+        if own_staging && !staging.is_empty() {
+            let commit = job.shared.store.cache().commit_staged(&staging);
+            let (done, lsn) = if on_worker {
+                staging::hidden(|| {
+                    nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(commit))
+                })
+            } else {
+                nvdepot_engine::defer_durability(|| crate::block_on(commit))
+            };
+            owed = owed.max(lsn);
+            if let Err(e) = done {
+                r.error(format!("ERR the script's writes could not be written: {e}"));
+                return Outcome {
+                    reply: out,
+                    wakes: running.map(|r| r.wakes).unwrap_or_default(),
+                    compiled: true,
+                    owed,
+                };
+            }
+        }
         let resp3_script = running.as_ref().is_some_and(|r| r.resp3);
         match result {
             Ok((true, v)) => reply_from_lua(&v, &mut r, resp3_script, 0),

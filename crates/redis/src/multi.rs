@@ -7,7 +7,10 @@
 //! the versions of keys; EXEC answers a null array, running nothing, if
 //! any changed (a write, a delete, or an expiry).
 
+use std::sync::Arc;
+
 use nvdepot_cache::resp::unix_now_ms;
+use nvdepot_cache::staging::{self, Staging};
 use nvdepot_resp::{errors, Reply};
 
 use super::commands::arity_of;
@@ -39,6 +42,7 @@ impl RespSession {
         args: &[&[u8]],
         out: &mut Vec<u8>,
     ) -> bool {
+        let start = out.len();
         let mut r = Reply::new(out, self.version());
         match name {
             b"MULTI" => {
@@ -123,9 +127,30 @@ impl RespSession {
                 // The replies follow the header, each written by its command
                 // (`r` is not used again, so `out` is free for them).
                 r.array(multi.queued.len());
-                for cmd in &multi.queued {
-                    let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-                    self.execute(&args, out).await;
+                // The commands' writes are staged and written after the
+                // last as one crash-atomic batch (`nvdepot_cache::staging`;
+                // Redis's AOF holds a transaction as one MULTI/EXEC),
+                // while the gate is still held, so the next command sees
+                // them; their durability is waited for once the gate is
+                // released (`dispatch`), as a script's.
+                let staging = Arc::new(Staging::default());
+                staging::stage_async(&staging, async {
+                    for cmd in &multi.queued {
+                        let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                        self.execute(&args, out).await;
+                    }
+                })
+                .await;
+                let commit = shared.store.cache().commit_staged(&staging);
+                let (done, owed) = nvdepot_engine::defer_durability_async(commit).await;
+                if let Some(lsn) = owed {
+                    self.owed_durability = Some(self.owed_durability.map_or(lsn, |o| o.max(lsn)));
+                }
+                if let Err(e) = done {
+                    out.truncate(start);
+                    Reply::new(out, self.version()).error(format!(
+                        "ERR the transaction's writes could not be written: {e}"
+                    ));
                 }
             }
             _ => {

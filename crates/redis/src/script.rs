@@ -111,6 +111,10 @@ pub struct Job {
     pub read_only: bool,
     /// FCALL: the registered function to run instead of the body.
     pub function: Option<String>,
+    /// The staging of the transaction the script runs in (EVAL inside
+    /// MULTI): its writes join the transaction's. `None`: a staging of
+    /// its own, written at its end.
+    pub staging: Option<Arc<nvdepot_cache::staging::Staging>>,
 }
 
 /// What a script left.
@@ -377,7 +381,12 @@ fn complete<T>(run: &mut super::lua::Running, command: impl std::future::Future<
     if !nvdepot_io::uring::in_runtime() {
         return crate::block_on(command);
     }
-    let (out, owed) = nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(command));
+    // The ring's other tasks, run while the command waits, are not the
+    // script's: only the command is polled with the script's staging.
+    let staged = nvdepot_cache::staging::stage_async(&run.staging, command);
+    let (out, owed) = nvdepot_cache::staging::hidden(|| {
+        nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(staged))
+    });
     run.owed = run.owed.max(owed);
     out
 }
@@ -469,6 +478,7 @@ impl RespSession {
             version: self.version(),
             read_only: no_writes || name.ends_with(b"_RO"),
             function: fcall.then(|| String::from_utf8_lossy(args[1]).into_owned()),
+            staging: nvdepot_cache::staging::current(),
         };
         let state = &shared.scripts;
         let threshold = shared.tunables.value("busy-reply-threshold").max(0) as u64;
