@@ -53,7 +53,8 @@ type Staged = Option<(Vec<u8>, u64)>;
 /// The writes of one script or transaction, not yet in the engine.
 #[derive(Default)]
 pub struct Staging {
-    writes: Mutex<HashMap<(Namespace, Vec<u8>), Staged>>,
+    /// Per namespace, per key (looked up by `&[u8]`, no copy of the key).
+    writes: Mutex<HashMap<Namespace, HashMap<Vec<u8>, Staged>>>,
 }
 
 impl Staging {
@@ -66,46 +67,61 @@ impl Staging {
     /// item (`Some(None)`: staged as deleted).
     pub(crate) fn get(&self, ns: Namespace, key: &[u8]) -> Option<Option<Item>> {
         let writes = self.writes.lock();
-        let staged = writes.get(&(ns, key.to_vec()))?;
+        if writes.is_empty() {
+            // A script that has not written (no hashing at all).
+            return None;
+        }
+        let staged = writes.get(&ns)?.get(key)?;
         Some(staged.as_ref().map(|(raw, version)| {
             envelope::decode(raw.clone(), *version).expect("staged records are encoded here")
         }))
+    }
+
+    fn stage(&self, ns: Namespace, key: &[u8], staged: Staged) {
+        let mut writes = self.writes.lock();
+        let of_ns = writes.entry(ns).or_default();
+        match of_ns.get_mut(key) {
+            Some(s) => *s = staged,
+            None => drop(of_ns.insert(key.to_vec(), staged)),
+        }
     }
 
     /// Stages a put of the record value `raw`; gives its staged version.
     pub(crate) fn put(&self, ns: Namespace, key: &[u8], raw: Vec<u8>) -> u64 {
         debug_assert!(raw.len() >= ENVELOPE_BYTES);
         let version = NEXT_VERSION.fetch_add(1, Ordering::Relaxed);
-        self.writes
-            .lock()
-            .insert((ns, key.to_vec()), Some((raw, version)));
+        self.stage(ns, key, Some((raw, version)));
         version
     }
 
     /// Stages a delete of `key`.
     pub(crate) fn delete(&self, ns: Namespace, key: &[u8]) {
-        self.writes.lock().insert((ns, key.to_vec()), None);
+        self.stage(ns, key, None);
     }
 
     /// Drops what is staged in `ns` (the namespace is being cleared).
     pub(crate) fn forget(&self, ns: Namespace) {
-        self.writes.lock().retain(|(n, _), _| *n != ns);
+        self.writes.lock().remove(&ns);
     }
 
     /// The staged writes of `ns`: (key, record value or `None`).
     pub(crate) fn of_namespace(&self, ns: Namespace) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        self.writes
-            .lock()
+        let writes = self.writes.lock();
+        let Some(of_ns) = writes.get(&ns) else {
+            return Vec::new();
+        };
+        of_ns
             .iter()
-            .filter(|((n, _), _)| *n == ns)
-            .map(|((_, k), s)| (k.clone(), s.as_ref().map(|(raw, _)| raw.clone())))
+            .map(|(k, s)| (k.clone(), s.as_ref().map(|(raw, _)| raw.clone())))
             .collect()
     }
 
     /// Takes everything staged, leaving the staging empty.
     fn take(&self) -> Vec<((Namespace, Vec<u8>), Staged)> {
-        std::mem::take(&mut *self.writes.lock())
+        let writes = std::mem::take(&mut *self.writes.lock());
+        writes
             .into_iter()
+            .flat_map(|(ns, of_ns)| of_ns.into_iter().map(move |(k, s)| ((ns, k), s)))
             .collect()
     }
 }
@@ -219,7 +235,8 @@ impl CacheStore {
 
     /// Writes everything `staging` holds, leaving it empty: one
     /// crash-atomic batch over every namespace when the records fit one
-    /// segment (each value one record), else key by key. Returns when the
+    /// segment (each value one record), else key by key (a single write
+    /// is a plain record, atomic by itself). Returns when the
     /// writes are durable, or, inside `nvdepot_engine::defer_durability`,
     /// once reads see them (the caller then owes the wait). The DRAM tier
     /// caches the items written.
@@ -234,7 +251,9 @@ impl CacheStore {
                 .map_or(0, |(raw, _)| raw.len() - ENVELOPE_BYTES);
             (key.len(), data)
         });
-        if self.batch_fits(lens) {
+        // One write is crash-atomic by itself: a plain record, no batch
+        // frame (most scripts write one key).
+        if writes.len() > 1 && self.batch_fits(lens) {
             let ops: Vec<(Namespace, engine::WriteOp<'_>)> = writes
                 .iter()
                 .map(|((ns, key), staged)| match staged {
@@ -246,7 +265,8 @@ impl CacheStore {
             debug_assert!(done, "an unguarded batch is always applied");
             return Ok(());
         }
-        // Too large for one batch: key by key, in no particular order.
+        // One write, or too many for one batch: key by key, in no
+        // particular order.
         for ((ns, key), staged) in &writes {
             let write = DramWrite::begin(&self.dram, ns.id(), key);
             match staged {

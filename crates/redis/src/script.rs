@@ -383,6 +383,9 @@ fn complete<T>(run: &mut super::lua::Running, command: impl std::future::Future<
     }
     // The ring's other tasks, run while the command waits, are not the
     // script's: only the command is polled with the script's staging.
+    // Pinned here and wrapped by reference: the command's future (the
+    // largest of every command's) is not moved again into each wrapper.
+    let command = std::pin::pin!(command);
     let staged = nvdepot_cache::staging::stage_async(&run.staging, command);
     let (out, owed) = nvdepot_cache::staging::hidden(|| {
         nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(staged))
