@@ -160,46 +160,8 @@ pub(crate) async fn load(
     need: Need<'_>,
 ) -> Result<(Stream, Loaded), Error> {
     let (mut s, mut loaded) = decode_meta(data)?;
-    let n = s.nodes.len();
-    // A group's read is a forward range plus both ends.
-    let (need, ends) = match need {
-        Need::Group { group, limit } => {
-            let start = s.groups.get(group).and_then(|g| g.last.next());
-            let range = Need::Range {
-                start: start.unwrap_or(Id::MAX),
-                end: Id::MAX,
-                limit: if start.is_some() { limit } else { 0 },
-                rev: false,
-            };
-            (range, true)
-        }
-        other => (other, false),
-    };
-    let order: Vec<usize> = match need {
-        Need::All => (0..n).collect(),
-        Need::Tail => (n.saturating_sub(1)..n).collect(),
-        Need::Nothing | Need::Group { .. } => Vec::new(),
-        Need::Range { rev: false, .. } => (0..n).collect(),
-        Need::Range { rev: true, .. } => (0..n).rev().collect(),
-    };
-    // The ends: the first and the last node holding a live entry.
-    let live = |i: &usize| s.nodes[*i].live() > 0;
-    let first = (0..n).find(live);
-    let last = (0..n).rev().find(live);
-    let mut found = 0usize;
-    for i in order {
-        if let Need::Range {
-            start, end, limit, ..
-        } = need
-        {
-            let end_node = ends && (Some(i) == first || Some(i) == last);
-            // Node i holds IDs after node i-1's last, up to its own.
-            let after = i.checked_sub(1).map(|p| s.nodes[p].last);
-            let outside = s.nodes[i].last < start || after.is_some_and(|a| a >= end);
-            if !end_node && (outside || found >= limit) {
-                continue;
-            }
-        }
+    let mut plan = Plan::new(&s, need);
+    while let Some(i) = plan.next(&s) {
         let node = &mut s.nodes[i];
         let page = node.page.expect("a stub has its page");
         let bytes = store
@@ -207,16 +169,98 @@ pub(crate) async fn load(
             .await?
             .ok_or_else(|| damaged("a page is missing"))?;
         fill(node, &bytes)?;
-        if let Need::Range { start, end, .. } = need {
-            found += node
+        plan.filled(&s, i);
+        loaded.read.insert(page, bytes);
+    }
+    Ok((s, loaded))
+}
+
+/// Which nodes a load reads for a [`Need`], in order: decided from the
+/// metadata and, for a range, from the entries read so far (a range
+/// stops reading once it has its `limit`).
+struct Plan {
+    /// The nodes to consider, in reading order.
+    order: std::vec::IntoIter<usize>,
+    /// The range wanted (start, end, limit), if the need is one.
+    range: Option<(Id, Id, usize)>,
+    /// Also the first and last nodes holding a live entry (a group's
+    /// read: the stream's first and top IDs).
+    ends: Option<(Option<usize>, Option<usize>)>,
+    /// Entries of the range found in the nodes read so far.
+    found: usize,
+}
+
+impl Plan {
+    fn new(s: &Stream, need: Need<'_>) -> Plan {
+        let n = s.nodes.len();
+        // A group's read is a forward range plus both ends.
+        let (need, ends) = match need {
+            Need::Group { group, limit } => {
+                let start = s.groups.get(group).and_then(|g| g.last.next());
+                let range = Need::Range {
+                    start: start.unwrap_or(Id::MAX),
+                    end: Id::MAX,
+                    limit: if start.is_some() { limit } else { 0 },
+                    rev: false,
+                };
+                let live = |i: &usize| s.nodes[*i].live() > 0;
+                (range, Some(((0..n).find(live), (0..n).rev().find(live))))
+            }
+            other => (other, None),
+        };
+        let (order, range): (Vec<usize>, _) = match need {
+            Need::All => ((0..n).collect(), None),
+            Need::Tail => ((n.saturating_sub(1)..n).collect(), None),
+            Need::Nothing | Need::Group { .. } => (Vec::new(), None),
+            Need::Range {
+                start,
+                end,
+                limit,
+                rev,
+            } => {
+                let order = if rev {
+                    (0..n).rev().collect()
+                } else {
+                    (0..n).collect()
+                };
+                (order, Some((start, end, limit)))
+            }
+        };
+        Plan {
+            order: order.into_iter(),
+            range,
+            ends,
+            found: 0,
+        }
+    }
+
+    /// The next node to read, if any.
+    fn next(&mut self, s: &Stream) -> Option<usize> {
+        let (start, end, limit) = match self.range {
+            None => return self.order.next(),
+            Some(r) => r,
+        };
+        self.order.by_ref().find(|&i| {
+            let end_node = self
+                .ends
+                .is_some_and(|(first, last)| Some(i) == first || Some(i) == last);
+            // Node i holds IDs after node i-1's last, up to its own.
+            let after = i.checked_sub(1).map(|p| s.nodes[p].last);
+            let outside = s.nodes[i].last < start || after.is_some_and(|a| a >= end);
+            end_node || !(outside || self.found >= limit)
+        })
+    }
+
+    /// Node `i` was read: its entries in the range count toward the limit.
+    fn filled(&mut self, s: &Stream, i: usize) {
+        if let Some((start, end, _)) = self.range {
+            self.found += s.nodes[i]
                 .entries
                 .iter()
                 .filter(|e| e.id >= start && e.id <= end)
                 .count();
         }
-        loaded.read.insert(page, bytes);
     }
-    Ok((s, loaded))
 }
 
 /// Fills the stub `node` with the entries of its page `bytes`, checked
@@ -354,24 +398,86 @@ mod tests {
         }
     }
 
+    /// [`load`] from pages kept by key: the same plan, the pages read
+    /// (their numbers, in order) given back too.
+    fn load_read(
+        pages: &HashMap<Vec<u8>, Vec<u8>>,
+        key: &[u8],
+        meta: &[u8],
+        need: Need,
+    ) -> (Stream, Loaded, Vec<usize>) {
+        let (mut s, mut l) = decode_meta(meta).unwrap();
+        let mut plan = Plan::new(&s, need);
+        let mut read = Vec::new();
+        while let Some(i) = plan.next(&s) {
+            let p = s.nodes[i].page.unwrap();
+            let bytes = pages[&page_key(key, l.stamp, p as i64)].clone();
+            fill(&mut s.nodes[i], &bytes).unwrap();
+            plan.filled(&s, i);
+            l.read.insert(p, bytes);
+            read.push(i);
+        }
+        (s, l, read)
+    }
+
     fn load_from(
         pages: &HashMap<Vec<u8>, Vec<u8>>,
         key: &[u8],
         meta: &[u8],
         need: Need,
     ) -> (Stream, Loaded) {
-        let (mut s, mut l) = decode_meta(meta).unwrap();
-        let first = match need {
-            Need::Tail => s.nodes.len().saturating_sub(1),
-            _ => 0,
-        };
-        for node in &mut s.nodes[first..] {
-            let p = node.page.unwrap();
-            let bytes = pages[&page_key(key, l.stamp, p as i64)].clone();
-            fill(node, &bytes).unwrap();
-            l.read.insert(p, bytes);
-        }
+        let (s, l, _) = load_read(pages, key, meta, need);
         (s, l)
+    }
+
+    /// The nodes each need reads, over 10 nodes of 100 entries (IDs 1 to
+    /// 1000): a range reads only the nodes it spans up to its limit, from
+    /// either end; a group's read the nodes after its last delivered ID up
+    /// to its limit, plus the first and last nodes; a group that has
+    /// delivered everything, or does not exist, only the ends.
+    #[test]
+    fn each_need_reads_only_the_nodes_it_needs() {
+        let key = b"s";
+        let mut s = stream(1000, 100);
+        let id = |ms| Id { ms, seq: 0 };
+        for (name, last) in [(&b"done"[..], 1000), (b"mid", 450)] {
+            let g = super::super::stream_log::Group {
+                last: id(last),
+                ..Default::default()
+            };
+            s.groups.insert(name.to_vec(), g);
+        }
+        let w = writes(key, Some(&mut s), None);
+        let meta = w.meta.clone().unwrap();
+        let mut pages = HashMap::new();
+        apply(&mut pages, &w);
+        let nodes = |need| load_read(&pages, key, &meta, need).2;
+        assert_eq!(nodes(Need::All), (0..10).collect::<Vec<_>>());
+        assert_eq!(nodes(Need::Tail), vec![9]);
+        assert_eq!(nodes(Need::Nothing), Vec::<usize>::new());
+        let range = |start, end, limit, rev| Need::Range {
+            start: id(start),
+            end: id(end),
+            limit,
+            rev,
+        };
+        assert_eq!(nodes(range(250, 420, usize::MAX, false)), vec![2, 3, 4]);
+        assert_eq!(nodes(range(250, 420, 60, false)), vec![2, 3]);
+        assert_eq!(nodes(range(1, 1000, 10, true)), vec![9]);
+        assert_eq!(nodes(range(1, 1000, 150, true)), vec![9, 8]);
+        let group = |group: &'static [u8], limit| Need::Group { group, limit };
+        assert_eq!(nodes(group(b"mid", 10)), vec![0, 4, 9]);
+        assert_eq!(nodes(group(b"mid", 120)), vec![0, 4, 5, 9]);
+        assert_eq!(nodes(group(b"done", 10)), vec![0, 9]);
+        assert_eq!(nodes(group(b"missing", 10)), vec![0, 9]);
+        // What a group's read needs is there: the entries after its last ID.
+        let (t, _, _) = load_read(&pages, key, &meta, group(b"mid", 120));
+        let ids: Vec<u64> = t.nodes[4..6]
+            .iter()
+            .flat_map(|n| &n.entries)
+            .map(|e| e.id.ms)
+            .collect();
+        assert_eq!(ids, (401..=600).collect::<Vec<_>>());
     }
 
     #[test]
