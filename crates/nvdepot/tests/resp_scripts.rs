@@ -803,3 +803,97 @@ fn function_payloads_cross_between_redis_and_nvdepot() {
     assert_eq!(list(&mut redis), list(&mut nv));
     assert_eq!(redis.call(&["FCALL", "f2", "1", "k"]), Value::Integer(1));
 }
+
+/// A script's and an EXEC's writes are staged until they end: the reads
+/// that follow them inside — GET, EXISTS, TYPE, the collections' counts,
+/// and the whole-database views DBSIZE, KEYS and SCAN, which merge the
+/// staged writes into the store's — answer as redis-server's, over seeded
+/// random steps (strings, counters, hashes, lists, sets, deletes, expiries,
+/// FLUSHDB, SELECT inside EXEC), each step once as a script and once as a
+/// transaction, on the same keys.
+#[test]
+fn reads_inside_scripts_and_exec_see_their_own_writes_as_redis() {
+    let Some(reference) = RefServer::redis_or_skip() else {
+        return;
+    };
+    let steps: usize = env_or("NVDEPOT_STAGED_STEPS", 150);
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("data"),
+        &["--size", "128M", "--segment-size", "8M"],
+    );
+    let mut nv = Resp::connect(&server);
+    let mut rf = Resp::connect_to(reference.addr);
+    let mut rng = StdRng::seed_from_u64(37);
+    let keys = ["a", "b", "c", "h", "l", "s", "n"];
+    // Sorted KEYS and a whole SCAN, as Lua gives them back.
+    let views = "local k = redis.call('KEYS', '*') table.sort(k) \
+        local c, all = '0', {} \
+        repeat local r = redis.call('SCAN', c, 'COUNT', 7) c = r[1] \
+        for _, x in ipairs(r[2]) do table.insert(all, x) end until c == '0' \
+        table.sort(all) return {redis.call('DBSIZE'), k, all}";
+    for step in 0..steps {
+        let mut cmds: Vec<Vec<String>> = Vec::new();
+        for _ in 0..rng.gen_range(1..12) {
+            let k = keys[rng.gen_range(0..keys.len())].to_string();
+            let v = rng.gen_range(0..1000).to_string();
+            let c: Vec<String> = match rng.gen_range(0..14) {
+                0 | 1 => vec!["SET".into(), k, v],
+                2 => vec!["INCR".into(), "n".into()],
+                3 => vec!["DEL".into(), k],
+                4 => vec!["HSET".into(), "h".into(), format!("f{v}"), v],
+                5 => vec!["RPUSH".into(), "l".into(), v],
+                6 => vec!["SADD".into(), "s".into(), v],
+                7 => vec!["EXPIRE".into(), k, "100".into()],
+                8 => vec!["EXISTS".into(), k, "a".into(), "zz".into()],
+                9 => vec!["TYPE".into(), k],
+                10 => vec!["GET".into(), k],
+                11 => vec!["LPOP".into(), "l".into()],
+                12 if rng.gen_bool(0.1) => vec!["FLUSHDB".into()],
+                _ => vec!["DBSIZE".into()],
+            };
+            cmds.push(c);
+        }
+        // As a script: each call's reply kept (errors as pcall tables).
+        let mut body = String::from("local out = {} ");
+        for c in &cmds {
+            let args: Vec<String> = c.iter().map(|a| format!("'{a}'")).collect();
+            body += &format!("table.insert(out, redis.pcall({})) ", args.join(", "));
+        }
+        body += &format!("local v = (function() {views} end)() table.insert(out, v) return out");
+        let call = ["EVAL", body.as_str(), "0"];
+        let (a, b) = (nv.call(&call), rf.call(&call));
+        assert_eq!(show(&a), show(&b), "step {step}: script {cmds:?}");
+        // As a transaction, in database 1 then back, its views from a
+        // script inside the EXEC.
+        let select = rng.gen_bool(0.3);
+        let mut replies = Vec::new();
+        for conn in [&mut nv, &mut rf] {
+            assert_eq!(conn.call(&["MULTI"]), Value::Simple(b"OK".to_vec()));
+            if select {
+                conn.call(&["SELECT", "1"]);
+            }
+            for c in &cmds {
+                let args: Vec<&str> = c.iter().map(String::as_str).collect();
+                conn.call(&args);
+            }
+            conn.call(&["EVAL", views, "0"]);
+            if select {
+                conn.call(&["SELECT", "0"]);
+            }
+            conn.call(&["DBSIZE"]);
+            replies.push(conn.call(&["EXEC"]));
+        }
+        assert_eq!(
+            show(&replies[0]),
+            show(&replies[1]),
+            "step {step}: EXEC of {cmds:?} (select {select})"
+        );
+        // And after both, outside.
+        let (a, b) = (
+            nv.call(&["EVAL", views, "0"]),
+            rf.call(&["EVAL", views, "0"]),
+        );
+        assert_eq!(show(&a), show(&b), "step {step}: after");
+    }
+}

@@ -344,11 +344,20 @@ pub(super) fn call_from_script(
             Some(_) => r.error(errors::INVALID_DB),
             None => r.error(errors::NOT_INTEGER),
         },
-        b"DBSIZE" => r.integer(shared.store.dbsize(run.db) as i64),
+        // Run here, not through `complete`: with the script's staging
+        // current all the same (its writes count; a flush drops them).
+        b"DBSIZE" => {
+            let staged = Arc::clone(&run.staging);
+            let n = nvdepot_cache::staging::stage(&staged, || shared.store.dbsize(run.db));
+            r.integer(n as i64)
+        }
         b"PUBLISH" => r.integer(shared.hub.publish(args[1], args[2]) as i64),
         b"SPUBLISH" => r.integer(shared.hub.spublish(args[1], args[2]) as i64),
         b"FLUSHDB" | b"FLUSHALL" => {
-            super::face::flush(&shared, run.db, name.as_slice() == b"FLUSHALL", r)
+            let staged = Arc::clone(&run.staging);
+            nvdepot_cache::staging::stage(&staged, || {
+                super::face::flush(&shared, run.db, name.as_slice() == b"FLUSHALL", r)
+            })
         }
         b"COMMAND" => super::commands::command(args, r),
         // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
