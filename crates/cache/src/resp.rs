@@ -139,6 +139,10 @@ pub struct RespStore {
     expired_hook: std::sync::OnceLock<KeyHook>,
     /// Told of each key written ([`RespStore::on_modified`]).
     modified_hook: std::sync::OnceLock<KeyHook>,
+    /// Told of each key created ([`RespStore::on_created`]), while
+    /// `track_created` is on.
+    created_hook: std::sync::OnceLock<KeyHook>,
+    track_created: std::sync::atomic::AtomicBool,
 }
 
 /// What [`RespStore::on_expired`] and [`RespStore::on_modified`] call:
@@ -228,6 +232,8 @@ impl RespStore {
             stamps: (0..STAMP_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             expired_hook: std::sync::OnceLock::new(),
             modified_hook: std::sync::OnceLock::new(),
+            created_hook: std::sync::OnceLock::new(),
+            track_created: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -245,6 +251,49 @@ impl RespStore {
     /// once; a second hook is ignored.
     pub fn on_expired(&self, hook: KeyHook) {
         let _ = self.expired_hook.set(hook);
+    }
+
+    /// Has `hook` called with (database, key) for every key a write
+    /// creates (absent or expired before it, there after it: Redis's
+    /// `new` keyspace event, published from `dbAdd`), before the write
+    /// returns, while [`RespStore::track_created`] is on. Set once.
+    pub fn on_created(&self, hook: KeyHook) {
+        let _ = self.created_hook.set(hook);
+    }
+
+    /// Turns the created-key hook on or off. While it is on, a blind
+    /// write (SET, MSET, RENAME's destination) reads its key first, to
+    /// know whether it creates it.
+    pub fn track_created(&self, on: bool) {
+        self.track_created.store(on, Ordering::Relaxed);
+    }
+
+    fn tracks_created(&self) -> bool {
+        self.track_created.load(Ordering::Relaxed) && self.created_hook.get().is_some()
+    }
+
+    fn created(&self, db: usize, key: &[u8]) {
+        if let Some(hook) = self.created_hook.get() {
+            hook(db, key);
+        }
+    }
+
+    /// Whether `key` is absent or expired now (a blind write's check for
+    /// [`RespStore::on_created`]; `false` when not tracking).
+    async fn absent_for_created(&self, db: usize, key: &[u8]) -> Result<bool, Error> {
+        if !self.tracks_created() {
+            return Ok(false);
+        }
+        self.is_absent(db, key).await
+    }
+
+    /// Whether `key` is absent or expired now (no lazy removal).
+    pub async fn is_absent(&self, db: usize, key: &[u8]) -> Result<bool, Error> {
+        let item = self.cache.get(self.ns(db), key).await?;
+        Ok(match item {
+            None => true,
+            Some(item) => live(item, unix_now_ms())?.is_none(),
+        })
     }
 
     pub fn databases(&self) -> usize {
@@ -360,10 +409,14 @@ impl RespStore {
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
+        let creates = version.is_none() && meta.is_some() && self.tracks_created();
         let done = self
             .cache
             .write_guarded(&ops, (self.ns(db), key, version), || {
                 self.touch(db, key);
+                if creates {
+                    self.created(db, key);
+                }
                 linked();
             })
             .await;
@@ -440,6 +493,25 @@ impl RespStore {
         data: &[u8],
         expire_at_ms: u64,
     ) -> Result<(), Error> {
+        let creates = self.absent_for_created(db, key).await?;
+        self.set_kind_unreported(db, key, kind, data, expire_at_ms)
+            .await?;
+        if creates {
+            self.created(db, key);
+        }
+        Ok(())
+    }
+
+    /// [`RespStore::set_kind`] without telling [`RespStore::on_created`]
+    /// (a caller that reports created keys in its own order).
+    pub async fn set_kind_unreported(
+        &self,
+        db: usize,
+        key: &[u8],
+        kind: Kind,
+        data: &[u8],
+        expire_at_ms: u64,
+    ) -> Result<(), Error> {
         let envelope = envelope_of(kind, expire_at_ms);
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
@@ -464,7 +536,9 @@ impl RespStore {
 
     /// Stores every `(key, data)` pair without expiry as one crash-atomic
     /// batch (MSET): after a crash all are there or none. The last pair of
-    /// a key counts. Callers check [`RespStore::batch_fits`] first.
+    /// a key counts. Callers check [`RespStore::batch_fits`] first. Keys it
+    /// creates are not reported to [`RespStore::on_created`]: the caller
+    /// knows their order among its own events ([`RespStore::is_absent`]).
     pub async fn set_many(&self, db: usize, pairs: &[(&[u8], &[u8])]) -> Result<(), Error> {
         let envelope = string_envelope(0);
         let prefix = 0u64.to_le_bytes();
@@ -504,6 +578,7 @@ impl RespStore {
                 .await
                 .map(|_| ());
         }
+        let creates = self.absent_for_created(db, dst).await?;
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
@@ -513,6 +588,9 @@ impl RespStore {
         let done = self.cache.write_many(self.ns(db), &items, &[src]).await;
         self.touch(db, dst);
         self.touch(db, src);
+        if creates && done.is_ok() {
+            self.created(db, dst);
+        }
         done
     }
 
@@ -549,6 +627,7 @@ impl RespStore {
     ) -> Result<(R, Updated), Error> {
         let mut refused = None;
         let mut found_expired = false;
+        let mut was_live = false;
         let (out, done) = self
             .cache
             .update(self.ns(db), key, |current| {
@@ -562,6 +641,7 @@ impl RespStore {
                     None => None,
                 };
                 found_expired = present && value.is_none();
+                was_live = value.is_some();
                 let (change, out) = decide(value.as_ref());
                 let change = match change {
                     // An expired key the decision leaves alone goes now.
@@ -598,6 +678,9 @@ impl RespStore {
                 if let Some(hook) = self.expired_hook.get() {
                     hook(db, key);
                 }
+            }
+            if !was_live && matches!(done, store::Updated::Stored { .. }) && self.tracks_created() {
+                self.created(db, key);
             }
         }
         let done = match done {

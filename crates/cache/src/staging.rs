@@ -55,9 +55,24 @@ type Staged = Option<(Vec<u8>, u64)>;
 pub struct Staging {
     /// Per namespace, per key (looked up by `&[u8]`, no copy of the key).
     writes: Mutex<HashMap<Namespace, HashMap<Vec<u8>, Staged>>>,
+    /// The staging this one is a scratch layer over ([`Staging::over`]):
+    /// read through, never written.
+    parent: Option<Arc<Staging>>,
 }
 
 impl Staging {
+    /// A scratch staging over the current one, if any: reads see the
+    /// current staging's writes, writes stay in the scratch (dropped
+    /// unless committed). For a step whose effect on the store is none
+    /// but which runs commands to learn its reply (LMOVE of a one-element
+    /// list onto itself).
+    pub fn scratch() -> Staging {
+        Staging {
+            writes: Mutex::default(),
+            parent: current(),
+        }
+    }
+
     /// Whether nothing is staged.
     pub fn is_empty(&self) -> bool {
         self.writes.lock().is_empty()
@@ -66,15 +81,20 @@ impl Staging {
     /// The staged state of `key`: `None` if it is not staged, else the
     /// item (`Some(None)`: staged as deleted).
     pub(crate) fn get(&self, ns: Namespace, key: &[u8]) -> Option<Option<Item>> {
-        let writes = self.writes.lock();
-        if writes.is_empty() {
-            // A script that has not written (no hashing at all).
-            return None;
-        }
-        let staged = writes.get(&ns)?.get(key)?;
-        Some(staged.as_ref().map(|(raw, version)| {
-            envelope::decode(raw.clone(), *version).expect("staged records are encoded here")
-        }))
+        let own = {
+            let writes = self.writes.lock();
+            // A script that has not written: no hashing at all.
+            let staged = (!writes.is_empty())
+                .then(|| writes.get(&ns).and_then(|w| w.get(key)))
+                .flatten();
+            staged.map(|staged| {
+                staged.as_ref().map(|(raw, version)| {
+                    envelope::decode(raw.clone(), *version)
+                        .expect("staged records are encoded here")
+                })
+            })
+        };
+        own.or_else(|| self.parent.as_ref().and_then(|p| p.get(ns, key)))
     }
 
     fn stage(&self, ns: Namespace, key: &[u8], staged: Staged) {

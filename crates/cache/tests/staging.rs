@@ -183,3 +183,27 @@ fn a_staging_too_large_for_one_batch_is_written_key_by_key() {
     }
     assert_eq!(resp.dbsize(0), 12);
 }
+
+/// A scratch staging over the current one reads its writes and keeps its
+/// own: dropped, they never reach the parent or the store.
+#[test]
+fn a_scratch_staging_reads_through_and_writes_nothing() {
+    let dev = Arc::new(MemDevice::named("staging", 32 * MIB, 512));
+    let resp = open(&dev, true);
+    run(resp.set(0, b"base", b"1", 0)).unwrap();
+    let s = Arc::new(Staging::default());
+    staging::stage(&s, || {
+        run(resp.set(0, b"staged", b"2", 0)).unwrap();
+        let scratch = Arc::new(Staging::scratch());
+        staging::stage(&scratch, || {
+            assert_eq!(get(&resp, "staged").as_deref(), Some(&b"2"[..]));
+            assert_eq!(incr(&resp, "base"), 2);
+            assert_eq!(incr(&resp, "staged"), 3);
+        });
+        assert_eq!(get(&resp, "base").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&resp, "staged").as_deref(), Some(&b"2"[..]));
+    });
+    run(resp.cache().commit_staged(&s)).unwrap();
+    assert_eq!(get(&resp, "base").as_deref(), Some(&b"1"[..]));
+    assert_eq!(get(&resp, "staged").as_deref(), Some(&b"2"[..]));
+}

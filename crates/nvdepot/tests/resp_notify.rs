@@ -1,5 +1,6 @@
 //! Keyspace notifications side by side with a stock redis-server (issue
-//! 37): both servers get `CONFIG SET notify-keyspace-events KEA`, one
+//! 37): both servers get `CONFIG SET notify-keyspace-events KEAn` (every
+//! class but key misses, `new` included), one
 //! subscriber on each listens to `__key*__:*`, and the same seeded random
 //! commands run on both — the string and key commands of `shapes/resp.rs`
 //! and every collection command of `shapes/types.rs` (hashes, lists,
@@ -47,7 +48,7 @@ struct Side {
 impl Side {
     fn open(name: &'static str, addr: std::net::SocketAddr) -> Side {
         let mut writer = Conn::connect(name, addr);
-        let on = vec![cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"])];
+        let on = vec![cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEAn"])];
         assert_eq!(
             pipeline(&mut writer, &on),
             vec![Value::Simple(b"OK".to_vec())]

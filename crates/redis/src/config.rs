@@ -199,6 +199,12 @@ impl RespSession {
         self.shared.tunables.set(&tuned);
         if let Some(flags) = notify {
             self.shared.notify.set(flags);
+            // `new` events need to know which blind writes create keys.
+            let new = super::notify::NEW;
+            let channels = super::notify::KEYSPACE | super::notify::KEYEVENT;
+            self.shared
+                .store
+                .track_created(flags & new != 0 && flags & channels != 0);
         }
         r.ok();
     }

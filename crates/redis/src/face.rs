@@ -114,6 +114,12 @@ impl RespFace {
                 shared.notify(super::notify::EXPIRED, "expired", db, key);
             }
         }));
+        let weak = Arc::downgrade(&shared);
+        shared.store.on_created(Box::new(move |db, key| {
+            if let Some(shared) = weak.upgrade() {
+                shared.notify(super::notify::NEW, "new", db, key);
+            }
+        }));
         // Every write calls this: the tracking table directly (one atomic
         // load while no client tracks), not through a weak `Shared`.
         let tracking = Arc::clone(&shared.tracking);

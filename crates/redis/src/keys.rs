@@ -46,20 +46,32 @@ pub fn int32_arg(a: &[u8], r: &mut Reply<'_>) -> Option<i32> {
 pub async fn set_pairs(shared: &Shared, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
     let store = &*shared.store;
     let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
+    // The pairs that create their key (the first of each absent key), for
+    // `new` events in Redis's order: each before its pair's `set`.
+    let mut creates = vec![false; kvs.len()];
+    if shared.notifies(notify::NEW) {
+        for (i, (k, _)) in kvs.iter().enumerate() {
+            let first = !kvs[..i].iter().any(|(o, _)| o == k);
+            creates[i] = first && store.is_absent(db, k).await?;
+        }
+    }
     if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
         store.set_many(db, &kvs).await?;
     } else {
         let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
         let writes = last_of_each(&keys)
             .into_iter()
-            .map(|i| store.set(db, kvs[i].0, kvs[i].1, 0));
+            .map(|i| store.set_kind_unreported(db, kvs[i].0, Kind::String, kvs[i].1, 0));
         join_all(writes)
             .await
             .into_iter()
             .collect::<Result<(), Error>>()?;
     }
     // A `set` per pair, in argument order (Redis's MSET and MSETNX).
-    for (k, _) in &kvs {
+    for ((k, _), created) in kvs.iter().zip(creates) {
+        if created {
+            shared.notify(notify::NEW, "new", db, k);
+        }
         shared.notify(notify::STRING, "set", db, k);
     }
     Ok(())

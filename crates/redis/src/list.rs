@@ -936,6 +936,25 @@ pub async fn lmove(
     let Ok(_) = len_of(store, db, dst, now, r).await? else {
         return Ok(None);
     };
+    if src == dst && len == Some(1) {
+        // Rotating a one-element list onto itself leaves it as it is
+        // (Redis pushes onto the same object: never emptied, so no `del`
+        // or `new` event). The element is learnt by a pop staged in a
+        // scratch layer that is dropped; its write stamp is bumped (a
+        // change to WATCH and client tracking, as Redis signals it).
+        let scratch = std::sync::Arc::new(nvdepot_cache::staging::Staging::scratch());
+        let popped =
+            nvdepot_cache::staging::stage_async(&scratch, pop_n(store, db, src, now, from, 1))
+                .await?;
+        let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
+            r.null();
+            return Ok(None);
+        };
+        shared.notify(notify::LIST, to.push_event(), db, dst);
+        shared.notify(notify::LIST, from.pop_event(), db, src);
+        r.bulk(&e);
+        return Ok(Some(e));
+    }
     // Under the exclusive pass: nothing comes between the pop and the push.
     let popped = pop_n(store, db, src, now, from, 1).await?;
     let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {

@@ -275,11 +275,18 @@ async fn rename(
         }
         return Ok(());
     }
-    if nx && store.get(db, dst, now).await?.is_some() {
+    // Redis deletes an existing destination, then adds the key anew: a
+    // `new` event either way (the store reports it when the key was not
+    // there).
+    let replaced = (nx || shared.notifies(notify::NEW)) && store.get(db, dst, now).await?.is_some();
+    if nx && replaced {
         r.integer(0);
         return Ok(());
     }
     relocate(store, &v, (db, src), (db, dst), true, now).await?;
+    if replaced {
+        shared.notify(notify::NEW, "new", db, dst);
+    }
     shared.notify(notify::GENERIC, "rename_from", db, src);
     shared.notify(notify::GENERIC, "rename_to", db, dst);
     if nx {
@@ -321,11 +328,18 @@ async fn copy(
         r.integer(0);
         return Ok(());
     };
-    if !replace && store.get(to.0, to.1, now).await?.is_some() {
+    let existed =
+        (!replace || shared.notifies(notify::NEW)) && store.get(to.0, to.1, now).await?.is_some();
+    if !replace && existed {
         r.integer(0);
         return Ok(());
     }
     relocate(store, &v, from, to, remove, now).await?;
+    // COPY … REPLACE deletes the destination, then adds it anew (`new`
+    // reported by the store when it was not there).
+    if existed {
+        shared.notify(notify::NEW, "new", to.0, to.1);
+    }
     if remove {
         shared.notify(notify::GENERIC, "move_from", from.0, from.1);
         shared.notify(notify::GENERIC, "move_to", to.0, to.1);
