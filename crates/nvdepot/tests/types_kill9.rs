@@ -590,3 +590,83 @@ fn verify_zset(c: &mut Resp, u: usize, s: &ZSetSeen) -> u64 {
 fn a_paged_sorted_set_survives_kill_9() {
     kill_rounds("zset", zset_user, verify_zset);
 }
+
+/// `kill -9` while 3 clients move elements with RPOPLPUSH and LMOVE
+/// between two long (paged) lists each: after the restart every element
+/// is in one of its two lists exactly once (LMOVE's pop and push are one
+/// crash-atomic batch: none lost in flight, none doubled).
+#[test]
+fn lmove_never_loses_an_element_in_flight_across_kill_9() {
+    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
+    const N: usize = 300;
+    for round in 0..rounds {
+        let dir = temp_dir();
+        let data = dir.path().join("store");
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        for u in 0..3 {
+            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
+                let mut args = vec!["RPUSH".to_string(), format!("a{u}")];
+                args.extend(chunk.iter().map(|i| format!("{i:04}-{}", "e".repeat(120))));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                assert!(int(&c.call(&args)).is_some());
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let movers: Vec<_> = (0..3)
+            .map(|u| {
+                let mut c = Resp::connect(&server);
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let (a, b) = (format!("a{u}"), format!("b{u}"));
+                    let mut moves = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let (from, to) = if moves % 700 < 350 {
+                            (&a, &b)
+                        } else {
+                            (&b, &a)
+                        };
+                        if moves.is_multiple_of(2) {
+                            c.send(&["RPOPLPUSH", from, to]);
+                        } else {
+                            c.send(&["LMOVE", from, to, "LEFT", "RIGHT"]);
+                        }
+                        if reply(&mut c).is_none() {
+                            return moves;
+                        }
+                        moves += 1;
+                    }
+                    moves
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500 + 300 * round as u64));
+        server.kill_9();
+        stop.store(true, Ordering::Relaxed);
+        let moves: Vec<u64> = movers.into_iter().map(|m| m.join().unwrap()).collect();
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        for u in 0..3 {
+            let mut all = Vec::new();
+            for key in [format!("a{u}"), format!("b{u}")] {
+                let Value::Array(Some(items)) = c.call(&["LRANGE", &key, "0", "-1"]) else {
+                    panic!("LRANGE {key}");
+                };
+                all.extend(items.iter().map(text));
+            }
+            all.sort();
+            let want: Vec<String> = (0..N)
+                .map(|i| format!("{i:04}-{}", "e".repeat(120)))
+                .collect();
+            assert_eq!(
+                all.len(),
+                N,
+                "round {round} mover {u}: {} elements",
+                all.len()
+            );
+            assert_eq!(all, want, "round {round} mover {u}");
+        }
+        eprintln!("types_kill9: round {round}: moves {moves:?}, every element once");
+        assert_eq!(server.terminate(), 0);
+    }
+}

@@ -955,13 +955,32 @@ pub async fn lmove(
         r.bulk(&e);
         return Ok(Some(e));
     }
-    // Under the exclusive pass: nothing comes between the pop and the push.
-    let popped = pop_n(store, db, src, now, from, 1).await?;
-    let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
+    // Under the exclusive pass: nothing comes between the pop and the
+    // push. Both are staged and written as one crash-atomic batch, so a
+    // crash never loses the element in flight (inside a script or EXEC,
+    // with theirs).
+    let step = async {
+        let popped = pop_n(store, db, src, now, from, 1).await?;
+        let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
+            return Ok(None);
+        };
+        push_n(store, db, dst, now, to, &[&e], false).await?.ok();
+        Ok::<_, Error>(Some(e))
+    };
+    let moved = if nvdepot_cache::staging::current().is_some() {
+        step.await?
+    } else {
+        let staging = std::sync::Arc::new(nvdepot_cache::staging::Staging::default());
+        let moved = nvdepot_cache::staging::stage_async(&staging, step).await;
+        // Whatever was staged is written, even after an error part way
+        // (as the two writes were before).
+        store.cache().commit_staged(&staging).await?;
+        moved?
+    };
+    let Some(e) = moved else {
         r.null();
         return Ok(None);
     };
-    push_n(store, db, dst, now, to, &[&e], false).await?.ok();
     // Redis's order: the push, then the pop (and the source's `del`).
     shared.notify(notify::LIST, to.push_event(), db, dst);
     shared
