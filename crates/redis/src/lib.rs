@@ -19,6 +19,7 @@
 //! writes), `glob` (Redis's matcher), `join` (bounded joins of per-key
 //! futures).
 
+mod atomic;
 mod bitmap;
 mod blocking;
 mod clients;

@@ -967,16 +967,10 @@ pub async fn lmove(
         push_n(store, db, dst, now, to, &[&e], false).await?.ok();
         Ok::<_, Error>(Some(e))
     };
-    let moved = if nvdepot_cache::staging::current().is_some() {
-        step.await?
-    } else {
-        let staging = std::sync::Arc::new(nvdepot_cache::staging::Staging::default());
-        let moved = nvdepot_cache::staging::stage_async(&staging, step).await;
-        // Whatever was staged is written, even after an error part way
-        // (as the two writes were before).
-        store.cache().commit_staged(&staging).await?;
-        moved?
-    };
+    let atomic = super::atomic::Atomic::begin();
+    let moved = atomic.run(step).await;
+    atomic.commit(store).await?;
+    let moved = moved?;
     let Some(e) = moved else {
         r.null();
         return Ok(None);

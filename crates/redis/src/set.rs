@@ -264,7 +264,16 @@ pub async fn execute(
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
             }
-            return Some(smove(shared, db, args, now, max, r).await);
+            // The member leaves one set and joins the other in one
+            // crash-atomic commit; the reply is kept only if it lands.
+            let start = r.out.len();
+            let atomic = super::atomic::Atomic::begin();
+            let done = atomic.run(smove(shared, db, args, now, max, r)).await;
+            let committed = atomic.commit(&shared.store).await;
+            if committed.is_err() {
+                r.out.truncate(start);
+            }
+            return Some(committed.and(done));
         }
         b"SINTER" | b"SUNION" | b"SDIFF" => {
             if !arity(args, 2, None, r) {

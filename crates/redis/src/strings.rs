@@ -351,10 +351,27 @@ async fn copy(
 }
 
 /// Writes `v` (value and expiry) to `to` and, with `remove`, deletes
-/// `from` (RENAME, COPY, MOVE; each a database and a key). The new one
-/// first: if the delete fails, the key exists in both places rather than
-/// in neither.
+/// `from` (RENAME, COPY, MOVE; each a database and a key), as one
+/// crash-atomic commit (`atomic.rs`): never both keys, never neither,
+/// after a crash. The new one first: if the delete fails, the key exists
+/// in both places rather than in neither.
 async fn relocate(
+    store: &RespStore,
+    v: &Value,
+    from: (usize, &[u8]),
+    to: (usize, &[u8]),
+    remove: bool,
+    now: u64,
+) -> Result<(), Error> {
+    let atomic = super::atomic::Atomic::begin();
+    let done = atomic
+        .run(relocate_staged(store, v, from, to, remove, now))
+        .await;
+    atomic.commit(store).await?;
+    done
+}
+
+async fn relocate_staged(
     store: &RespStore,
     v: &Value,
     from: (usize, &[u8]),
