@@ -670,3 +670,80 @@ fn lmove_never_loses_an_element_in_flight_across_kill_9() {
         assert_eq!(server.terminate(), 0);
     }
 }
+
+/// `kill -9` while 3 clients move members with SMOVE between two long
+/// (paged) sets each: after the restart every member is in one of its two
+/// sets exactly once (SMOVE's removal and addition are one crash-atomic
+/// commit).
+#[test]
+fn smove_never_loses_a_member_in_flight_across_kill_9() {
+    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
+    const N: usize = 300;
+    let member = |i: usize| format!("{i:04}-{}", "m".repeat(120));
+    for round in 0..rounds {
+        let dir = temp_dir();
+        let data = dir.path().join("store");
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        for u in 0..3 {
+            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
+                let mut args = vec!["SADD".to_string(), format!("a{u}")];
+                args.extend(chunk.iter().map(|&i| member(i)));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                assert!(int(&c.call(&args)).is_some());
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let movers: Vec<_> = (0..3)
+            .map(|u| {
+                let mut c = Resp::connect(&server);
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let (a, b) = (format!("a{u}"), format!("b{u}"));
+                    let mut moves = 0usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Each member over to b, then back to a, in turn.
+                        let (from, to) = if (moves / N).is_multiple_of(2) {
+                            (&a, &b)
+                        } else {
+                            (&b, &a)
+                        };
+                        c.send(&["SMOVE", from, to, &member(moves % N)]);
+                        match reply(&mut c) {
+                            Some(Value::Integer(1)) => moves += 1,
+                            Some(v) => panic!("mover {u}: {v:?}"),
+                            None => return moves,
+                        }
+                    }
+                    moves
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500 + 300 * round as u64));
+        server.kill_9();
+        stop.store(true, Ordering::Relaxed);
+        let moves: Vec<usize> = movers.into_iter().map(|m| m.join().unwrap()).collect();
+        let server = Server::start_serve(&data, ARGS);
+        let mut c = Resp::connect(&server);
+        for u in 0..3 {
+            let mut all = Vec::new();
+            for key in [format!("a{u}"), format!("b{u}")] {
+                let Value::Array(Some(items)) = c.call(&["SMEMBERS", &key]) else {
+                    panic!("SMEMBERS {key}");
+                };
+                all.extend(items.iter().map(text));
+            }
+            all.sort();
+            let want: Vec<String> = (0..N).map(member).collect();
+            assert_eq!(
+                all.len(),
+                N,
+                "round {round} mover {u}: {} members",
+                all.len()
+            );
+            assert_eq!(all, want, "round {round} mover {u}");
+        }
+        eprintln!("types_kill9: round {round}: SMOVEs {moves:?}, every member once");
+        assert_eq!(server.terminate(), 0);
+    }
+}
