@@ -591,104 +591,37 @@ fn a_paged_sorted_set_survives_kill_9() {
     kill_rounds("zset", zset_user, verify_zset);
 }
 
-/// `kill -9` while 3 clients move elements with RPOPLPUSH and LMOVE
-/// between two long (paged) lists each: after the restart every element
-/// is in one of its two lists exactly once (LMOVE's pop and push are one
-/// crash-atomic batch: none lost in flight, none doubled).
-#[test]
-fn lmove_never_loses_an_element_in_flight_across_kill_9() {
-    let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
-    const N: usize = 300;
-    for round in 0..rounds {
-        let dir = temp_dir();
-        let data = dir.path().join("store");
-        let server = Server::start_serve(&data, ARGS);
-        let mut c = Resp::connect(&server);
-        for u in 0..3 {
-            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
-                let mut args = vec!["RPUSH".to_string(), format!("a{u}")];
-                args.extend(chunk.iter().map(|i| format!("{i:04}-{}", "e".repeat(120))));
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                assert!(int(&c.call(&args)).is_some());
-            }
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let movers: Vec<_> = (0..3)
-            .map(|u| {
-                let mut c = Resp::connect(&server);
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let (a, b) = (format!("a{u}"), format!("b{u}"));
-                    let mut moves = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let (from, to) = if moves % 700 < 350 {
-                            (&a, &b)
-                        } else {
-                            (&b, &a)
-                        };
-                        if moves.is_multiple_of(2) {
-                            c.send(&["RPOPLPUSH", from, to]);
-                        } else {
-                            c.send(&["LMOVE", from, to, "LEFT", "RIGHT"]);
-                        }
-                        if reply(&mut c).is_none() {
-                            return moves;
-                        }
-                        moves += 1;
-                    }
-                    moves
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(500 + 300 * round as u64));
-        server.kill_9();
-        stop.store(true, Ordering::Relaxed);
-        let moves: Vec<u64> = movers.into_iter().map(|m| m.join().unwrap()).collect();
-        let server = Server::start_serve(&data, ARGS);
-        let mut c = Resp::connect(&server);
-        for u in 0..3 {
-            let mut all = Vec::new();
-            for key in [format!("a{u}"), format!("b{u}")] {
-                let Value::Array(Some(items)) = c.call(&["LRANGE", &key, "0", "-1"]) else {
-                    panic!("LRANGE {key}");
-                };
-                all.extend(items.iter().map(text));
-            }
-            all.sort();
-            let want: Vec<String> = (0..N)
-                .map(|i| format!("{i:04}-{}", "e".repeat(120)))
-                .collect();
-            assert_eq!(
-                all.len(),
-                N,
-                "round {round} mover {u}: {} elements",
-                all.len()
-            );
-            assert_eq!(all, want, "round {round} mover {u}");
-        }
-        eprintln!("types_kill9: round {round}: moves {moves:?}, every element once");
-        assert_eq!(server.terminate(), 0);
-    }
+/// Items moved between two keys per mover ([`move_rounds`]): 300, each
+/// 125 bytes, so both keys are paged collections.
+const MOVED: usize = 300;
+
+/// The `i`th item of a mover's pair of keys.
+fn moved_item(i: usize) -> String {
+    format!("{i:04}-{}", "m".repeat(120))
 }
 
-/// `kill -9` while 3 clients move members with SMOVE between two long
-/// (paged) sets each: after the restart every member is in one of its two
-/// sets exactly once (SMOVE's removal and addition are one crash-atomic
-/// commit).
-#[test]
-fn smove_never_loses_a_member_in_flight_across_kill_9() {
+/// `kill -9` rounds while 3 clients each move items between their keys
+/// `a{u}` and `b{u}`: `fill` (RPUSH, SADD) puts the [`MOVED`] items into
+/// `a{u}`, `step(a, b, n)` is the mover's `n`th command (each reply must
+/// pass `moved`), `read` (LRANGE … 0 -1, SMEMBERS) lists a key after the
+/// restart: every item must then be in one of its two keys exactly once.
+fn move_rounds(
+    what: &str,
+    fill: &'static str,
+    step: fn(&str, &str, usize) -> Vec<String>,
+    moved: fn(&Value) -> bool,
+    read: &[&str],
+) {
     let rounds: usize = env_or("NVDEPOT_TYPES_KILLS", 2);
-    const N: usize = 300;
-    let member = |i: usize| format!("{i:04}-{}", "m".repeat(120));
     for round in 0..rounds {
         let dir = temp_dir();
         let data = dir.path().join("store");
         let server = Server::start_serve(&data, ARGS);
         let mut c = Resp::connect(&server);
         for u in 0..3 {
-            for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
-                let mut args = vec!["SADD".to_string(), format!("a{u}")];
-                args.extend(chunk.iter().map(|&i| member(i)));
+            for chunk in (0..MOVED).collect::<Vec<_>>().chunks(100) {
+                let mut args = vec![fill.to_string(), format!("a{u}")];
+                args.extend(chunk.iter().map(|&i| moved_item(i)));
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 assert!(int(&c.call(&args)).is_some());
             }
@@ -702,15 +635,11 @@ fn smove_never_loses_a_member_in_flight_across_kill_9() {
                     let (a, b) = (format!("a{u}"), format!("b{u}"));
                     let mut moves = 0usize;
                     while !stop.load(Ordering::Relaxed) {
-                        // Each member over to b, then back to a, in turn.
-                        let (from, to) = if (moves / N).is_multiple_of(2) {
-                            (&a, &b)
-                        } else {
-                            (&b, &a)
-                        };
-                        c.send(&["SMOVE", from, to, &member(moves % N)]);
+                        let args = step(&a, &b, moves);
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        c.send(&args);
                         match reply(&mut c) {
-                            Some(Value::Integer(1)) => moves += 1,
+                            Some(v) if moved(&v) => moves += 1,
                             Some(v) => panic!("mover {u}: {v:?}"),
                             None => return moves,
                         }
@@ -728,22 +657,66 @@ fn smove_never_loses_a_member_in_flight_across_kill_9() {
         for u in 0..3 {
             let mut all = Vec::new();
             for key in [format!("a{u}"), format!("b{u}")] {
-                let Value::Array(Some(items)) = c.call(&["SMEMBERS", &key]) else {
-                    panic!("SMEMBERS {key}");
+                let mut args = read.to_vec();
+                args.insert(1, &key);
+                let Value::Array(Some(items)) = c.call(&args) else {
+                    panic!("{} {key}", read[0]);
                 };
                 all.extend(items.iter().map(text));
             }
             all.sort();
-            let want: Vec<String> = (0..N).map(member).collect();
+            let want: Vec<String> = (0..MOVED).map(moved_item).collect();
             assert_eq!(
                 all.len(),
-                N,
-                "round {round} mover {u}: {} members",
+                MOVED,
+                "round {round} mover {u}: {} items",
                 all.len()
             );
             assert_eq!(all, want, "round {round} mover {u}");
         }
-        eprintln!("types_kill9: round {round}: SMOVEs {moves:?}, every member once");
+        eprintln!("types_kill9: round {round}: {what} moves {moves:?}, every item once");
         assert_eq!(server.terminate(), 0);
     }
+}
+
+/// `kill -9` while 3 clients move elements with RPOPLPUSH and LMOVE
+/// between two long (paged) lists each: after the restart every element
+/// is in one of its two lists exactly once (LMOVE's pop and push are one
+/// crash-atomic batch: none lost in flight, none doubled).
+#[test]
+fn lmove_never_loses_an_element_in_flight_across_kill_9() {
+    let step = |a: &str, b: &str, n: usize| {
+        let (from, to) = if n % 700 < 350 { (a, b) } else { (b, a) };
+        let cmd: &[&str] = if n.is_multiple_of(2) {
+            &["RPOPLPUSH", from, to]
+        } else {
+            &["LMOVE", from, to, "LEFT", "RIGHT"]
+        };
+        cmd.iter().map(|s| s.to_string()).collect()
+    };
+    move_rounds("list", "RPUSH", step, |_| true, &["LRANGE", "0", "-1"]);
+}
+
+/// `kill -9` while 3 clients move members with SMOVE between two long
+/// (paged) sets each: after the restart every member is in one of its two
+/// sets exactly once (SMOVE's removal and addition are one crash-atomic
+/// commit).
+#[test]
+fn smove_never_loses_a_member_in_flight_across_kill_9() {
+    // Each member over to b, then back to a, in turn.
+    let step = |a: &str, b: &str, n: usize| {
+        let (from, to) = if (n / MOVED).is_multiple_of(2) {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        vec![
+            "SMOVE".into(),
+            from.into(),
+            to.into(),
+            moved_item(n % MOVED),
+        ]
+    };
+    let moved = |v: &Value| *v == Value::Integer(1);
+    move_rounds("set", "SADD", step, moved, &["SMEMBERS"]);
 }
