@@ -28,6 +28,6 @@ for rep in $(seq 1 $REPS); do
    line="$line c=$c read=$rr (cpu ${cpu}us) write=$ww"
   done
   echo "$line"
-  kill $pid; wait $pid 2>/dev/null
+  kill $pid; wait $pid 2>/dev/null; rm -rf $W/$s
  done
 done

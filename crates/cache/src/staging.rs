@@ -180,9 +180,31 @@ pub fn hidden<R>(f: impl FnOnce() -> R) -> R {
 
 /// [`stage`] for a future: `staging` is current while the future is
 /// polled, and only then.
-pub async fn stage_async<F: Future>(staging: &Arc<Staging>, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| stage(staging, || future.as_mut().poll(cx))).await
+pub fn stage_async<F: Future>(staging: &Arc<Staging>, future: F) -> StageAsync<'_, F> {
+    StageAsync { staging, future }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`stage_async`]: a struct, not an `async fn`, which
+    /// would hold the wrapped future twice (its argument, then pinned).
+    pub struct StageAsync<'a, F> {
+        staging: &'a Arc<Staging>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future> Future for StageAsync<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        let future = this.future;
+        stage(this.staging, || future.poll(cx))
+    }
 }
 
 impl CacheStore {

@@ -46,15 +46,35 @@ pub(crate) fn owe(lsn: u64) -> bool {
 /// thread between its polls (a script's call driven on a worker, see
 /// `nvdepot_io::uring::drive`) still wait for their own puts. Gives the
 /// future's output and the log position owed.
-pub async fn defer_durability_async<F: std::future::Future>(future: F) -> (F::Output, Option<u64>) {
-    let mut future = std::pin::pin!(future);
-    let mut owed: u64 = 0;
-    std::future::poll_fn(|cx| {
-        let (polled, lsn) = defer_durability(|| future.as_mut().poll(cx));
+pub fn defer_durability_async<F: std::future::Future>(future: F) -> DeferDurability<F> {
+    DeferDurability { future, owed: 0 }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`defer_durability_async`]. A struct, not an `async
+    /// fn`: that would hold the wrapped future twice (its argument, then
+    /// pinned), and these wrap a Redis command's, the largest future a
+    /// worker polls.
+    pub struct DeferDurability<F> {
+        #[pin]
+        future: F,
+        owed: u64,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for DeferDurability<F> {
+    type Output = (F::Output, Option<u64>);
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        let (polled, lsn) = defer_durability(|| this.future.poll(cx));
         if let Some(lsn) = lsn {
-            owed = owed.max(lsn);
+            *this.owed = (*this.owed).max(lsn);
         }
+        let owed = *this.owed;
         polled.map(|out| (out, (owed > 0).then_some(owed)))
-    })
-    .await
+    }
 }

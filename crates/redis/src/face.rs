@@ -394,7 +394,8 @@ impl RespSession {
         let xread_block = matches!(name.as_slice(), b"XREAD" | b"XREADGROUP")
             && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"));
         if super::blocking::is_blocking(&name) || xread_block {
-            return self.block(&name, args, out).await;
+            // Boxed, as the other rare large futures: see `Atomic::run`.
+            return Box::pin(self.block(&name, args, out)).await;
         }
         if needs_exclusive(&name) {
             let _pass = shared.gate.exclusive().await;

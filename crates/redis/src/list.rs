@@ -943,9 +943,11 @@ pub async fn lmove(
         // scratch layer that is dropped; its write stamp is bumped (a
         // change to WATCH and client tracking, as Redis signals it).
         let scratch = std::sync::Arc::new(nvdepot_cache::staging::Staging::scratch());
-        let popped =
-            nvdepot_cache::staging::stage_async(&scratch, pop_n(store, db, src, now, from, 1))
-                .await?;
+        let popped = nvdepot_cache::staging::stage_async(
+            &scratch,
+            Box::pin(pop_n(store, db, src, now, from, 1)),
+        )
+        .await?;
         let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
             r.null();
             return Ok(None);
@@ -968,7 +970,7 @@ pub async fn lmove(
         Ok::<_, Error>(Some(e))
     };
     let atomic = super::atomic::Atomic::begin();
-    let moved = atomic.run(step).await;
+    let moved = atomic.run(Box::pin(step)).await;
     atomic.commit(store).await?;
     let moved = moved?;
     let Some(e) = moved else {

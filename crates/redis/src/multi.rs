@@ -134,12 +134,17 @@ impl RespSession {
                 // them; their durability is waited for once the gate is
                 // released (`dispatch`), as a script's.
                 let staging = Arc::new(Staging::default());
-                staging::stage_async(&staging, async {
-                    for cmd in &multi.queued {
-                        let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-                        self.execute(&args, out).await;
-                    }
-                })
+                // Boxed: unboxed, this loop's future (a command's own) would
+                // double the size of every command's dispatch.
+                staging::stage_async(
+                    &staging,
+                    Box::pin(async {
+                        for cmd in &multi.queued {
+                            let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                            self.execute(&args, out).await;
+                        }
+                    }),
+                )
                 .await;
                 let commit = shared.store.cache().commit_staged(&staging);
                 let (done, owed) = nvdepot_engine::defer_durability_async(commit).await;

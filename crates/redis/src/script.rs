@@ -365,11 +365,15 @@ pub(super) fn call_from_script(
             let mut a: Vec<&[u8]> = vec![b"LMPOP"];
             a.extend_from_slice(&args[2..]);
             let db = run.db;
-            complete(run, super::keys::execute(&shared, db, b"LMPOP", &a, r));
+            complete(
+                run,
+                std::pin::pin!(super::keys::execute(&shared, db, b"LMPOP", &a, r)),
+            );
         }
         _ => {
             let db = run.db;
-            if !complete(run, super::keys::execute(&shared, db, &name, args, r)) {
+            let command = std::pin::pin!(super::keys::execute(&shared, db, &name, args, r));
+            if !complete(run, command) {
                 return Err("Unknown Redis command called from script".into());
             }
         }
@@ -386,15 +390,17 @@ pub(super) fn call_from_script(
 /// with the durability of its puts deferred to the script's end (only
 /// while it is polled: the worker's other tasks run in between); on the
 /// Lua thread, with blocking IO inside the script's deferral.
-fn complete<T>(run: &mut super::lua::Running, command: impl std::future::Future<Output = T>) -> T {
+/// The command comes pinned where it is made: its future (the largest of
+/// every command's) is not moved again, here or into each wrapper.
+fn complete<F: std::future::Future>(
+    run: &mut super::lua::Running,
+    command: std::pin::Pin<&mut F>,
+) -> F::Output {
     if !nvdepot_io::uring::in_runtime() {
         return crate::block_on(command);
     }
     // The ring's other tasks, run while the command waits, are not the
     // script's: only the command is polled with the script's staging.
-    // Pinned here and wrapped by reference: the command's future (the
-    // largest of every command's) is not moved again into each wrapper.
-    let command = std::pin::pin!(command);
     let staged = nvdepot_cache::staging::stage_async(&run.staging, command);
     let (out, owed) = nvdepot_cache::staging::hidden(|| {
         nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(staged))

@@ -268,7 +268,9 @@ pub async fn execute(
             // crash-atomic commit; the reply is kept only if it lands.
             let start = r.out.len();
             let atomic = super::atomic::Atomic::begin();
-            let done = atomic.run(smove(shared, db, args, now, max, r)).await;
+            let done = atomic
+                .run(Box::pin(smove(shared, db, args, now, max, r)))
+                .await;
             let committed = atomic.commit(&shared.store).await;
             if committed.is_err() {
                 r.out.truncate(start);

@@ -365,7 +365,7 @@ async fn relocate(
 ) -> Result<(), Error> {
     let atomic = super::atomic::Atomic::begin();
     let done = atomic
-        .run(relocate_staged(store, v, from, to, remove, now))
+        .run(Box::pin(relocate_staged(store, v, from, to, remove, now)))
         .await;
     atomic.commit(store).await?;
     done

@@ -41,15 +41,33 @@ thread_local! {
 
 /// Runs `f`, the command of client `id`: a key it changes is its own
 /// change (NOLOOP does not send it back).
-pub async fn as_client<F: Future>(id: u64, f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    std::future::poll_fn(|cx| {
-        let before = CURRENT.replace(id);
-        let polled = f.as_mut().poll(cx);
+pub fn as_client<F: Future>(id: u64, f: F) -> AsClient<F> {
+    AsClient { id, f }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`as_client`]: a struct, not an `async fn`, which
+    /// would hold the command's future twice (its argument, then pinned).
+    pub struct AsClient<F> {
+        id: u64,
+        #[pin]
+        f: F,
+    }
+}
+
+impl<F: Future> Future for AsClient<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        let before = CURRENT.replace(*this.id);
+        let polled = this.f.poll(cx);
         CURRENT.set(before);
         polled
-    })
-    .await
+    }
 }
 
 /// One connection's tracking settings (its session's copy).
