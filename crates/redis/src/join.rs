@@ -20,6 +20,16 @@ pub const IN_FLIGHT_MAX: usize = 256;
 /// future could register a waker again (issue 35: an MSET of 400 keys
 /// never finished).
 pub async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures = futures.into_iter();
+    // One key (DEL k, EXISTS k, MGET k: the common case, and every call
+    // of a script's) needs no stream: its set-up and task nodes were 4%
+    // of the CPU of a script calling EXISTS.
+    if futures.size_hint() == (1, Some(1)) {
+        if let Some(only) = futures.next() {
+            return vec![only.await];
+        }
+        return Vec::new();
+    }
     futures_util::stream::iter(futures)
         .buffered(IN_FLIGHT_MAX)
         .collect()
@@ -40,7 +50,18 @@ pub fn last_of_each(keys: &[&[u8]]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::last_of_each;
+    use super::{join_all, last_of_each};
+
+    /// Outputs in input order, for no, one and many futures (one takes
+    /// the path without a stream).
+    #[test]
+    fn outputs_in_input_order() {
+        for n in [0usize, 1, 2, 300] {
+            let futures = (0..n).map(|i| async move { i * 2 });
+            let out = crate::block_on(join_all(futures));
+            assert_eq!(out, (0..n).map(|i| i * 2).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn later_duplicates_win() {
