@@ -142,6 +142,9 @@ pub struct RespStore {
     /// Told of each key created ([`RespStore::on_created`]), while
     /// `track_created` is on.
     created_hook: std::sync::OnceLock<KeyHook>,
+    /// Told of each key [`RespStore::get`] finds absent inside
+    /// [`RespStore::report_misses`] ([`RespStore::on_missed`]).
+    missed_hook: std::sync::OnceLock<KeyHook>,
     track_created: std::sync::atomic::AtomicBool,
 }
 
@@ -233,6 +236,7 @@ impl RespStore {
             expired_hook: std::sync::OnceLock::new(),
             modified_hook: std::sync::OnceLock::new(),
             created_hook: std::sync::OnceLock::new(),
+            missed_hook: std::sync::OnceLock::new(),
             track_created: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -259,6 +263,34 @@ impl RespStore {
     /// returns, while [`RespStore::track_created`] is on. Set once.
     pub fn on_created(&self, hook: KeyHook) {
         let _ = self.created_hook.set(hook);
+    }
+
+    /// Has `hook` called with (database, key) for every key
+    /// [`RespStore::get`] finds absent or expired inside
+    /// [`RespStore::report_misses`] (Redis's `keymiss` event, published
+    /// from `lookupKeyRead`). Set once.
+    pub fn on_missed(&self, hook: KeyHook) {
+        let _ = self.missed_hook.set(hook);
+    }
+
+    /// Inside [`RespStore::report_misses`]: notes the miss on the first
+    /// unreported naming of `key`.
+    fn missed(&self, db: usize, key: &[u8]) {
+        let now = REPORTING_MISSES.with(|m| {
+            let mut m = m.borrow_mut();
+            let budget = m.as_mut()?;
+            let slot = budget
+                .keys
+                .iter_mut()
+                .find(|(k, d)| k == key && d.is_none())?;
+            slot.1 = Some(db);
+            Some(budget.immediately)
+        });
+        if now == Some(true) {
+            if let Some(hook) = self.missed_hook.get() {
+                hook(db, key);
+            }
+        }
     }
 
     /// Turns the created-key hook on or off. While it is on, a blind
@@ -317,8 +349,11 @@ impl RespStore {
     /// The live value of `key`, or `None` (absent or expired). An expired
     /// key found here is removed (Redis's lazy expiry), so it stops
     /// counting in DBSIZE.
+    /// Inside [`RespStore::report_misses`], a key found absent or expired
+    /// is reported ([`RespStore::on_missed`]).
     pub async fn get(&self, db: usize, key: &[u8], now_ms: u64) -> Result<Option<Value>, Error> {
         let Some(item) = self.cache.get(self.ns(db), key).await? else {
+            self.missed(db, key);
             return Ok(None);
         };
         let value = live(item, now_ms)?;
@@ -327,7 +362,10 @@ impl RespStore {
             // key and second.
             Some(_) => self.cache.fetched(self.ns(db), key),
             // An update that keeps an expired key removes it.
-            None => drop(self.update(db, key, now_ms, |_| (Change::Keep, ())).await?),
+            None => {
+                self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
+                self.missed(db, key);
+            }
         }
         Ok(value)
     }
@@ -769,5 +807,90 @@ impl RespStore {
     /// came and none is pending).
     pub fn expiring_writes(&self) -> u64 {
         self.expiring_writes.load(Ordering::Relaxed)
+    }
+}
+
+/// The keys a command names, one entry per time it names each, with the
+/// database of a miss found for it.
+/// With `immediately`, a miss is reported when found (a write's lookups,
+/// sequential, before its own events) rather than when the command is
+/// done (a read's, which may finish in any order).
+struct MissBudget {
+    immediately: bool,
+    keys: Vec<(Vec<u8>, Option<usize>)>,
+}
+
+thread_local! {
+    /// While a future wrapped by [`RespStore::report_misses`] is polled:
+    /// its budget.
+    static REPORTING_MISSES: std::cell::RefCell<Option<MissBudget>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl RespStore {
+    /// Runs `future`, reporting (when `on`, to [`RespStore::on_missed`])
+    /// the keys of `keys` that [`RespStore::get`] finds absent or
+    /// expired while it is polled: a read command's key misses, Redis's
+    /// `keymiss` events (`notify-keyspace-events m`). Reported when the
+    /// future is done, in the order `keys` names them (a read command's
+    /// reads may finish in any order) — or, `immediately`, when found (a
+    /// write's, before its own events) — each at most as many times as
+    /// `keys` names it (a command here may read a key twice: its kind,
+    /// then its pages); keys it does not name (pages) never.
+    pub fn report_misses<'a, F: std::future::Future>(
+        &'a self,
+        on: bool,
+        immediately: bool,
+        keys: &[&[u8]],
+        future: F,
+    ) -> ReportMisses<'a, F> {
+        let budget = on.then(|| MissBudget {
+            immediately,
+            keys: keys.iter().map(|k| (k.to_vec(), None)).collect(),
+        });
+        ReportMisses {
+            store: self,
+            budget,
+            future,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`RespStore::report_misses`].
+    pub struct ReportMisses<'a, F> {
+        store: &'a RespStore,
+        budget: Option<MissBudget>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for ReportMisses<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        if this.budget.is_none() {
+            return this.future.poll(cx);
+        }
+        let outer = REPORTING_MISSES.with(|m| m.replace(this.budget.take()));
+        let polled = this.future.poll(cx);
+        *this.budget = REPORTING_MISSES.with(|m| m.replace(outer));
+        if polled.is_ready() {
+            if let (Some(budget), Some(hook)) = (this.budget.take(), this.store.missed_hook.get()) {
+                if !budget.immediately {
+                    for (key, db) in budget.keys {
+                        if let Some(db) = db {
+                            hook(db, &key);
+                        }
+                    }
+                }
+            }
+        }
+        polled
     }
 }

@@ -115,6 +115,12 @@ impl RespFace {
             }
         }));
         let weak = Arc::downgrade(&shared);
+        shared.store.on_missed(Box::new(move |db, key| {
+            if let Some(shared) = weak.upgrade() {
+                shared.notify(super::notify::KEY_MISS, "keymiss", db, key);
+            }
+        }));
+        let weak = Arc::downgrade(&shared);
         shared.store.on_created(Box::new(move |db, key| {
             if let Some(shared) = weak.upgrade() {
                 shared.notify(super::notify::NEW, "new", db, key);
@@ -615,7 +621,18 @@ impl RespSession {
                 self.wake_blocked(&shared, &name, args);
             }
             _ => {
-                if !keys::execute(&shared, self.db, &name, args, &mut r).await {
+                let misses = reports_misses(&shared, &name, args);
+                let named = if misses {
+                    named_keys(&name, args)
+                } else {
+                    Vec::new()
+                };
+                let command = keys::execute(&shared, self.db, &name, args, &mut r);
+                if !shared
+                    .store
+                    .report_misses(misses, is_write(&name), &named, command)
+                    .await
+                {
                     r.error(errors::unknown_command(args));
                 }
                 self.wake_blocked(&shared, &name, args);
@@ -944,3 +961,71 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::geo::needs_exclusive(name)
         || name == b"LCS"
 }
+
+/// Whether the read command `name`'s key misses are to be published
+/// (`notify-keyspace-events m`): Redis's `lookupKeyRead` reports each key
+/// a command looks up with it (every read, and the writes of
+/// [`READ_LOOKUP_WRITES`]); other writes look their keys up without it,
+/// and OBJECT with `LOOKUP_NONOTIFY`.
+pub(super) fn reports_misses(shared: &Shared, name: &[u8], args: &[&[u8]]) -> bool {
+    // BITFIELD with only GETs reads its key as a read.
+    let read_bitfield = name == b"BITFIELD"
+        && !args[1..]
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(b"SET") || a.eq_ignore_ascii_case(b"INCRBY"));
+    shared.notifies(super::notify::KEY_MISS)
+        && name != b"OBJECT"
+        && (read_bitfield
+            || READ_LOOKUP_WRITES.contains(&name)
+            || super::commands::find(name).is_some_and(|spec| !spec.write))
+}
+
+/// The keys command `name` names, for `RespStore::report_misses`:
+/// every argument for a command whose keys follow a count (ZINTER,
+/// ZDIFFSTORE's sources, SINTERCARD, XREAD…; only keys are ever looked
+/// up).
+pub(super) fn named_keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    // A STORE form's destination (and BITOP's) is looked up as a write.
+    let from = match name {
+        b"BITOP" => 3,
+        n if n.ends_with(b"STORE") && READ_LOOKUP_WRITES.contains(&n) => 2,
+        _ => 1,
+    };
+    match super::commands::find(name) {
+        Some(spec) if spec.first == 0 || READ_LOOKUP_WRITES.contains(&name) => {
+            args.get(from..).unwrap_or_default().to_vec()
+        }
+        _ => super::commands::keys(name, args),
+    }
+}
+
+/// Whether `name` is a write (its key misses are reported as found,
+/// before its own events).
+pub(super) fn is_write(name: &[u8]) -> bool {
+    super::commands::find(name).is_some_and(|spec| spec.write)
+}
+
+/// Writes whose keys (or source keys) Redis 7.0 looks up with
+/// `lookupKeyRead`, so a missing one is a `keymiss`. (GETEX's, GETDEL's
+/// and SET … GET's updates report theirs themselves, in `keys.rs`.)
+const READ_LOOKUP_WRITES: &[&[u8]] = &[
+    b"GETEX",
+    b"SORT",
+    b"SINTERSTORE",
+    b"SUNIONSTORE",
+    b"SDIFFSTORE",
+    b"ZUNIONSTORE",
+    b"ZINTERSTORE",
+    b"ZDIFFSTORE",
+    b"ZRANGESTORE",
+    b"GEOSEARCHSTORE",
+    b"GEORADIUS",
+    b"GEORADIUSBYMEMBER",
+    b"BITOP",
+    b"PFMERGE",
+    b"PFCOUNT",
+    b"XREADGROUP",
+    b"XCLAIM",
+    b"XAUTOCLAIM",
+    b"XACK",
+];

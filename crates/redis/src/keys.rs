@@ -248,7 +248,10 @@ pub async fn execute(
                 .update(db, args[1], now, |cur| match cur {
                     Some(v) if v.kind() != Kind::String => (Change::Keep, Err(())),
                     Some(v) => (Change::Delete, Ok(Some(v.data().to_vec()))),
-                    None => (Change::Keep, Ok(None)),
+                    None => {
+                        shared.notify(notify::KEY_MISS, "keymiss", db, args[1]);
+                        (Change::Keep, Ok(None))
+                    }
                 })
                 .await
                 .map(|(v, _)| match v {
@@ -685,6 +688,11 @@ async fn set(
             if get && cur.is_some_and(|v| v.kind() != Kind::String) {
                 return (Change::Keep, (false, Err(())));
             }
+            // GET looks the key up as a read (Redis's getGenericCommand):
+            // a miss is a `keymiss`, before the write's own events.
+            if get && cur.is_none() {
+                shared.notify(notify::KEY_MISS, "keymiss", db, args[1]);
+            }
             let old = Ok(cur.map(|v| v.data().to_vec()));
             if (nx && cur.is_some()) || (xx && cur.is_none()) {
                 return (Change::Keep, (false, old));
@@ -757,7 +765,10 @@ async fn getex(
     }
     let (old, _) = store
         .update(db, args[1], now, |cur| match cur {
-            None => (Change::Keep, Ok((None, None))),
+            None => {
+                shared.notify(notify::KEY_MISS, "keymiss", db, args[1]);
+                (Change::Keep, Ok((None, None)))
+            }
             Some(v) if v.kind() != Kind::String => (Change::Keep, Err(())),
             Some(v) => {
                 let old = Some(v.data().to_vec());

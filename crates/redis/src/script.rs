@@ -372,7 +372,19 @@ pub(super) fn call_from_script(
         }
         _ => {
             let db = run.db;
-            let command = std::pin::pin!(super::keys::execute(&shared, db, &name, args, r));
+            let misses = super::face::reports_misses(&shared, &name, args);
+            let named = if misses {
+                super::face::named_keys(&name, args)
+            } else {
+                Vec::new()
+            };
+            let command = super::keys::execute(&shared, db, &name, args, r);
+            let command = std::pin::pin!(shared.store.report_misses(
+                misses,
+                super::face::is_write(&name),
+                &named,
+                command
+            ));
             if !complete(run, command) {
                 return Err("Unknown Redis command called from script".into());
             }

@@ -324,7 +324,13 @@ async fn copy(
         r.error("ERR source and destination objects are the same");
         return Ok(());
     }
-    let Some(v) = store.get(from.0, from.1, now).await? else {
+    // COPY looks its source up as a read (a miss is a `keymiss`), its
+    // destination as a write; MOVE both as writes (Redis's copyCommand,
+    // moveCommand).
+    let misses = !remove && shared.notifies(notify::KEY_MISS);
+    let source = store.get(from.0, from.1, now);
+    let source = store.report_misses(misses, true, &[from.1], source);
+    let Some(v) = source.await? else {
         r.integer(0);
         return Ok(());
     };
