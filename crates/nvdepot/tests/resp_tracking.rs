@@ -221,6 +221,42 @@ fn bcast_optin_optout_and_noloop_as_redis() {
     same_as_redis(true, steps);
 }
 
+/// BCAST invalidations are batched as Redis sends them before it sleeps:
+/// one message per prefix and client with every key changed under it by
+/// a connection's commands read together (MSET, a pipeline, EXEC), in
+/// byte order; a NOLOOP client's own keys left out.
+#[test]
+fn bcast_batches_a_turns_keys_as_redis() {
+    let steps: &[Step] = &[
+        (
+            0,
+            &[
+                "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "u:", "PREFIX", "o:",
+            ],
+        ),
+        (1, &["MSET", "u:3", "x", "o:1", "y", "u:1", "z", "w", "v"]),
+        (
+            1,
+            &["SET", "u:b", "1", ";", "SET", "u:a", "2", ";", "DEL", "u:b"],
+        ),
+        (
+            1,
+            &[
+                "MULTI", ";", "SET", "o:z", "1", ";", "SET", "o:a", "1", ";", "EXEC",
+            ],
+        ),
+        (0, &["CLIENT", "TRACKING", "OFF"]),
+        (0, &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"]),
+        (0, &["MSET", "k1", "1", "k2", "2"]),
+        (1, &["MSET", "k2", "1", "k3", "2"]),
+        (0, &["SET", "k4", "1", ";", "SET", "k0", "1"]),
+        (0, &["CLIENT", "TRACKING", "OFF"]),
+        (0, &["CLIENT", "TRACKING", "ON", "BCAST"]),
+        (0, &["MSET", "k1", "1", "k2", "2"]),
+    ];
+    same_as_redis(true, steps);
+}
+
 #[test]
 fn a_resp2_client_redirects_to_a_subscriber() {
     // Connection 2 subscribes; connection 0 (RESP2) redirects to it.

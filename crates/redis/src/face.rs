@@ -250,6 +250,7 @@ impl Session for RespSession {
         while pos < input.len() && !self.close {
             if out.len() - out_start >= OUTPUT_PAUSE_BYTES {
                 // Send what is composed before answering more.
+                self.end_turn(out);
                 return Fed {
                     consumed: pos,
                     close: false,
@@ -290,6 +291,7 @@ impl Session for RespSession {
                 }
             }
         }
+        self.end_turn(out);
         Fed {
             consumed: pos,
             close: self.close,
@@ -356,6 +358,19 @@ fn upper(name: &[u8]) -> Upper {
 impl RespSession {
     pub(super) fn shared(&self) -> Arc<Shared> {
         Arc::clone(&self.shared)
+    }
+
+    /// The end of a turn over the input read: BCAST invalidations of
+    /// the keys its commands changed go out (one message per prefix and
+    /// client, as Redis sends them before it sleeps), its own after its
+    /// replies.
+    fn end_turn(&mut self, out: &mut Vec<u8>) {
+        if self.shared.tracking.active() {
+            self.shared.tracking.broadcast();
+            if self.tracking.is_some() {
+                self.take_messages(out);
+            }
+        }
     }
 
     pub(super) fn version(&self) -> Version {

@@ -89,6 +89,8 @@ pub struct Mode {
 pub struct Tracking {
     /// Any client tracking (changes cost one atomic load otherwise).
     on: AtomicBool,
+    /// BCAST invalidations wait in `State::pending`.
+    pending: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -98,6 +100,11 @@ struct State {
     keys: HashMap<Vec<u8>, BTreeSet<u64>>,
     /// BCAST mode: prefix → clients.
     prefixes: BTreeMap<Vec<u8>, BTreeSet<u64>>,
+    /// BCAST mode: prefix → keys changed under it since the last
+    /// broadcast, each with the client that changed it last (for
+    /// NOLOOP); sent as one message per prefix and client at the end of
+    /// the changing connection's turn (Redis's beforeSleep broadcast).
+    pending: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, u64>>,
     trackers: HashMap<u64, Tracker>,
     /// Every connection with a mailbox (a redirect's possible targets).
     mailboxes: HashMap<u64, Weak<Mailbox>>,
@@ -179,9 +186,18 @@ impl Tracking {
         let by = CURRENT.get();
         let mut st = self.state.lock();
         let mut targets = Vec::new();
+        let st = &mut *st;
         for (prefix, ids) in &st.prefixes {
             if key.starts_with(prefix) {
-                targets.extend(ids.iter().copied());
+                if by != 0 {
+                    // A client's command: broadcast with the others of
+                    // its turn (`broadcast`).
+                    let keys = st.pending.entry(prefix.clone()).or_default();
+                    keys.insert(key.to_vec(), by);
+                    self.pending.store(true, Ordering::Release);
+                } else {
+                    targets.extend(ids.iter().copied());
+                }
             }
         }
         if let Some(ids) = st.keys.remove(key) {
@@ -197,7 +213,36 @@ impl Tracking {
             if st.trackers.get(&id).is_some_and(|t| t.noloop && id == by) {
                 continue;
             }
-            st.send(id, Some(key));
+            st.send(id, Some(&[key]));
+        }
+    }
+
+    /// Sends the BCAST invalidations pending (Redis's
+    /// `trackingBroadcastInvalidationMessages`): for each prefix, each of
+    /// its clients one message with the keys changed under it, in byte
+    /// order, but those a NOLOOP client changed last itself.
+    pub fn broadcast(&self) {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let mut st = self.state.lock();
+        let pending = std::mem::take(&mut st.pending);
+        for (prefix, keys) in pending {
+            let ids: Vec<u64> = match st.prefixes.get(&prefix) {
+                Some(ids) => ids.iter().copied().collect(),
+                None => continue,
+            };
+            for id in ids {
+                let noloop = st.trackers.get(&id).is_some_and(|t| t.noloop);
+                let some: Vec<&[u8]> = keys
+                    .iter()
+                    .filter(|(_, by)| !(noloop && **by == id))
+                    .map(|(k, _)| k.as_slice())
+                    .collect();
+                if !some.is_empty() {
+                    st.send(id, Some(&some));
+                }
+            }
         }
     }
 
@@ -235,7 +280,7 @@ impl State {
 
     /// Sends tracking client `id` the invalidation of `key` (`None`: all
     /// keys), where its settings say.
-    fn send(&mut self, id: u64, key: Option<&[u8]>) {
+    fn send(&mut self, id: u64, key: Option<&[&[u8]]>) {
         let Some(t) = self.trackers.get_mut(&id) else {
             return;
         };
@@ -270,7 +315,7 @@ impl State {
     }
 }
 
-fn invalidate(m: &Mailbox, key: Option<&[u8]>) {
+fn invalidate(m: &Mailbox, key: Option<&[&[u8]]>) {
     m.deliver(|r| {
         r.push(2);
         r.bulk(b"invalidate");
@@ -278,11 +323,13 @@ fn invalidate(m: &Mailbox, key: Option<&[u8]>) {
     });
 }
 
-fn keys_part(r: &mut Reply<'_>, key: Option<&[u8]>) {
-    match key {
-        Some(k) => {
-            r.array(1);
-            r.bulk(k);
+fn keys_part(r: &mut Reply<'_>, keys: Option<&[&[u8]]>) {
+    match keys {
+        Some(keys) => {
+            r.array(keys.len());
+            for k in keys {
+                r.bulk(k);
+            }
         }
         None => r.null(),
     }
