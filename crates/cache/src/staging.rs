@@ -217,10 +217,7 @@ impl CacheStore {
         key: &[u8],
         decide: impl FnOnce(Option<Item>) -> (crate::Change, R),
     ) -> Result<(R, crate::Updated), Error> {
-        let item = match staging.get(ns, key) {
-            Some(staged) => staged,
-            None => self.get_unstaged(ns, key).await?,
-        };
+        let item = self.get_in(staging, ns, key).await?;
         let present = item.is_some();
         let expired = item
             .as_ref()
@@ -249,18 +246,28 @@ impl CacheStore {
         Ok((out, done))
     }
 
-    /// The version of `key` as the code inside `staging` sees it: the
+    /// The item under `key` as the code inside `staging` sees it: the
     /// staged write's, else the engine's (`None`: absent).
+    pub(crate) async fn get_in(
+        &self,
+        staging: &Staging,
+        ns: Namespace,
+        key: &[u8],
+    ) -> Result<Option<Item>, Error> {
+        match staging.get(ns, key) {
+            Some(staged) => Ok(staged),
+            None => self.get_unstaged(ns, key).await,
+        }
+    }
+
+    /// The version of `key` as the code inside `staging` sees it.
     pub(crate) async fn staged_version(
         &self,
         staging: &Staging,
         ns: Namespace,
         key: &[u8],
     ) -> Result<Option<u64>, Error> {
-        Ok(match staging.get(ns, key) {
-            Some(staged) => staged.map(|it| it.cas),
-            None => self.get_unstaged(ns, key).await?.map(|it| it.cas),
-        })
+        Ok(self.get_in(staging, ns, key).await?.map(|it| it.cas))
     }
 
     /// Items of `ns` as the code inside `staging` sees them: the engine's
@@ -310,24 +317,12 @@ impl CacheStore {
         // One write, or too many for one batch: key by key, in no
         // particular order.
         for ((ns, key), staged) in &writes {
-            let write = DramWrite::begin(&self.dram, ns.id(), key);
             match staged {
                 Some((raw, _)) => {
-                    let put = self
-                        .engine()
-                        .put_versioned_async(*ns, key, raw, engine::PutMode::Upsert)
-                        .await;
-                    let version = match put {
-                        Ok(v) => v.expect("an upsert always writes"),
-                        Err(e) => {
-                            write.end(None);
-                            return Err(e.into());
-                        }
-                    };
-                    write.end(envelope::decode_ref(raw, version).ok());
-                    self.written(*ns, key);
+                    self.put_raw(*ns, key, raw).await?;
                 }
                 None => {
+                    let write = DramWrite::begin(&self.dram, ns.id(), key);
                     let gone = self.engine().delete_versioned_async(*ns, key, None).await;
                     write.end(None);
                     gone?;

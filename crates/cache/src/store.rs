@@ -172,10 +172,10 @@ impl CacheStore {
     /// A DRAM-tier hit answers on the first poll, without IO; a miss reads
     /// the device (through the ring inside a worker) and fills the tier.
     pub async fn get(&self, ns: Namespace, key: &[u8]) -> Result<Option<Item>, Error> {
-        if let Some(staged) = staging::current().and_then(|s| s.get(ns, key)) {
-            return Ok(staged);
+        match staging::current() {
+            Some(staging) => self.get_in(&staging, ns, key).await,
+            None => self.get_unstaged(ns, key).await,
         }
-        self.get_unstaged(ns, key).await
     }
 
     /// [`CacheStore::get`] of the engine's item (the DRAM tier's copy of
@@ -215,10 +215,21 @@ impl CacheStore {
         if let Some(staging) = staging::current() {
             return Ok(staging.put(ns, key, raw));
         }
+        self.put_raw(ns, key, &raw).await
+    }
+
+    /// Upserts the encoded item `raw` (envelope and value) in the engine,
+    /// the DRAM tier's copy of `key` bracketing the write: its version.
+    pub(crate) async fn put_raw(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<u64, Error> {
         let write = DramWrite::begin(&self.dram, ns.id(), key);
         let put = self
             .store
-            .put_versioned_async(ns, key, &raw, PutMode::Upsert)
+            .put_versioned_async(ns, key, raw, PutMode::Upsert)
             .await;
         let cas = match put {
             Ok(Some(cas)) => cas,
@@ -229,11 +240,7 @@ impl CacheStore {
             }
         };
         // The tier copies the item out of the record value itself.
-        write.end(Some(ItemRef {
-            value: &raw[ENVELOPE_BYTES..],
-            envelope,
-            cas,
-        }));
+        write.end(envelope::decode_ref(raw, cas).ok());
         self.written(ns, key);
         Ok(cas)
     }
