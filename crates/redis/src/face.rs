@@ -636,18 +636,8 @@ impl RespSession {
                 self.wake_blocked(&shared, &name, args);
             }
             _ => {
-                let misses = reports_misses(&shared, &name, args);
-                let named = if misses {
-                    named_keys(&name, args)
-                } else {
-                    Vec::new()
-                };
                 let command = keys::execute(&shared, self.db, &name, args, &mut r);
-                if !shared
-                    .store
-                    .report_misses(misses, is_write(&name), &named, command)
-                    .await
-                {
+                if !reporting_misses(&shared, &name, args, command).await {
                     r.error(errors::unknown_command(args));
                 }
                 self.wake_blocked(&shared, &name, args);
@@ -977,47 +967,56 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || name == b"LCS"
 }
 
-/// Whether the read command `name`'s key misses are to be published
-/// (`notify-keyspace-events m`): Redis's `lookupKeyRead` reports each key
-/// a command looks up with it (every read, and the writes of
-/// [`READ_LOOKUP_WRITES`]); other writes look their keys up without it,
-/// and OBJECT with `LOOKUP_NONOTIFY`.
-pub(super) fn reports_misses(shared: &Shared, name: &[u8], args: &[&[u8]]) -> bool {
-    // BITFIELD with only GETs reads its key as a read.
-    let read_bitfield = name == b"BITFIELD"
-        && !args[1..]
-            .iter()
-            .any(|a| a.eq_ignore_ascii_case(b"SET") || a.eq_ignore_ascii_case(b"INCRBY"));
-    shared.notifies(super::notify::KEY_MISS)
-        && name != b"OBJECT"
-        && (read_bitfield
-            || READ_LOOKUP_WRITES.contains(&name)
-            || super::commands::find(name).is_some_and(|spec| !spec.write))
+/// `command` (`name` with `args`) reporting its key misses as `keymiss`
+/// events while that class is published (`notify-keyspace-events m`):
+/// Redis's `lookupKeyRead` reports each key a command looks up with it
+/// (every read, and the writes of [`READ_LOOKUP_WRITES`], as found,
+/// before their own events); other writes look their keys up without it,
+/// and OBJECT with `LOOKUP_NONOTIFY`. The command table is searched only
+/// while the class is published.
+pub(super) fn reporting_misses<'a, F: std::future::Future>(
+    shared: &'a Shared,
+    name: &[u8],
+    args: &[&[u8]],
+    command: F,
+) -> nvdepot_cache::resp::ReportMisses<'a, F> {
+    let spec = if shared.notifies(super::notify::KEY_MISS) && name != b"OBJECT" {
+        super::commands::find(name)
+    } else {
+        None
+    };
+    let reports = |spec: &super::commands::Spec| {
+        // BITFIELD with only GETs reads its key as a read.
+        let read_bitfield = name == b"BITFIELD"
+            && !args[1..]
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(b"SET") || a.eq_ignore_ascii_case(b"INCRBY"));
+        read_bitfield || !spec.write || READ_LOOKUP_WRITES.contains(&name)
+    };
+    let spec = spec.filter(|spec| reports(spec));
+    let named = spec.map_or_else(Vec::new, |spec| named_keys(spec, name, args));
+    let write = spec.is_some_and(|spec| spec.write);
+    shared
+        .store
+        .report_misses(spec.is_some(), write, &named, command)
 }
 
-/// The keys command `name` names, for `RespStore::report_misses`:
+/// The keys command `name` (`spec`) names, for `RespStore::report_misses`:
 /// every argument for a command whose keys follow a count (ZINTER,
 /// ZDIFFSTORE's sources, SINTERCARD, XREAD…; only keys are ever looked
 /// up).
-pub(super) fn named_keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+fn named_keys<'a>(spec: &super::commands::Spec, name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
     // A STORE form's destination (and BITOP's) is looked up as a write.
     let from = match name {
         b"BITOP" => 3,
         n if n.ends_with(b"STORE") && READ_LOOKUP_WRITES.contains(&n) => 2,
         _ => 1,
     };
-    match super::commands::find(name) {
-        Some(spec) if spec.first == 0 || READ_LOOKUP_WRITES.contains(&name) => {
-            args.get(from..).unwrap_or_default().to_vec()
-        }
-        _ => super::commands::keys(name, args),
+    if spec.first == 0 || READ_LOOKUP_WRITES.contains(&name) {
+        args.get(from..).unwrap_or_default().to_vec()
+    } else {
+        super::commands::keys(name, args)
     }
-}
-
-/// Whether `name` is a write (its key misses are reported as found,
-/// before its own events).
-pub(super) fn is_write(name: &[u8]) -> bool {
-    super::commands::find(name).is_some_and(|spec| spec.write)
 }
 
 /// Writes whose keys (or source keys) Redis 7.0 looks up with

@@ -372,19 +372,9 @@ pub(super) fn call_from_script(
         }
         _ => {
             let db = run.db;
-            let misses = super::face::reports_misses(&shared, &name, args);
-            let named = if misses {
-                super::face::named_keys(&name, args)
-            } else {
-                Vec::new()
-            };
             let command = super::keys::execute(&shared, db, &name, args, r);
-            let command = std::pin::pin!(shared.store.report_misses(
-                misses,
-                super::face::is_write(&name),
-                &named,
-                command
-            ));
+            let command = super::face::reporting_misses(&shared, &name, args, command);
+            let command = std::pin::pin!(command);
             if !complete(run, command) {
                 return Err("Unknown Redis command called from script".into());
             }
