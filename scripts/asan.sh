@@ -3,7 +3,9 @@
 # AddressSanitizer: crates/io's unit tests and tests/uring.rs, the index's
 # unit tests (its slot runs cut from huge-page blocks), and the engine's
 # async tests (crates/engine/tests/uring.rs) and large-value tests
-# (tests/large.rs: the huge-page advice on a GET buffer), built with
+# (tests/large.rs: the huge-page advice on a GET buffer), and the Lua C
+# API code that pushes a command's reply onto a script's stack
+# (crates/redis/src/lua_call.rs), built with
 # -Zsanitizer=address on the nightly toolchain. Any use after free, double
 # free or out-of-bounds access fails the run. Leak detection is off: a
 # runtime dropped with operations in flight leaks their buffers on purpose
@@ -27,4 +29,5 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/asan
 cargo +nightly test -p nvdepot-io --lib --test uring --target "$target"
 cargo +nightly test -p nvdepot-index --lib --target "$target"
 cargo +nightly test -p nvdepot-engine --test uring --test large --target "$target"
-echo "asan: io, index (huge-page slot runs), engine uring and large-value tests clean under AddressSanitizer"
+cargo +nightly test -p nvdepot-redis --lib lua_call --target "$target"
+echo "asan: io, index (huge-page slot runs), engine uring and large-value, and script reply (lua_call) tests clean under AddressSanitizer"

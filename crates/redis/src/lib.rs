@@ -45,6 +45,7 @@ mod lcs;
 mod list;
 mod list_pages;
 mod lua;
+mod lua_call;
 mod lua_libs;
 mod lua_msgpack;
 mod lua_struct;

@@ -24,7 +24,7 @@ use mlua::{
     Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value as LuaValue, VmState,
 };
 use nvdepot_cache::staging::{self, Staging};
-use nvdepot_resp::{parse_value, Reply, Value, Version};
+use nvdepot_resp::Reply;
 
 use super::face::Shared;
 use super::script::{Job, Outcome, ScriptState};
@@ -43,8 +43,6 @@ const REPLY_DEPTH_MAX: usize = 1000;
 const BOOTSTRAP: &str = r#"
 local dbg = debug
 debug = nil
-local raw_call = __nv_call
-__nv_call = nil
 function __redis__err__handler(err)
   local lvl = 2
   local i = dbg.getinfo(lvl, 'nSl')
@@ -60,10 +58,6 @@ function __redis__err__handler(err)
     err['line'] = i.currentline
   end
   return err
-end
-redis.pcall = function(...)
-  local v = raw_call(false, ...)
-  return v
 end
 local raw_setresp = redis.setresp
 redis.setresp = function(...)
@@ -152,7 +146,8 @@ pub(super) struct Running {
 pub struct Vm {
     pub(super) lua: Lua,
     compiled: HashMap<String, Function>,
-    running: Rc<RefCell<Option<Running>>>,
+    /// The script running, for `redis.call` (see `lua_call.rs`).
+    calls: Rc<super::lua_call::Calls>,
     run: Function,
     /// `__nv_run_fn`: runs a registered function with its keys and args.
     run_fn: Function,
@@ -175,14 +170,10 @@ impl Vm {
                 LuaOptions::new(),
             )
         };
-        let running: Rc<RefCell<Option<Running>>> = Rc::new(RefCell::new(None));
+        let calls = Rc::new(super::lua_call::Calls::default());
         let g = lua.globals();
         let redis = lua.create_table()?;
-        let r = Rc::clone(&running);
-        g.set(
-            "__nv_call",
-            lua.create_function(move |lua, args: MultiValue| raw_call(lua, &r, args))?,
-        )?;
+        super::lua_call::install(&lua, &redis, &calls)?;
         redis.set(
             "error_reply",
             lua.create_function(|lua, msg: LuaValue| match msg {
@@ -229,7 +220,7 @@ impl Vm {
                 Ok(None)
             })?,
         )?;
-        let r = Rc::clone(&running);
+        let c = Rc::clone(&calls);
         redis.set(
             "setresp",
             lua.create_function(move |lua, args: MultiValue| {
@@ -247,7 +238,7 @@ impl Vm {
                 if n != 2.0 && n != 3.0 {
                     return Ok(Some(error_table(lua, b"RESP version must be 2 or 3.")?));
                 }
-                if let Some(run) = r.borrow_mut().as_mut() {
+                if let Some(run) = c.running.borrow_mut().as_mut() {
                     run.resp3 = n == 3.0;
                 }
                 Ok(None)
@@ -294,11 +285,6 @@ impl Vm {
         }
         redis.set("REDIS_VERSION", super::face::REDIS_VERSION)?;
         redis.set("REDIS_VERSION_NUM", 0x0007_0000)?;
-        lua.set_named_registry_value(RAW_CALL, g.raw_get::<Function>("__nv_call")?)?;
-        // SAFETY: `redis_call` follows the Lua C API's rules: it uses only
-        // the stack slots it pushes (within LUA_MINSTACK) and raises with
-        // lua_error holding no Rust value that needs dropping.
-        redis.set("call", unsafe { lua.create_c_function(redis_call)? })?;
         g.set("redis", redis)?;
         super::lua_libs::install(&lua)?;
         lua.load(BOOTSTRAP).set_name("=nvdepot").exec()?;
@@ -307,7 +293,7 @@ impl Vm {
         Ok(Vm {
             lua,
             compiled: HashMap::new(),
-            running,
+            calls,
             run,
             run_fn,
             registry: Default::default(),
@@ -403,7 +389,7 @@ impl Vm {
             Some(s) => (Arc::clone(s), false),
             None => (Arc::new(Staging::default()), true),
         };
-        *self.running.borrow_mut() = Some(Running {
+        *self.calls.running.borrow_mut() = Some(Running {
             staging: Arc::clone(&staging),
             shared: Arc::clone(&job.shared),
             db: job.db,
@@ -455,7 +441,7 @@ impl Vm {
             staging::stage(&staging, || nvdepot_engine::defer_durability(call))
         };
         self.lua.remove_hook();
-        let running = self.running.borrow_mut().take();
+        let running = self.calls.running.borrow_mut().take();
         let mut owed = owed.max(running.as_ref().and_then(|r| r.owed));
         if own_staging && !staging.is_empty() {
             let commit = job.shared.store.cache().commit_staged(&staging);
@@ -559,29 +545,6 @@ impl Vm {
     }
 }
 
-/// Where the raw call is kept (the Lua registry), for [`redis_call`].
-const RAW_CALL: &str = "nvdepot.raw_call";
-
-/// `redis.call`: the raw call, raising its error table. A C function, as
-/// Redis's is, so that an error names the script's line even when the
-/// script tail-calls it (`return redis.call(…)`), which a Lua wrapper's
-/// frame would hide.
-unsafe extern "C-unwind" fn redis_call(state: *mut mlua::lua_State) -> std::os::raw::c_int {
-    use mlua::ffi;
-    let n = ffi::lua_gettop(state);
-    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"nvdepot.raw_call".as_ptr());
-    ffi::lua_insert(state, 1);
-    ffi::lua_pushboolean(state, 1);
-    ffi::lua_insert(state, 2);
-    ffi::lua_call(state, n + 1, 2);
-    if ffi::lua_toboolean(state, -1) != 0 {
-        ffi::lua_pop(state, 1);
-        ffi::lua_error(state)
-    }
-    ffi::lua_pop(state, 1);
-    1
-}
-
 /// A compile error's message as Lua gives it (`user_script:1: …`).
 pub(super) fn compile_message(e: &mlua::Error) -> String {
     match e {
@@ -610,7 +573,7 @@ pub fn error_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Table> {
     Ok(t)
 }
 
-fn error_text(msg: &[u8]) -> Vec<u8> {
+pub(super) fn error_text(msg: &[u8]) -> Vec<u8> {
     let (code, rest): (&[u8], &[u8]) = if let Some(m) = msg.strip_prefix(b"-") {
         match m.iter().position(|&b| b == b' ') {
             Some(i) => (&m[..i], &m[i + 1..]),
@@ -631,122 +594,6 @@ fn error_text(msg: &[u8]) -> Vec<u8> {
     out.push(b' ');
     out.extend_from_slice(rest);
     out
-}
-
-/// `redis.call` / `redis.pcall` without the raise: `(reply)` or
-/// `(error table, true)`.
-fn raw_call(
-    lua: &Lua,
-    running: &Rc<RefCell<Option<Running>>>,
-    args: MultiValue,
-) -> mlua::Result<MultiValue> {
-    let mut args = args.into_iter();
-    let raise = matches!(args.next(), Some(LuaValue::Boolean(true)));
-    let fail = |msg: &[u8]| -> mlua::Result<MultiValue> {
-        let t = error_table(lua, msg)?;
-        Ok(MultiValue::from_iter([
-            LuaValue::Table(t),
-            LuaValue::Boolean(true),
-        ]))
-    };
-    let mut argv: Vec<Vec<u8>> = Vec::new();
-    for a in args {
-        match a {
-            LuaValue::String(s) => argv.push(s.as_bytes().to_vec()),
-            LuaValue::Integer(n) => argv.push(super::lua_libs::format_g(n as f64, 17).into_bytes()),
-            // `%.17g`, as Redis 7.0 (Lua's own `%.14g` loses digits).
-            LuaValue::Number(n) => argv.push(super::lua_libs::format_g(n, 17).into_bytes()),
-            _ => {
-                return fail(b"Lua redis lib command arguments must be strings or integers");
-            }
-        }
-    }
-    if argv.is_empty() {
-        return fail(b"Please specify at least one argument for this redis lib call");
-    }
-    let mut guard = running.borrow_mut();
-    let Some(run) = guard.as_mut() else {
-        return fail(b"ERR redis.call outside a script");
-    };
-    let mut out = Vec::new();
-    let version = if run.resp3 {
-        Version::Resp3
-    } else {
-        Version::Resp2
-    };
-    {
-        let mut r = Reply::new(&mut out, version);
-        let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-        if let Err(e) = super::script::call_from_script(run, &refs, &mut r) {
-            drop(guard);
-            return fail(e.as_bytes());
-        }
-    }
-    drop(guard);
-    let value = match parse_value(&out) {
-        Ok(Some((v, _))) => v,
-        _ => return fail(b"ERR the command's reply could not be read"),
-    };
-    if let Value::Error(e) = &value {
-        let mut m = b"-".to_vec();
-        m.extend_from_slice(e);
-        let t = error_table(lua, &m)?;
-        return Ok(if raise {
-            MultiValue::from_iter([LuaValue::Table(t), LuaValue::Boolean(true)])
-        } else {
-            MultiValue::from_iter([LuaValue::Table(t)])
-        });
-    }
-    Ok(MultiValue::from_iter([to_lua(lua, value)?]))
-}
-
-/// A command's reply as Lua sees it (Redis's `redisProtocolToLuaType`).
-fn to_lua(lua: &Lua, v: Value) -> mlua::Result<LuaValue> {
-    let single = |k: &str, v: LuaValue| -> mlua::Result<LuaValue> {
-        let t = lua.create_table()?;
-        t.raw_set(k, v)?;
-        Ok(LuaValue::Table(t))
-    };
-    Ok(match v {
-        Value::Integer(n) => LuaValue::Number(n as f64),
-        Value::Bulk(Some(b)) => LuaValue::String(lua.create_string(&b)?),
-        Value::Bulk(None) | Value::Array(None) => LuaValue::Boolean(false),
-        Value::Null => LuaValue::Nil,
-        Value::Simple(s) => single("ok", LuaValue::String(lua.create_string(&s)?))?,
-        Value::Error(e) | Value::BulkError(e) => {
-            single("err", LuaValue::String(lua.create_string(&e)?))?
-        }
-        Value::Array(Some(items)) | Value::Push(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, x) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, x)?)?;
-            }
-            LuaValue::Table(t)
-        }
-        Value::Boolean(b) => LuaValue::Boolean(b),
-        Value::Double(d) => single("double", LuaValue::Number(d))?,
-        Value::BigNumber(b) => single("big_number", LuaValue::String(lua.create_string(&b)?))?,
-        Value::Verbatim(format, text) => {
-            let inner = lua.create_table()?;
-            inner.raw_set("format", lua.create_string(&format)?)?;
-            inner.raw_set("string", lua.create_string(&text)?)?;
-            single("verbatim_string", LuaValue::Table(inner))?
-        }
-        Value::Map(pairs) => {
-            let inner = lua.create_table()?;
-            for (k, v) in pairs {
-                inner.raw_set(to_lua(lua, k)?, to_lua(lua, v)?)?;
-            }
-            single("map", LuaValue::Table(inner))?
-        }
-        Value::Set(items) => {
-            let inner = lua.create_table()?;
-            for x in items {
-                inner.raw_set(to_lua(lua, x)?, true)?;
-            }
-            single("set", LuaValue::Table(inner))?
-        }
-    })
 }
 
 /// C's `(long long)` of a double as x86-64 computes it, which is what

@@ -23,7 +23,7 @@ mod value;
 
 pub use reply::{format_double, Reply, Version};
 pub use request::{parse_command, string2ll, Command, ParseError, Parsed};
-pub use value::{parse_value, Value, ValueError};
+pub use value::{parse_value, Item, Reader, Value, ValueError, NESTING_MAX};
 
 /// Limits enforced while parsing requests (Redis's defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Client-side parsing of every RESP2/RESP3 type, and what `Reply` writes
 //! parses back to what was meant.
 
-use nvdepot_resp::{parse_value, Reply, Value, ValueError, Version};
+use nvdepot_resp::{parse_value, Item, Reader, Reply, Value, ValueError, Version};
 
 fn one(input: &[u8]) -> Value {
     let (v, n) = parse_value(input).unwrap().expect("complete");
@@ -59,4 +59,30 @@ fn replies_parse_back() {
             ),
         }
     }
+}
+
+/// The pull reader gives a nested value item by item, borrowing the
+/// input, and stops (position kept) where the input is cut.
+#[test]
+fn reader_items_in_order_and_stops_at_a_cut() {
+    let input = b"*3\r\n$2\r\nab\r\n%1\r\n+k\r\n,1.5\r\n_\r\n$1\r\n";
+    let mut r = Reader::new(input);
+    let mut items = Vec::new();
+    while let Some(item) = r.read().unwrap() {
+        items.push(item);
+    }
+    assert_eq!(
+        items,
+        [
+            Item::Array(3),
+            Item::Bulk(Some(b"ab")),
+            Item::Map(1),
+            Item::Simple(b"k"),
+            Item::Double(1.5),
+            Item::Null,
+        ]
+    );
+    assert_eq!(r.position(), input.len() - 4);
+    assert_eq!(r.remaining(), 4);
+    assert!(Reader::new(b"*x\r\n").read().is_err());
 }
