@@ -321,7 +321,7 @@ const UPPER_MAX: usize = 32;
 
 /// A command name or option upper-cased on the stack: two per command,
 /// which were two allocations.
-struct Upper {
+pub(super) struct Upper {
     buf: [u8; UPPER_MAX],
     len: usize,
 }
@@ -341,7 +341,7 @@ impl std::ops::Deref for Upper {
 
 /// `name` upper-cased; one longer than [`UPPER_MAX`] becomes a NUL byte,
 /// which matches no name (replies quote the client's own bytes).
-fn upper(name: &[u8]) -> Upper {
+pub(super) fn upper(name: &[u8]) -> Upper {
     let mut buf = [0u8; UPPER_MAX];
     if name.len() > UPPER_MAX {
         return Upper { buf, len: 1 };

@@ -297,23 +297,24 @@ pub(super) fn call_from_script(
     args: &[&[u8]],
     r: &mut Reply<'_>,
 ) -> Result<(), String> {
-    let name = args[0].to_ascii_uppercase();
-    let Some(spec) = super::commands::find(&name) else {
+    let upper = super::face::upper(args[0]);
+    let name: &[u8] = &upper;
+    let Some(spec) = super::commands::find(name) else {
         return Err("Unknown Redis command called from script".into());
     };
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
         return Err("Wrong number of args calling Redis command from script".into());
     }
-    if refused_in_scripts(&name) {
+    if refused_in_scripts(name) {
         return Err("This Redis command is not allowed from script".into());
     }
-    if matches!(name.as_slice(), b"XREAD" | b"XREADGROUP")
+    if matches!(name, b"XREAD" | b"XREADGROUP")
         && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"))
     {
         return Err(format!(
             "{} command is not allowed with BLOCK option from scripts",
-            String::from_utf8_lossy(&name).to_ascii_lowercase()
+            String::from_utf8_lossy(name).to_ascii_lowercase()
         ));
     }
     if spec.write {
@@ -324,12 +325,12 @@ pub(super) fn call_from_script(
     }
     let shared = Arc::clone(&run.shared);
     if let Some(cluster) = &shared.cluster {
-        let keys = super::commands::keys(&name, args);
+        let keys = super::commands::keys(name, args);
         if !matches!(cluster.route(&keys, false), super::cluster::Route::Local) {
             return Err("Script attempted to access a non local key in a cluster node".into());
         }
     }
-    match name.as_slice() {
+    match name {
         b"PING" => match args.get(1) {
             Some(m) => r.bulk(m),
             None => r.simple("PONG"),
@@ -356,7 +357,7 @@ pub(super) fn call_from_script(
         b"FLUSHDB" | b"FLUSHALL" => {
             let staged = Arc::clone(&run.staging);
             nvdepot_cache::staging::stage(&staged, || {
-                super::face::flush(&shared, run.db, name.as_slice() == b"FLUSHALL", r)
+                super::face::flush(&shared, run.db, name == b"FLUSHALL", r)
             })
         }
         b"COMMAND" => super::commands::command(args, r),
@@ -372,16 +373,22 @@ pub(super) fn call_from_script(
         }
         _ => {
             let db = run.db;
-            let command = super::keys::execute(&shared, db, &name, args, r);
-            let command = super::face::reporting_misses(&shared, &name, args, command);
-            let command = std::pin::pin!(command);
-            if !complete(run, command) {
+            let command = super::keys::execute(&shared, db, name, args, r);
+            // Wrapped only while keymiss events are published: the
+            // wrapper moves the command's future (5 KB) once more.
+            let known = if shared.notifies(super::notify::KEY_MISS) {
+                let command = super::face::reporting_misses(&shared, name, args, command);
+                complete(run, std::pin::pin!(command))
+            } else {
+                complete(run, std::pin::pin!(command))
+            };
+            if !known {
                 return Err("Unknown Redis command called from script".into());
             }
         }
     }
-    if super::blocking::may_wake(&name) {
-        for k in super::commands::keys(&name, args) {
+    if super::blocking::may_wake(name) {
+        for k in super::commands::keys(name, args) {
             run.wakes.push((run.db, k.to_vec()));
         }
     }
