@@ -373,16 +373,11 @@ pub(super) fn call_from_script(
         }
         _ => {
             let db = run.db;
-            let command = super::keys::execute(&shared, db, name, args, r);
-            // Wrapped only while keymiss events are published: the
-            // wrapper moves the command's future (5 KB) once more.
-            let known = if shared.notifies(super::notify::KEY_MISS) {
-                let command = super::face::reporting_misses(&shared, name, args, command);
-                complete(run, std::pin::pin!(command))
-            } else {
-                complete(run, std::pin::pin!(command))
-            };
-            if !known {
+            // The keymiss wrapper holds the command pinned, not moved
+            // into it (the command's future is 5 KB).
+            let command = std::pin::pin!(super::keys::execute(&shared, db, name, args, r));
+            let command = super::face::reporting_misses(&shared, name, args, command);
+            if !complete(run, std::pin::pin!(command)) {
                 return Err("Unknown Redis command called from script".into());
             }
         }
