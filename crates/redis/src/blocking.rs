@@ -31,7 +31,8 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::face::{arity, RespSession, Shared};
-use super::list::{len_of, lmove, pop_n, try_mpop, End, MPop};
+use super::list::{len_of, pop_n, End};
+use super::list_move::{lmove, try_mpop, MPop};
 use super::notify;
 use super::strings::parse_float;
 
@@ -398,7 +399,7 @@ pub fn keys_of<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
         b"XREAD" => super::stream::parse_read(args, false).map_or(Vec::new(), |a| a.keys),
         b"XREADGROUP" => super::stream::parse_read(args, true).map_or(Vec::new(), |a| a.keys),
         b"BLMOVE" | b"BRPOPLPUSH" if args.len() >= 3 => vec![args[1]],
-        b"BLMPOP" => match super::list::MPop::parse(args, 2) {
+        b"BLMPOP" => match super::list_move::MPop::parse(args, 2) {
             Ok(spec) => spec.keys,
             Err(_) => Vec::new(),
         },

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use nvdepot_cache::resp::RespStore;
+use nvdepot_cache::resp::{unix_now_ms, RespStore};
 
 use nvdepot_resp::slot::{key_slot, SLOTS};
 use nvdepot_resp::Reply;
@@ -671,6 +671,54 @@ pub fn keys_in_slots(
     let mut keys = store.keys(0, now_ms)?;
     keys.retain(|k| inside(key_slot(k)));
     Ok(keys)
+}
+
+/// Cluster routing of a command, run holding its pass of the isolation
+/// gate (so a migration's deletes, made under the exclusive pass, cannot
+/// come between the presence check and the command): the error to answer
+/// instead of running it, if any.
+pub(super) async fn redirect(
+    shared: &super::face::Shared,
+    cluster: &Cluster,
+    name: &[u8],
+    args: &[&[u8]],
+    asking: bool,
+) -> Option<String> {
+    let keys = super::commands::keys(name, args);
+    match cluster.route(&keys, asking) {
+        Route::Local => None,
+        Route::Redirect(d) => Some(d.message()),
+        Route::IfPresent(slot, addr) => {
+            // The slot is moving out: a key still here is served here;
+            // one already moved (or never here) is asked of the new node.
+            let now = unix_now_ms();
+            let mut present = 0;
+            for k in &keys {
+                match shared.store.get(0, k, now).await {
+                    Ok(Some(_)) => present += 1,
+                    Ok(None) => {}
+                    Err(e) => return Some(format!("ERR {e}")),
+                }
+            }
+            if present == keys.len() {
+                None
+            } else if present == 0 {
+                Some(Redirect::Ask(slot, addr).message())
+            } else {
+                Some(Redirect::TryAgain.message())
+            }
+        }
+    }
+}
+
+/// Cluster routing of a command queued inside MULTI: only the redirects
+/// that do not depend on the data (MOVED, CROSSSLOT, CLUSTERDOWN).
+pub fn queue_redirect(shared: &super::face::Shared, name: &[u8], args: &[&[u8]]) -> Option<String> {
+    let cluster = shared.cluster.as_ref()?;
+    match cluster.route(&super::commands::keys(name, args), false) {
+        Route::Redirect(d) => Some(d.message()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use nvdepot_server::{Connection, Face, Fed, Session, Shutdown, OUTPUT_PAUSE_BYTE
 
 use super::clients::{Client, Clients};
 
-use super::cluster::{self, Cluster, Redirect, Route};
+use super::cluster::{self, Cluster};
 use super::gate::Gate;
 use super::keys;
 use super::multi::{Multi, Watched};
@@ -44,7 +44,7 @@ pub struct Counters {
     pub commands: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
-    started_ms: AtomicU64,
+    pub(super) started_ms: AtomicU64,
 }
 
 /// What every connection shares.
@@ -466,7 +466,7 @@ impl RespSession {
         }
         if let Some(cluster) = &shared.cluster {
             let asking = std::mem::take(&mut self.asking);
-            if let Some(e) = redirect(&shared, cluster, &name, args, asking).await {
+            if let Some(e) = cluster::redirect(&shared, cluster, &name, args, asking).await {
                 r.error(&e);
                 return;
             }
@@ -637,7 +637,7 @@ impl RespSession {
             }
             _ => {
                 let command = keys::execute(&shared, self.db, &name, args, &mut r);
-                if !reporting_misses(&shared, &name, args, command).await {
+                if !super::notify::reporting_misses(&shared, &name, args, command).await {
                     r.error(errors::unknown_command(args));
                 }
                 self.wake_blocked(&shared, &name, args);
@@ -752,122 +752,6 @@ impl RespSession {
         self.authed = self.shared.config.password.is_none();
         self.asking = false;
     }
-
-    fn info(&self, section: Option<&str>) -> String {
-        let s = &self.shared;
-        let c = &s.counters;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let all = matches!(
-            section,
-            None | Some("all") | Some("everything") | Some("default")
-        );
-        let want = |name: &str| all || section == Some(name);
-        let mut out = String::new();
-        let mut add = |title: &str, lines: Vec<(String, String)>| {
-            if !out.is_empty() {
-                out.push_str("\r\n");
-            }
-            out.push_str(&format!("# {title}\r\n"));
-            for (k, v) in lines {
-                out.push_str(&format!("{k}:{v}\r\n"));
-            }
-        };
-        let uptime = (unix_now_ms().saturating_sub(l(&c.started_ms))) / 1000;
-        if want("server") {
-            add(
-                "Server",
-                vec![
-                    ("redis_version".into(), REDIS_VERSION.into()),
-                    ("nvdepot_version".into(), env!("CARGO_PKG_VERSION").into()),
-                    (
-                        "redis_mode".into(),
-                        if s.cluster.is_some() {
-                            "cluster"
-                        } else {
-                            "standalone"
-                        }
-                        .into(),
-                    ),
-                    ("os".into(), std::env::consts::OS.into()),
-                    ("process_id".into(), std::process::id().to_string()),
-                    ("tcp_port".into(), s.config.port.to_string()),
-                    ("uptime_in_seconds".into(), uptime.to_string()),
-                ],
-            );
-        }
-        if want("clients") {
-            add(
-                "Clients",
-                vec![("connected_clients".into(), l(&c.connected).to_string())],
-            );
-        }
-        let engine = s.store.cache().engine().stats();
-        if want("memory") {
-            add(
-                "Memory",
-                vec![
-                    ("used_memory".into(), engine.index_memory_bytes.to_string()),
-                    ("maxmemory".into(), "0".into()),
-                ],
-            );
-        }
-        if want("persistence") {
-            add(
-                "Persistence",
-                vec![
-                    ("loading".into(), "0".into()),
-                    ("aof_enabled".into(), "1".into()),
-                    ("appendfsync".into(), s.config.appendfsync.into()),
-                ],
-            );
-        }
-        if want("stats") {
-            add(
-                "Stats",
-                vec![
-                    (
-                        "total_connections_received".into(),
-                        l(&c.total_connections).to_string(),
-                    ),
-                    (
-                        "total_commands_processed".into(),
-                        l(&c.commands).to_string(),
-                    ),
-                    ("rejected_connections".into(), l(&c.rejected).to_string()),
-                    ("keyspace_hits".into(), l(&c.hits).to_string()),
-                    ("keyspace_misses".into(), l(&c.misses).to_string()),
-                ],
-            );
-        }
-        if want("cluster") {
-            add(
-                "Cluster",
-                vec![(
-                    "cluster_enabled".into(),
-                    u8::from(s.cluster.is_some()).to_string(),
-                )],
-            );
-        }
-        if want("keyspace") {
-            let lines = (0..s.store.databases())
-                .filter_map(|db| {
-                    let n = s.store.dbsize(db);
-                    (n > 0).then(|| (format!("db{db}"), format!("keys={n},expires=0,avg_ttl=0")))
-                })
-                .collect();
-            add("Keyspace", lines);
-        }
-        if want("nvdepot") {
-            let mut lines = s.store.cache().stats();
-            // Pages of paged collections, live and not yet swept.
-            let pages: u64 = (0..s.store.databases())
-                .map(|db| s.store.page_count(db))
-                .sum();
-            lines.push(("collection_pages".into(), pages.to_string()));
-            add("nvdepot", lines);
-        }
-        out
-    }
 }
 
 /// FLUSHDB (database `db`) or FLUSHALL: every database asked for is
@@ -902,54 +786,6 @@ pub(super) fn time(r: &mut Reply<'_>) {
     r.bulk(now.subsec_micros().to_string().as_bytes());
 }
 
-/// Cluster routing of a command, run holding its pass of the isolation
-/// gate (so a migration's deletes, made under the exclusive pass, cannot
-/// come between the presence check and the command): the error to answer
-/// instead of running it, if any.
-async fn redirect(
-    shared: &Shared,
-    cluster: &Cluster,
-    name: &[u8],
-    args: &[&[u8]],
-    asking: bool,
-) -> Option<String> {
-    let keys = super::commands::keys(name, args);
-    match cluster.route(&keys, asking) {
-        Route::Local => None,
-        Route::Redirect(d) => Some(d.message()),
-        Route::IfPresent(slot, addr) => {
-            // The slot is moving out: a key still here is served here;
-            // one already moved (or never here) is asked of the new node.
-            let now = unix_now_ms();
-            let mut present = 0;
-            for k in &keys {
-                match shared.store.get(0, k, now).await {
-                    Ok(Some(_)) => present += 1,
-                    Ok(None) => {}
-                    Err(e) => return Some(format!("ERR {e}")),
-                }
-            }
-            if present == keys.len() {
-                None
-            } else if present == 0 {
-                Some(Redirect::Ask(slot, addr).message())
-            } else {
-                Some(Redirect::TryAgain.message())
-            }
-        }
-    }
-}
-
-/// Cluster routing of a command queued inside MULTI: only the redirects
-/// that do not depend on the data (MOVED, CROSSSLOT, CLUSTERDOWN).
-pub fn queue_redirect(shared: &Shared, name: &[u8], args: &[&[u8]]) -> Option<String> {
-    let cluster = shared.cluster.as_ref()?;
-    match cluster.route(&super::commands::keys(name, args), false) {
-        Route::Redirect(d) => Some(d.message()),
-        _ => None,
-    }
-}
-
 /// Commands that run holding the exclusive pass: they see and change
 /// several keys as one step.
 pub(super) fn needs_exclusive(name: &[u8]) -> bool {
@@ -966,80 +802,3 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::geo::needs_exclusive(name)
         || name == b"LCS"
 }
-
-/// `command` (`name` with `args`) reporting its key misses as `keymiss`
-/// events while that class is published (`notify-keyspace-events m`):
-/// Redis's `lookupKeyRead` reports each key a command looks up with it
-/// (every read, and the writes of [`READ_LOOKUP_WRITES`], as found,
-/// before their own events); other writes look their keys up without it,
-/// and OBJECT with `LOOKUP_NONOTIFY`. The command table is searched only
-/// while the class is published.
-pub(super) fn reporting_misses<'a, F: std::future::Future>(
-    shared: &'a Shared,
-    name: &[u8],
-    args: &[&[u8]],
-    command: F,
-) -> nvdepot_cache::resp::ReportMisses<'a, F> {
-    let spec = if shared.notifies(super::notify::KEY_MISS) && name != b"OBJECT" {
-        super::commands::find(name)
-    } else {
-        None
-    };
-    let reports = |spec: &super::commands::Spec| {
-        // BITFIELD with only GETs reads its key as a read.
-        let read_bitfield = name == b"BITFIELD"
-            && !args[1..]
-                .iter()
-                .any(|a| a.eq_ignore_ascii_case(b"SET") || a.eq_ignore_ascii_case(b"INCRBY"));
-        read_bitfield || !spec.write || READ_LOOKUP_WRITES.contains(&name)
-    };
-    let spec = spec.filter(|spec| reports(spec));
-    let named = spec.map_or_else(Vec::new, |spec| named_keys(spec, name, args));
-    let write = spec.is_some_and(|spec| spec.write);
-    shared
-        .store
-        .report_misses(spec.is_some(), write, &named, command)
-}
-
-/// The keys command `name` (`spec`) names, for `RespStore::report_misses`:
-/// every argument for a command whose keys follow a count (ZINTER,
-/// ZDIFFSTORE's sources, SINTERCARD, XREAD…; only keys are ever looked
-/// up).
-fn named_keys<'a>(spec: &super::commands::Spec, name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    // A STORE form's destination (and BITOP's) is looked up as a write.
-    let from = match name {
-        b"BITOP" => 3,
-        n if n.ends_with(b"STORE") && READ_LOOKUP_WRITES.contains(&n) => 2,
-        _ => 1,
-    };
-    if spec.first == 0 || READ_LOOKUP_WRITES.contains(&name) {
-        args.get(from..).unwrap_or_default().to_vec()
-    } else {
-        super::commands::keys(name, args)
-    }
-}
-
-/// Writes whose keys (or source keys) Redis 7.0 looks up with
-/// `lookupKeyRead`, so a missing one is a `keymiss`. (GETEX's, GETDEL's
-/// and SET … GET's updates report theirs themselves, in `keys.rs`.)
-const READ_LOOKUP_WRITES: &[&[u8]] = &[
-    b"GETEX",
-    b"SORT",
-    b"SINTERSTORE",
-    b"SUNIONSTORE",
-    b"SDIFFSTORE",
-    b"ZUNIONSTORE",
-    b"ZINTERSTORE",
-    b"ZDIFFSTORE",
-    b"ZRANGESTORE",
-    b"GEOSEARCHSTORE",
-    b"GEORADIUS",
-    b"GEORADIUSBYMEMBER",
-    b"BITOP",
-    b"PFMERGE",
-    b"PFCOUNT",
-    b"XREADGROUP",
-    b"XCLAIM",
-    b"XAUTOCLAIM",
-    b"XACK",
-];

@@ -1,11 +1,12 @@
-//! The list type (Redis 7.0's `t_list.c`): pushes, pops, ranges, LPOS,
-//! LMOVE and LMPOP, over the compact layout of `compact.rs` (one record
-//! per list, its elements head first). Redis 7.0 reports every list as a
-//! `quicklist` (OBJECT ENCODING). The blocking forms are in `blocking.rs`:
-//! they retry this module's pops.
-//!
-//! Commands over two keys (LMOVE, RPOPLPUSH) and over several (LMPOP) run
-//! holding the exclusive pass of the isolation gate, as one step.
+//! The list type (Redis 7.0's `t_list.c`): pushes and pops, LINSERT,
+//! LREM and the whole-list steps, over the compact layout of `compact.rs`
+//! (one record per list, its elements head first) or the paged one of
+//! `list_pages.rs`. Redis 7.0 reports every list as a `quicklist` (OBJECT
+//! ENCODING). Beside it: the reads (`list_read.rs`: LLEN, LINDEX, LRANGE,
+//! LPOS), LSET and LTRIM (`list_edit.rs`), the commands over several keys
+//! (`list_move.rs`: LMOVE, RPOPLPUSH, LMPOP, each one step under the
+//! exclusive pass of the isolation gate), and the blocking forms
+//! (`blocking.rs`), which retry this module's pops.
 
 use std::collections::VecDeque;
 
@@ -504,7 +505,7 @@ pub(crate) async fn pop_n(
 
 /// A count Redis reads with `getPositiveLongFromObjectOrReply`, or the
 /// error to answer (its message for a non-integer too).
-fn positive(a: &[u8], msg: &'static str) -> Result<i64, &'static str> {
+pub(super) fn positive(a: &[u8], msg: &'static str) -> Result<i64, &'static str> {
     match string2ll(a) {
         Some(n) if n >= 0 => Ok(n),
         _ => Err(msg),
@@ -594,7 +595,7 @@ pub async fn execute(
                 return Some(Ok(()));
             }
             // The key is looked up before the index is read (Redis's order).
-            lset(store, db, args[1], args[2], args[3], now)
+            super::list_edit::lset(store, db, args[1], args[2], args[3], now)
                 .await
                 .map(|out| {
                     out.map(|()| {
@@ -633,7 +634,7 @@ pub async fn execute(
                 r.error(errors::NOT_INTEGER);
                 return Some(Ok(()));
             };
-            let out = ltrim(store, db, args[1], start, stop, now).await;
+            let out = super::list_edit::ltrim(store, db, args[1], start, stop, now).await;
             if let Ok(Ok(existed)) = out {
                 shared
                     .notify_removal(notify::LIST, "ltrim", db, args[1], existed, now)
@@ -693,7 +694,7 @@ pub async fn execute(
                 (End::Right, End::Left)
             };
             return Some(
-                lmove(shared, db, args[1], args[2], from, to, now, r)
+                super::list_move::lmove(shared, db, args[1], args[2], from, to, now, r)
                     .await
                     .map(|_| ()),
             );
@@ -702,17 +703,21 @@ pub async fn execute(
             if !arity(args, 4, None, r) {
                 return Some(Ok(()));
             }
-            let spec = match MPop::parse(args, 1) {
+            let spec = match super::list_move::MPop::parse(args, 1) {
                 Ok(s) => s,
                 Err(msg) => {
                     r.error(msg);
                     return Some(Ok(()));
                 }
             };
-            return Some(mpop(shared, db, &spec, now, r).await.map(|_| ()));
+            return Some(
+                super::list_move::mpop(shared, db, &spec, now, r)
+                    .await
+                    .map(|_| ()),
+            );
         }
         b"LLEN" | b"LINDEX" | b"LRANGE" | b"LPOS" => {
-            return Some(read_command(store, db, name, args, now, r).await)
+            return Some(super::list_read::read_command(store, db, name, args, now, r).await)
         }
         _ => return None,
     };
@@ -723,140 +728,28 @@ pub async fn execute(
     }))
 }
 
-/// LSET: a paged list rewrites the one page holding the index.
-async fn lset(
-    store: &RespStore,
-    db: usize,
-    key: &[u8],
-    index: &[u8],
-    elem: &[u8],
-    now: u64,
-) -> Result<Result<(), &'static str>, Error> {
-    let mut attempt = 0u32;
-    loop {
-        let _held = key_locks::turn(&mut attempt, db, key).await;
-        let (v, m, version) = match pages::find(store, db, key, now).await? {
-            Found::Paged(v, m, version) => (v, m, version),
-            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
-            Found::Missing(_) => return Ok(Err(errors::NO_SUCH_KEY)),
-            Found::Compact(..) => {
-                drop(_held);
-                return update(store, db, key, now, |l| {
-                    let Some(l) = l else {
-                        return Err(errors::NO_SUCH_KEY);
-                    };
-                    let index = string2ll(index).ok_or(errors::NOT_INTEGER)?;
-                    let Some(i) = normalize(index, l.len()) else {
-                        return Err("ERR index out of range");
-                    };
-                    l[i] = elem.to_vec();
-                    Ok((true, ()))
-                })
-                .await;
-            }
-        };
-        let Some(index) = string2ll(index) else {
-            return Ok(Err(errors::NOT_INTEGER));
-        };
-        let Some(i) = normalize_u64(index, m.len) else {
-            return Ok(Err("ERR index out of range"));
-        };
-        let mut edit = pages::Edit::new(store, db, key, m, version);
-        let done = match edit.set(i, elem).await {
-            Ok(()) => edit.commit(v.expire_at_ms(), _held).await,
-            Err(stop) => Err(stop),
-        };
-        match done {
-            Ok(()) => return Ok(Ok(())),
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return Err(e),
-        }
-    }
-}
-
-/// LTRIM: a paged list drops whole pages from either end unread and
-/// rewrites at most the two it cuts.
-async fn ltrim(
-    store: &RespStore,
-    db: usize,
-    key: &[u8],
-    start: i64,
-    stop: i64,
-    now: u64,
-) -> Result<Result<bool, &'static str>, Error> {
-    let mut attempt = 0u32;
-    loop {
-        let _held = key_locks::turn(&mut attempt, db, key).await;
-        let (v, m, version) = match pages::find(store, db, key, now).await? {
-            Found::Paged(v, m, version) => (v, m, version),
-            Found::WrongType => return Ok(Err(errors::WRONGTYPE)),
-            Found::Missing(_) => return Ok(Ok(false)),
-            Found::Compact(..) => {
-                drop(_held);
-                return update(store, db, key, now, |l| {
-                    let Some(l) = l else {
-                        return Ok((false, false));
-                    };
-                    let before = l.len();
-                    match range(start, stop, l.len()) {
-                        None => l.clear(),
-                        Some((a, b)) => {
-                            l.truncate(b + 1);
-                            l.drain(..a);
-                        }
-                    }
-                    Ok((l.len() != before, true))
-                })
-                .await;
-            }
-        };
-        let (front, back) = match range_u64(start, stop, m.len) {
-            None => (m.len, 0),
-            Some((a, b)) => (a, m.len - 1 - b),
-        };
-        if front == 0 && back == 0 {
-            return Ok(Ok(true));
-        }
-        let mut edit = pages::Edit::new(store, db, key, m, version);
-        let trimmed = async {
-            edit.trim_front(front).await?;
-            edit.trim_back(back).await
-        }
-        .await;
-        let done = match trimmed {
-            Ok(()) => edit.commit(v.expire_at_ms(), _held).await,
-            Err(stop) => Err(stop),
-        };
-        match done {
-            Ok(()) => return Ok(Ok(true)),
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return Err(e),
-        }
-    }
-}
-
 /// [`normalize`] for a list length past `usize` on any machine.
-fn normalize_u64(i: i64, len: u64) -> Option<u64> {
+pub(super) fn normalize_u64(i: i64, len: u64) -> Option<u64> {
     let len = i64::try_from(len).ok()?;
     let i = if i < 0 { i.checked_add(len)? } else { i };
     (0..len).contains(&i).then_some(i as u64)
 }
 
 /// [`range`] for a paged list's length.
-fn range_u64(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+pub(super) fn range_u64(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
     let len = usize::try_from(len).ok()?;
     range(start, stop, len).map(|(a, b)| (a as u64, b as u64))
 }
 
 /// Index `i` (negative from the end) in a list of `len`, if inside.
-fn normalize(i: i64, len: usize) -> Option<usize> {
+pub(super) fn normalize(i: i64, len: usize) -> Option<usize> {
     let i = if i < 0 { i + len as i64 } else { i };
     (0..len as i64).contains(&i).then_some(i as usize)
 }
 
 /// LRANGE's and LTRIM's `start..=stop` in a list of `len`, or `None`
 /// when empty (Redis's clamping).
-fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+pub(super) fn range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
     let mut start = if start < 0 {
         start.saturating_add(len)
@@ -910,393 +803,6 @@ fn remove(l: &mut VecDeque<Vec<u8>>, count: i64, elem: &[u8]) -> usize {
         }
     }
     removed
-}
-
-/// LMOVE `src` `dst` (the caller holds the exclusive pass): the element
-/// moved, if any (its reply already written).
-#[allow(clippy::too_many_arguments)]
-pub async fn lmove(
-    shared: &Shared,
-    db: usize,
-    src: &[u8],
-    dst: &[u8],
-    from: End,
-    to: End,
-    now: u64,
-    r: &mut Reply<'_>,
-) -> Result<Option<Vec<u8>>, Error> {
-    let store = &*shared.store;
-    let Ok(len) = len_of(store, db, src, now, r).await? else {
-        return Ok(None);
-    };
-    if len.unwrap_or(0) == 0 {
-        r.null();
-        return Ok(None);
-    }
-    let Ok(_) = len_of(store, db, dst, now, r).await? else {
-        return Ok(None);
-    };
-    if src == dst && len == Some(1) {
-        // Rotating a one-element list onto itself leaves it as it is
-        // (Redis pushes onto the same object: never emptied, so no `del`
-        // or `new` event). The element is learnt by a pop staged in a
-        // scratch layer that is dropped; its write stamp is bumped (a
-        // change to WATCH and client tracking, as Redis signals it).
-        let scratch = std::sync::Arc::new(nvdepot_cache::staging::Staging::scratch());
-        let popped = nvdepot_cache::staging::stage_async(
-            &scratch,
-            Box::pin(pop_n(store, db, src, now, from, 1)),
-        )
-        .await?;
-        let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
-            r.null();
-            return Ok(None);
-        };
-        shared.notify(notify::LIST, to.push_event(), db, dst);
-        shared.notify(notify::LIST, from.pop_event(), db, src);
-        r.bulk(&e);
-        return Ok(Some(e));
-    }
-    // Under the exclusive pass: nothing comes between the pop and the
-    // push. Both are staged and written as one crash-atomic batch, so a
-    // crash never loses the element in flight (inside a script or EXEC,
-    // with theirs).
-    let step = async {
-        let popped = pop_n(store, db, src, now, from, 1).await?;
-        let Some(e) = popped.ok().flatten().and_then(|mut p| p.pop()) else {
-            return Ok(None);
-        };
-        push_n(store, db, dst, now, to, &[&e], false).await?.ok();
-        Ok::<_, Error>(Some(e))
-    };
-    let atomic = super::atomic::Atomic::begin();
-    let moved = atomic.run(Box::pin(step)).await;
-    atomic.commit(store).await?;
-    let moved = moved?;
-    let Some(e) = moved else {
-        r.null();
-        return Ok(None);
-    };
-    // Redis's order: the push, then the pop (and the source's `del`).
-    shared.notify(notify::LIST, to.push_event(), db, dst);
-    shared
-        .notify_removal(notify::LIST, from.pop_event(), db, src, true, now)
-        .await;
-    r.bulk(&e);
-    Ok(Some(e))
-}
-
-/// LMPOP's (and BLMPOP's) arguments.
-pub struct MPop<'a> {
-    pub keys: Vec<&'a [u8]>,
-    pub end: End,
-    pub count: usize,
-}
-
-impl<'a> MPop<'a> {
-    /// Parses `args` whose numkeys is at `at` (LMPOP 1, BLMPOP 2).
-    pub fn parse(args: &[&'a [u8]], at: usize) -> Result<MPop<'a>, &'static str> {
-        if args.len() < at + 3 {
-            return Err(errors::SYNTAX);
-        }
-        let numkeys = match string2ll(args[at]) {
-            Some(n) if n > 0 => n as usize,
-            _ => return Err("ERR numkeys should be greater than 0"),
-        };
-        if numkeys > args.len() - at - 2 {
-            return Err(errors::SYNTAX);
-        }
-        let keys = args[at + 1..at + 1 + numkeys].to_vec();
-        let end = End::parse(args[at + 1 + numkeys]).ok_or(errors::SYNTAX)?;
-        let mut count = None;
-        let mut i = at + 2 + numkeys;
-        while i < args.len() {
-            if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-                match string2ll(args[i + 1]) {
-                    Some(n) if n > 0 => count = Some(n as usize),
-                    _ => return Err("ERR count should be greater than 0"),
-                }
-                i += 2;
-            } else {
-                return Err(errors::SYNTAX);
-            }
-        }
-        Ok(MPop {
-            keys,
-            end,
-            count: count.unwrap_or(1),
-        })
-    }
-}
-
-/// LMPOP once parsed (the caller holds the exclusive pass): pops from the
-/// first non-empty list; true if it popped (its reply written), false
-/// when every list is empty (nothing written).
-pub async fn try_mpop(
-    shared: &Shared,
-    db: usize,
-    spec: &MPop<'_>,
-    now: u64,
-    r: &mut Reply<'_>,
-) -> Result<Result<bool, ()>, Error> {
-    let store = &*shared.store;
-    for key in &spec.keys {
-        let Ok(len) = len_of(store, db, key, now, r).await? else {
-            return Ok(Err(()));
-        };
-        if len.unwrap_or(0) == 0 {
-            continue;
-        }
-        let popped = pop_n(store, db, key, now, spec.end, spec.count).await?;
-        let Ok(Some(popped)) = popped else { continue };
-        if popped.is_empty() {
-            continue;
-        }
-        shared
-            .notify_removal(notify::LIST, spec.end.pop_event(), db, key, true, now)
-            .await;
-        r.array(2);
-        r.bulk(key);
-        r.array(popped.len());
-        for e in &popped {
-            r.bulk(e);
-        }
-        return Ok(Ok(true));
-    }
-    Ok(Ok(false))
-}
-
-async fn mpop(
-    shared: &Shared,
-    db: usize,
-    spec: &MPop<'_>,
-    now: u64,
-    r: &mut Reply<'_>,
-) -> Result<(), Error> {
-    if try_mpop(shared, db, spec, now, r).await? == Ok(false) {
-        r.null_array();
-    }
-    Ok(())
-}
-
-/// The commands that read one list.
-async fn read_command(
-    store: &RespStore,
-    db: usize,
-    name: &[u8],
-    args: &[&[u8]],
-    now: u64,
-    r: &mut Reply<'_>,
-) -> Result<(), Error> {
-    let (min, max) = match name {
-        b"LLEN" => (2, Some(2)),
-        b"LINDEX" => (3, Some(3)),
-        b"LRANGE" => (4, Some(4)),
-        _ => (3, None),
-    };
-    if !arity(args, min, max, r) {
-        return Ok(());
-    }
-    // LINDEX reads its index after the key (Redis's order).
-    let ints = match name {
-        b"LRANGE" => string2ll(args[2]).zip(string2ll(args[3])),
-        _ => Some((0, 0)),
-    };
-    let Some((a, b)) = ints else {
-        r.error(errors::NOT_INTEGER);
-        return Ok(());
-    };
-    let pos = if name == b"LPOS" {
-        match Pos::parse(&args[3..]) {
-            Ok(p) => Some(p),
-            Err(msg) => {
-                r.error(msg);
-                return Ok(());
-            }
-        }
-    } else {
-        None
-    };
-    if name != b"LPOS" && read_paged(store, db, name, args, (a, b), now, r).await? {
-        return Ok(());
-    }
-    let Ok(l) = read(store, db, args[1], now, r).await? else {
-        return Ok(());
-    };
-    if name == b"LINDEX" && l.is_none() {
-        r.null();
-        return Ok(());
-    }
-    let l = l.unwrap_or_default();
-    match name {
-        b"LLEN" => r.integer(l.len() as i64),
-        b"LINDEX" => match string2ll(args[2]).map(|i| normalize(i, l.len())) {
-            None => r.error(errors::NOT_INTEGER),
-            Some(None) => r.null(),
-            Some(Some(i)) => r.bulk(&l[i]),
-        },
-        b"LRANGE" => match range(a, b, l.len()) {
-            None => r.array(0),
-            Some((a, b)) => {
-                r.array(b - a + 1);
-                for e in l.range(a..=b) {
-                    r.bulk(e);
-                }
-            }
-        },
-        _ => pos.expect("parsed").answer(&l, args[2], r),
-    }
-    Ok(())
-}
-
-/// LLEN, LINDEX and LRANGE of a paged list: the metadata, then only the
-/// pages the answer needs (checked against the metadata after reading
-/// them). False (nothing answered) when the key is not a paged list.
-async fn read_paged(
-    store: &RespStore,
-    db: usize,
-    name: &[u8],
-    args: &[&[u8]],
-    (start, stop): (i64, i64),
-    now: u64,
-    r: &mut Reply<'_>,
-) -> Result<bool, Error> {
-    let mut attempt = 0u32;
-    loop {
-        let _held = key_locks::turn_shared(&mut attempt, db, args[1]).await;
-        let Some(v) = store.get(db, args[1], now).await? else {
-            return Ok(false);
-        };
-        if v.kind() != Kind::List || !pages::is_paged(v.data()) {
-            return Ok(false);
-        }
-        let m = pages::Meta::decode(v.data())?;
-        let mut edit = pages::Edit::new(store, db, args[1], m, v.version());
-        let got = match name {
-            b"LLEN" => {
-                r.integer(m.len as i64);
-                return Ok(true);
-            }
-            b"LINDEX" => {
-                let Some(i) = string2ll(args[2]) else {
-                    r.error(errors::NOT_INTEGER);
-                    return Ok(true);
-                };
-                let Some(i) = normalize_u64(i, m.len) else {
-                    r.null();
-                    return Ok(true);
-                };
-                edit.get(i).await.map(|e| vec![e])
-            }
-            _ => match range_u64(start, stop, m.len) {
-                None => Ok(Vec::new()),
-                Some((a, b)) => edit.range(a, b).await,
-            },
-        };
-        let got = match got {
-            Ok(got) if edit.unchanged().await? => got,
-            Ok(_) | Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return Err(e),
-        };
-        if name == b"LINDEX" {
-            r.bulk(&got[0]);
-        } else {
-            r.array(got.len());
-            for e in &got {
-                r.bulk(e);
-            }
-        }
-        return Ok(true);
-    }
-}
-
-/// LPOS's options.
-struct Pos {
-    rank: i64,
-    count: Option<usize>,
-    maxlen: usize,
-}
-
-impl Pos {
-    fn parse(opts: &[&[u8]]) -> Result<Pos, &'static str> {
-        let mut p = Pos {
-            rank: 1,
-            count: None,
-            maxlen: 0,
-        };
-        let mut i = 0;
-        while i < opts.len() {
-            let Some(arg) = opts.get(i + 1) else {
-                return Err(errors::SYNTAX);
-            };
-            let opt = opts[i].to_ascii_uppercase();
-            match opt.as_slice() {
-                b"RANK" => {
-                    p.rank = string2ll(arg).ok_or(errors::NOT_INTEGER)?;
-                    if p.rank == 0 {
-                        return Err("ERR RANK can't be zero: use 1 to start from the first \
-                                    match, 2 from the second ... or use negative to start \
-                                    from the end of the list");
-                    }
-                }
-                b"COUNT" => p.count = Some(positive(arg, "ERR COUNT can't be negative")? as usize),
-                b"MAXLEN" => p.maxlen = positive(arg, "ERR MAXLEN can't be negative")? as usize,
-                _ => return Err(errors::SYNTAX),
-            }
-            i += 2;
-        }
-        Ok(p)
-    }
-
-    fn answer(&self, l: &VecDeque<Vec<u8>>, elem: &[u8], r: &mut Reply<'_>) {
-        let want = match self.count {
-            Some(0) => usize::MAX,
-            Some(n) => n,
-            None => 1,
-        };
-        let scan = if self.maxlen == 0 {
-            l.len()
-        } else {
-            self.maxlen.min(l.len())
-        };
-        // Redis negates a negative rank in a C long: i64::MIN stays
-        // negative, and every match then counts (as rank -1).
-        let mut skip = match self.rank {
-            i64::MIN => 0,
-            rank => rank.unsigned_abs() - 1,
-        };
-        let mut found = Vec::new();
-        let indices: Box<dyn Iterator<Item = usize>> = if self.rank > 0 {
-            Box::new(0..scan)
-        } else {
-            Box::new((l.len() - scan..l.len()).rev())
-        };
-        for i in indices {
-            if l[i] != elem {
-                continue;
-            }
-            if skip > 0 {
-                skip -= 1;
-                continue;
-            }
-            found.push(i);
-            if found.len() >= want {
-                break;
-            }
-        }
-        match self.count {
-            None => match found.first() {
-                Some(&i) => r.integer(i as i64),
-                None => r.null(),
-            },
-            Some(_) => {
-                r.array(found.len());
-                for i in found {
-                    r.integer(i as i64);
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ impl RespSession {
                         multi.refused = true;
                         r.error(errors::wrong_arity(args[0]));
                     }
-                    Some(_) => match super::face::queue_redirect(&shared, name, args) {
+                    Some(_) => match super::cluster::queue_redirect(&shared, name, args) {
                         Some(e) => {
                             multi.refused = true;
                             r.error(&e);

@@ -190,6 +190,83 @@ impl super::face::Shared {
     }
 }
 
+/// `command` (`name` with `args`) reporting its key misses as `keymiss`
+/// events while that class is published (`notify-keyspace-events m`):
+/// Redis's `lookupKeyRead` reports each key a command looks up with it
+/// (every read, and the writes of [`READ_LOOKUP_WRITES`], as found,
+/// before their own events); other writes look their keys up without it,
+/// and OBJECT with `LOOKUP_NONOTIFY`. The command table is searched only
+/// while the class is published.
+pub(super) fn reporting_misses<'a, F: std::future::Future>(
+    shared: &'a super::face::Shared,
+    name: &[u8],
+    args: &[&[u8]],
+    command: F,
+) -> nvdepot_cache::resp::ReportMisses<'a, F> {
+    let spec = if shared.notifies(KEY_MISS) && name != b"OBJECT" {
+        super::commands::find(name)
+    } else {
+        None
+    };
+    let reports = |spec: &super::commands::Spec| {
+        // BITFIELD with only GETs reads its key as a read.
+        let read_bitfield = name == b"BITFIELD"
+            && !args[1..]
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(b"SET") || a.eq_ignore_ascii_case(b"INCRBY"));
+        read_bitfield || !spec.write || READ_LOOKUP_WRITES.contains(&name)
+    };
+    let spec = spec.filter(|spec| reports(spec));
+    let named = spec.map_or_else(Vec::new, |spec| named_keys(spec, name, args));
+    let write = spec.is_some_and(|spec| spec.write);
+    shared
+        .store
+        .report_misses(spec.is_some(), write, &named, command)
+}
+
+/// The keys command `name` (`spec`) names, for `RespStore::report_misses`:
+/// every argument for a command whose keys follow a count (ZINTER,
+/// ZDIFFSTORE's sources, SINTERCARD, XREAD…; only keys are ever looked
+/// up).
+fn named_keys<'a>(spec: &super::commands::Spec, name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    // A STORE form's destination (and BITOP's) is looked up as a write.
+    let from = match name {
+        b"BITOP" => 3,
+        n if n.ends_with(b"STORE") && READ_LOOKUP_WRITES.contains(&n) => 2,
+        _ => 1,
+    };
+    if spec.first == 0 || READ_LOOKUP_WRITES.contains(&name) {
+        args.get(from..).unwrap_or_default().to_vec()
+    } else {
+        super::commands::keys(name, args)
+    }
+}
+
+/// Writes whose keys (or source keys) Redis 7.0 looks up with
+/// `lookupKeyRead`, so a missing one is a `keymiss`. (GETEX's, GETDEL's
+/// and SET … GET's updates report theirs themselves, in `keys.rs`.)
+const READ_LOOKUP_WRITES: &[&[u8]] = &[
+    b"GETEX",
+    b"SORT",
+    b"SINTERSTORE",
+    b"SUNIONSTORE",
+    b"SDIFFSTORE",
+    b"ZUNIONSTORE",
+    b"ZINTERSTORE",
+    b"ZDIFFSTORE",
+    b"ZRANGESTORE",
+    b"GEOSEARCHSTORE",
+    b"GEORADIUS",
+    b"GEORADIUSBYMEMBER",
+    b"BITOP",
+    b"PFMERGE",
+    b"PFCOUNT",
+    b"XREADGROUP",
+    b"XCLAIM",
+    b"XAUTOCLAIM",
+    b"XACK",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -376,7 +376,7 @@ pub(super) fn call_from_script(
             // The keymiss wrapper holds the command pinned, not moved
             // into it (the command's future is 5 KB).
             let command = std::pin::pin!(super::keys::execute(&shared, db, name, args, r));
-            let command = super::face::reporting_misses(&shared, name, args, command);
+            let command = super::notify::reporting_misses(&shared, name, args, command);
             if !complete(run, std::pin::pin!(command)) {
                 return Err("Unknown Redis command called from script".into());
             }

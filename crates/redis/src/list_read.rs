@@ -1,0 +1,234 @@
+//! The list commands that read one list: LLEN, LINDEX, LRANGE and LPOS.
+//! A paged list answers LLEN from its metadata and LINDEX and LRANGE from
+//! only the pages they need; LPOS (and a compact list) reads it whole.
+
+use std::collections::VecDeque;
+
+use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, string2ll, Reply};
+
+use super::face::arity;
+use super::key_locks;
+use super::list::{normalize, normalize_u64, positive, range, range_u64, read};
+use super::list_pages::{self as pages, Stop};
+
+/// The commands that read one list.
+pub(super) async fn read_command(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let (min, max) = match name {
+        b"LLEN" => (2, Some(2)),
+        b"LINDEX" => (3, Some(3)),
+        b"LRANGE" => (4, Some(4)),
+        _ => (3, None),
+    };
+    if !arity(args, min, max, r) {
+        return Ok(());
+    }
+    // LINDEX reads its index after the key (Redis's order).
+    let ints = match name {
+        b"LRANGE" => string2ll(args[2]).zip(string2ll(args[3])),
+        _ => Some((0, 0)),
+    };
+    let Some((a, b)) = ints else {
+        r.error(errors::NOT_INTEGER);
+        return Ok(());
+    };
+    let pos = if name == b"LPOS" {
+        match Pos::parse(&args[3..]) {
+            Ok(p) => Some(p),
+            Err(msg) => {
+                r.error(msg);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    if name != b"LPOS" && read_paged(store, db, name, args, (a, b), now, r).await? {
+        return Ok(());
+    }
+    let Ok(l) = read(store, db, args[1], now, r).await? else {
+        return Ok(());
+    };
+    if name == b"LINDEX" && l.is_none() {
+        r.null();
+        return Ok(());
+    }
+    let l = l.unwrap_or_default();
+    match name {
+        b"LLEN" => r.integer(l.len() as i64),
+        b"LINDEX" => match string2ll(args[2]).map(|i| normalize(i, l.len())) {
+            None => r.error(errors::NOT_INTEGER),
+            Some(None) => r.null(),
+            Some(Some(i)) => r.bulk(&l[i]),
+        },
+        b"LRANGE" => match range(a, b, l.len()) {
+            None => r.array(0),
+            Some((a, b)) => {
+                r.array(b - a + 1);
+                for e in l.range(a..=b) {
+                    r.bulk(e);
+                }
+            }
+        },
+        _ => pos.expect("parsed").answer(&l, args[2], r),
+    }
+    Ok(())
+}
+
+/// LLEN, LINDEX and LRANGE of a paged list: the metadata, then only the
+/// pages the answer needs (checked against the metadata after reading
+/// them). False (nothing answered) when the key is not a paged list.
+async fn read_paged(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    (start, stop): (i64, i64),
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<bool, Error> {
+    let mut attempt = 0u32;
+    loop {
+        let _held = key_locks::turn_shared(&mut attempt, db, args[1]).await;
+        let Some(v) = store.get(db, args[1], now).await? else {
+            return Ok(false);
+        };
+        if v.kind() != Kind::List || !pages::is_paged(v.data()) {
+            return Ok(false);
+        }
+        let m = pages::Meta::decode(v.data())?;
+        let mut edit = pages::Edit::new(store, db, args[1], m, v.version());
+        let got = match name {
+            b"LLEN" => {
+                r.integer(m.len as i64);
+                return Ok(true);
+            }
+            b"LINDEX" => {
+                let Some(i) = string2ll(args[2]) else {
+                    r.error(errors::NOT_INTEGER);
+                    return Ok(true);
+                };
+                let Some(i) = normalize_u64(i, m.len) else {
+                    r.null();
+                    return Ok(true);
+                };
+                edit.get(i).await.map(|e| vec![e])
+            }
+            _ => match range_u64(start, stop, m.len) {
+                None => Ok(Vec::new()),
+                Some((a, b)) => edit.range(a, b).await,
+            },
+        };
+        let got = match got {
+            Ok(got) if edit.unchanged().await? => got,
+            Ok(_) | Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
+        };
+        if name == b"LINDEX" {
+            r.bulk(&got[0]);
+        } else {
+            r.array(got.len());
+            for e in &got {
+                r.bulk(e);
+            }
+        }
+        return Ok(true);
+    }
+}
+
+/// LPOS's options.
+struct Pos {
+    rank: i64,
+    count: Option<usize>,
+    maxlen: usize,
+}
+
+impl Pos {
+    fn parse(opts: &[&[u8]]) -> Result<Pos, &'static str> {
+        let mut p = Pos {
+            rank: 1,
+            count: None,
+            maxlen: 0,
+        };
+        let mut i = 0;
+        while i < opts.len() {
+            let Some(arg) = opts.get(i + 1) else {
+                return Err(errors::SYNTAX);
+            };
+            let opt = opts[i].to_ascii_uppercase();
+            match opt.as_slice() {
+                b"RANK" => {
+                    p.rank = string2ll(arg).ok_or(errors::NOT_INTEGER)?;
+                    if p.rank == 0 {
+                        return Err("ERR RANK can't be zero: use 1 to start from the first \
+                                    match, 2 from the second ... or use negative to start \
+                                    from the end of the list");
+                    }
+                }
+                b"COUNT" => p.count = Some(positive(arg, "ERR COUNT can't be negative")? as usize),
+                b"MAXLEN" => p.maxlen = positive(arg, "ERR MAXLEN can't be negative")? as usize,
+                _ => return Err(errors::SYNTAX),
+            }
+            i += 2;
+        }
+        Ok(p)
+    }
+
+    fn answer(&self, l: &VecDeque<Vec<u8>>, elem: &[u8], r: &mut Reply<'_>) {
+        let want = match self.count {
+            Some(0) => usize::MAX,
+            Some(n) => n,
+            None => 1,
+        };
+        let scan = if self.maxlen == 0 {
+            l.len()
+        } else {
+            self.maxlen.min(l.len())
+        };
+        // Redis negates a negative rank in a C long: i64::MIN stays
+        // negative, and every match then counts (as rank -1).
+        let mut skip = match self.rank {
+            i64::MIN => 0,
+            rank => rank.unsigned_abs() - 1,
+        };
+        let mut found = Vec::new();
+        let indices: Box<dyn Iterator<Item = usize>> = if self.rank > 0 {
+            Box::new(0..scan)
+        } else {
+            Box::new((l.len() - scan..l.len()).rev())
+        };
+        for i in indices {
+            if l[i] != elem {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            found.push(i);
+            if found.len() >= want {
+                break;
+            }
+        }
+        match self.count {
+            None => match found.first() {
+                Some(&i) => r.integer(i as i64),
+                None => r.null(),
+            },
+            Some(_) => {
+                r.array(found.len());
+                for i in found {
+                    r.integer(i as i64);
+                }
+            }
+        }
+    }
+}
