@@ -15,6 +15,40 @@ use super::glob;
 use super::join::{join_all, last_of_each};
 use super::notify;
 
+/// The arguments of LMPOP and ZMPOP (and BLMPOP's, BZMPOP's), numkeys at
+/// `at`: the keys, the end `end` reads from the word after them (SYNTAX if
+/// it names none), and COUNT (1 if not given), with Redis's errors in
+/// Redis's order.
+pub(super) fn mpop_args<'a, E>(
+    args: &[&'a [u8]],
+    at: usize,
+    end: impl FnOnce(&[u8]) -> Option<E>,
+) -> Result<(Vec<&'a [u8]>, E, usize), &'static str> {
+    let numkeys = match args.get(at).and_then(|a| string2ll(a)) {
+        Some(n) if n > 0 => n as usize,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    if numkeys > args.len().saturating_sub(at + 2) {
+        return Err(errors::SYNTAX);
+    }
+    let keys = args[at + 1..at + 1 + numkeys].to_vec();
+    let end = end(args[at + 1 + numkeys]).ok_or(errors::SYNTAX)?;
+    let mut count = None;
+    let mut i = at + 2 + numkeys;
+    while i < args.len() {
+        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
+            match string2ll(args[i + 1]) {
+                Some(n) if n > 0 => count = Some(n as usize),
+                _ => return Err("ERR count should be greater than 0"),
+            }
+            i += 2;
+        } else {
+            return Err(errors::SYNTAX);
+        }
+    }
+    Ok((keys, end, count.unwrap_or(1)))
+}
+
 /// An integer argument as Redis reads one.
 pub fn int_arg(a: &[u8]) -> Option<i64> {
     string2ll(a)

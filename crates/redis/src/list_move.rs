@@ -3,7 +3,7 @@
 //! the blocking forms (`blocking.rs`) retry them.
 
 use nvdepot_cache::Error;
-use nvdepot_resp::{errors, string2ll, Reply};
+use nvdepot_resp::{errors, Reply};
 
 use super::face::Shared;
 use super::list::{len_of, pop_n, push_n, End};
@@ -96,33 +96,8 @@ impl<'a> MPop<'a> {
         if args.len() < at + 3 {
             return Err(errors::SYNTAX);
         }
-        let numkeys = match string2ll(args[at]) {
-            Some(n) if n > 0 => n as usize,
-            _ => return Err("ERR numkeys should be greater than 0"),
-        };
-        if numkeys > args.len() - at - 2 {
-            return Err(errors::SYNTAX);
-        }
-        let keys = args[at + 1..at + 1 + numkeys].to_vec();
-        let end = End::parse(args[at + 1 + numkeys]).ok_or(errors::SYNTAX)?;
-        let mut count = None;
-        let mut i = at + 2 + numkeys;
-        while i < args.len() {
-            if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-                match string2ll(args[i + 1]) {
-                    Some(n) if n > 0 => count = Some(n as usize),
-                    _ => return Err("ERR count should be greater than 0"),
-                }
-                i += 2;
-            } else {
-                return Err(errors::SYNTAX);
-            }
-        }
-        Ok(MPop {
-            keys,
-            end,
-            count: count.unwrap_or(1),
-        })
+        let (keys, end, count) = super::keys::mpop_args(args, at, End::parse)?;
+        Ok(MPop { keys, end, count })
     }
 }
 

@@ -190,40 +190,16 @@ pub struct MPop<'a> {
 impl<'a> MPop<'a> {
     /// Parses `args` whose numkeys is at `at` (ZMPOP 1, BZMPOP 2).
     pub fn parse(args: &[&'a [u8]], at: usize) -> Result<MPop<'a>, &'static str> {
-        let numkeys = match args.get(at).and_then(|a| string2ll(a)) {
-            Some(n) if n > 0 => n as usize,
-            _ => return Err("ERR numkeys should be greater than 0"),
-        };
-        if numkeys > args.len().saturating_sub(at + 2) {
-            return Err(errors::SYNTAX);
-        }
-        let keys = args[at + 1..at + 1 + numkeys].to_vec();
-        let end = args[at + 1 + numkeys];
-        let max = if end.eq_ignore_ascii_case(b"MAX") {
-            true
-        } else if end.eq_ignore_ascii_case(b"MIN") {
-            false
-        } else {
-            return Err(errors::SYNTAX);
-        };
-        let mut count = None;
-        let mut i = at + 2 + numkeys;
-        while i < args.len() {
-            if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-                match string2ll(args[i + 1]) {
-                    Some(n) if n > 0 => count = Some(n as usize),
-                    _ => return Err("ERR count should be greater than 0"),
-                }
-                i += 2;
+        let (keys, max, count) = super::keys::mpop_args(args, at, |end| {
+            if end.eq_ignore_ascii_case(b"MAX") {
+                Some(true)
+            } else if end.eq_ignore_ascii_case(b"MIN") {
+                Some(false)
             } else {
-                return Err(errors::SYNTAX);
+                None
             }
-        }
-        Ok(MPop {
-            keys,
-            max,
-            count: count.unwrap_or(1),
-        })
+        })?;
+        Ok(MPop { keys, max, count })
     }
 }
 
