@@ -138,6 +138,15 @@ impl AlignedBuf {
             }
         });
     }
+
+    /// Frees the buffers this thread keeps for [`AlignedBuf::take`]. For a
+    /// thread that scans now and then (the Redis face's expiry and page
+    /// sweeper): its last two 4 MiB scan buffers stayed resident between
+    /// passes, 8 MiB of a server whose data is on flash.
+    pub fn release_recycled() {
+        RECYCLED.with(|r| r.borrow_mut().clear());
+        RECYCLED_BIG.with(|r| r.borrow_mut().clear());
+    }
 }
 
 /// Largest buffer [`AlignedBuf::recycle`] keeps.
@@ -239,6 +248,24 @@ mod tests {
         big.recycle();
         let big2 = AlignedBuf::take(1 << 20, 512);
         assert!(big2.iter().all(|&x| x == 0) || big2.as_ptr() as usize != big_addr);
+    }
+
+    #[test]
+    fn released_buffers_are_not_handed_out_again() {
+        for len in [4608, 4 << 20] {
+            let mut b = AlignedBuf::take(len, 512);
+            b[0] = 0xab;
+            b.recycle();
+            // Kept: the same bytes come back.
+            let mut kept = AlignedBuf::take(len, 512);
+            assert_eq!(kept[0], 0xab, "len {len}");
+            kept[0] = 0xcd;
+            kept.recycle();
+            AlignedBuf::release_recycled();
+            // Released: a fresh, zeroed buffer.
+            let fresh = AlignedBuf::take(len, 512);
+            assert_eq!(fresh[0], 0, "len {len}");
+        }
     }
 
     #[test]

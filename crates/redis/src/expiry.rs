@@ -74,17 +74,20 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
             }
         }
         let writes = store.expiring_writes();
-        if writes == seen_writes && pending == 0 {
-            continue;
-        }
-        seen_writes = writes;
-        match sweep(&store, &stop) {
-            Ok((removed, live)) => {
-                pending = live;
-                debug!("expiry sweep: {removed} expired keys removed, {live} keys still to expire");
+        if writes != seen_writes || pending != 0 {
+            seen_writes = writes;
+            match sweep(&store, &stop) {
+                Ok((removed, live)) => {
+                    pending = live;
+                    debug!(
+                        "expiry sweep: {removed} expired keys removed, {live} keys still to expire"
+                    );
+                }
+                Err(e) => warn!("expiry sweep: {e}"),
             }
-            Err(e) => warn!("expiry sweep: {e}"),
         }
+        // The passes' scan buffers are not kept until the next one.
+        nvdepot_io::AlignedBuf::release_recycled();
     }
 }
 
