@@ -414,19 +414,33 @@ impl<'a> Edit<'a> {
     }
 
     /// Elements `a..=b` (inside the list), head first.
-    pub async fn range(&mut self, a: u64, b: u64) -> Result<Vec<Vec<u8>>, Stop> {
-        let mut out = Vec::with_capacity((b - a + 1) as usize);
+    /// Reads the pages holding elements `a..=b` (then check
+    /// [`Edit::unchanged`] and visit them with [`Edit::each_in`]).
+    pub async fn load_range(&mut self, a: u64, b: u64) -> Result<(), Stop> {
+        let (first, _) = self.locate(a);
+        let (last, _) = self.locate(b);
+        for p in first..=last {
+            self.load(p).await?;
+        }
+        Ok(())
+    }
+
+    /// Elements `a..=b`, head first, of pages [`Edit::load_range`] read:
+    /// each handed to `f` as its page holds it, no copy (LRANGE of 600
+    /// elements spent 40 % of its CPU in malloc and free when each was
+    /// copied into a `Vec` of its own).
+    pub fn each_in(&self, a: u64, b: u64, mut f: impl FnMut(&[u8])) -> Result<(), Error> {
         let (first, off) = self.locate(a);
         let (last, last_off) = self.locate(b);
         for p in first..=last {
-            let page = self.load(p).await?;
+            let page = self.pages.get(&p).expect("read by load_range");
             let from = if p == first { off } else { 0 };
             let to = if p == last { last_off } else { page.count - 1 };
             for e in page.range(from, to) {
-                out.push(e?.to_vec());
+                f(e?);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     pub async fn push_back(&mut self, e: &[u8]) -> Result<(), Stop> {

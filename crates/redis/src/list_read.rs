@@ -106,39 +106,44 @@ async fn read_paged(
         }
         let m = pages::Meta::decode(v.data())?;
         let mut edit = pages::Edit::new(store, db, args[1], m, v.version());
-        let got = match name {
-            b"LLEN" => {
-                r.integer(m.len as i64);
-                return Ok(true);
-            }
-            b"LINDEX" => {
-                let Some(i) = string2ll(args[2]) else {
-                    r.error(errors::NOT_INTEGER);
-                    return Ok(true);
-                };
-                let Some(i) = normalize_u64(i, m.len) else {
-                    r.null();
-                    return Ok(true);
-                };
-                edit.get(i).await.map(|e| vec![e])
-            }
-            _ => match range_u64(start, stop, m.len) {
-                None => Ok(Vec::new()),
-                Some((a, b)) => edit.range(a, b).await,
-            },
-        };
-        let got = match got {
-            Ok(got) if edit.unchanged().await? => got,
-            Ok(_) | Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return Err(e),
-        };
+        if name == b"LLEN" {
+            r.integer(m.len as i64);
+            return Ok(true);
+        }
         if name == b"LINDEX" {
-            r.bulk(&got[0]);
-        } else {
-            r.array(got.len());
-            for e in &got {
-                r.bulk(e);
+            let Some(i) = string2ll(args[2]) else {
+                r.error(errors::NOT_INTEGER);
+                return Ok(true);
+            };
+            let Some(i) = normalize_u64(i, m.len) else {
+                r.null();
+                return Ok(true);
+            };
+            match edit.get(i).await {
+                Ok(e) if edit.unchanged().await? => r.bulk(&e),
+                Ok(_) | Err(Stop::Retry) => continue,
+                Err(Stop::Fail(e)) => return Err(e),
             }
+            return Ok(true);
+        }
+        let Some((a, b)) = range_u64(start, stop, m.len) else {
+            r.array(0);
+            return Ok(true);
+        };
+        match edit.load_range(a, b).await {
+            Ok(()) if edit.unchanged().await? => {
+                // The pages are read and still the list's: answer from
+                // them as they lie (a damaged one takes back the half
+                // answer: the error is the whole reply).
+                let mark = r.out.len();
+                r.array((b - a + 1) as usize);
+                if let Err(e) = edit.each_in(a, b, |e| r.bulk(e)) {
+                    r.out.truncate(mark);
+                    return Err(e);
+                }
+            }
+            Ok(()) | Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return Err(e),
         }
         return Ok(true);
     }

@@ -80,7 +80,17 @@ impl<'a> Reply<'a> {
     }
 
     pub fn bulk(&mut self, data: &[u8]) {
-        self.head(b'$', data.len() as i64);
+        // One capacity check for the whole element, and the header of a
+        // short one written at once: an LRANGE of 600 short elements
+        // spent 16 % of its CPU here.
+        let n = data.len();
+        self.out.reserve(n + 24);
+        if n < 10 {
+            self.out
+                .extend_from_slice(&[b'$', b'0' + n as u8, b'\r', b'\n']);
+        } else {
+            self.head(b'$', n as i64);
+        }
         self.out.extend_from_slice(data);
         self.out.extend_from_slice(CRLF);
     }
@@ -298,6 +308,19 @@ mod tests {
             both(|r| r.verbatim("txt", b"hi")),
             ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into())
         );
+    }
+
+    #[test]
+    fn bulk_strings_of_every_header_width() {
+        for n in [0, 1, 9, 10, 11, 99, 100, 12_345] {
+            let data = vec![b'x'; n];
+            let mut out = b"+before\r\n".to_vec();
+            Reply::new(&mut out, Version::Resp2).bulk(&data);
+            let mut want = format!("+before\r\n${n}\r\n").into_bytes();
+            want.extend_from_slice(&data);
+            want.extend_from_slice(b"\r\n");
+            assert_eq!(out, want, "length {n}");
+        }
     }
 
     #[test]
