@@ -1,13 +1,15 @@
 //! The list commands that read one list: LLEN, LINDEX, LRANGE and LPOS.
 //! A paged list answers LLEN from its metadata and LINDEX and LRANGE from
-//! only the pages they need; LPOS (and a compact list) reads it whole.
+//! only the pages they need, a compact list from its record's bytes (no
+//! copy per element); LPOS reads the list whole.
 
 use std::collections::VecDeque;
 
-use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
+use super::compact;
 use super::face::arity;
 use super::key_locks;
 use super::list::{normalize, normalize_u64, positive, range, range_u64, read};
@@ -51,41 +53,80 @@ pub(super) async fn read_command(
     } else {
         None
     };
-    if name != b"LPOS" && read_paged(store, db, name, args, (a, b), now, r).await? {
-        return Ok(());
+    if name != b"LPOS" {
+        return match read_paged(store, db, name, args, (a, b), now, r).await? {
+            Read::Answered => Ok(()),
+            Read::NotPaged(v) => answer_compact(name, args, (a, b), v.as_ref(), r),
+        };
     }
     let Ok(l) = read(store, db, args[1], now, r).await? else {
         return Ok(());
     };
-    if name == b"LINDEX" && l.is_none() {
-        r.null();
+    pos.expect("parsed")
+        .answer(&l.unwrap_or_default(), args[2], r);
+    Ok(())
+}
+
+/// LLEN, LINDEX and LRANGE of what a key holds when it is not a paged
+/// list: a compact list answered from its record's bytes as they lie
+/// (checked whole first, so an error is never half a reply), a missing
+/// key as an empty list, anything else WRONGTYPE.
+fn answer_compact(
+    name: &[u8],
+    args: &[&[u8]],
+    (start, stop): (i64, i64),
+    v: Option<&Value>,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let Some(v) = v else {
+        match name {
+            b"LLEN" => r.integer(0),
+            b"LINDEX" => r.null(),
+            _ => r.array(0),
+        }
+        return Ok(());
+    };
+    if v.kind() != Kind::List {
+        r.error(errors::WRONGTYPE);
         return Ok(());
     }
-    let l = l.unwrap_or_default();
+    let data = v.data();
+    if data.first().is_none_or(|&shape| shape > 1) {
+        return Err(Error::Envelope("compact collection: unknown shape".into()));
+    }
+    let len = compact::items(data).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+    // Every item parsed: the walks below meet no error.
+    let mut elements = compact::items(data).flatten().map(|(_, e)| e);
     match name {
-        b"LLEN" => r.integer(l.len() as i64),
-        b"LINDEX" => match string2ll(args[2]).map(|i| normalize(i, l.len())) {
+        b"LLEN" => r.integer(len as i64),
+        b"LINDEX" => match string2ll(args[2]).map(|i| normalize(i, len)) {
             None => r.error(errors::NOT_INTEGER),
             Some(None) => r.null(),
-            Some(Some(i)) => r.bulk(&l[i]),
+            Some(Some(i)) => r.bulk(elements.nth(i).unwrap_or_default()),
         },
-        b"LRANGE" => match range(a, b, l.len()) {
+        _ => match range(start, stop, len) {
             None => r.array(0),
             Some((a, b)) => {
                 r.array(b - a + 1);
-                for e in l.range(a..=b) {
+                for e in elements.skip(a).take(b - a + 1) {
                     r.bulk(e);
                 }
             }
         },
-        _ => pos.expect("parsed").answer(&l, args[2], r),
     }
     Ok(())
 }
 
+/// What [`read_paged`] did.
+enum Read {
+    Answered,
+    /// The key is not a paged list: what it holds, as read.
+    NotPaged(Option<Value>),
+}
+
 /// LLEN, LINDEX and LRANGE of a paged list: the metadata, then only the
 /// pages the answer needs (checked against the metadata after reading
-/// them). False (nothing answered) when the key is not a paged list.
+/// them). Nothing answered when the key is not a paged list.
 async fn read_paged(
     store: &RespStore,
     db: usize,
@@ -94,41 +135,41 @@ async fn read_paged(
     (start, stop): (i64, i64),
     now: u64,
     r: &mut Reply<'_>,
-) -> Result<bool, Error> {
+) -> Result<Read, Error> {
     let mut attempt = 0u32;
     loop {
         let _held = key_locks::turn_shared(&mut attempt, db, args[1]).await;
         let Some(v) = store.get(db, args[1], now).await? else {
-            return Ok(false);
+            return Ok(Read::NotPaged(None));
         };
         if v.kind() != Kind::List || !pages::is_paged(v.data()) {
-            return Ok(false);
+            return Ok(Read::NotPaged(Some(v)));
         }
         let m = pages::Meta::decode(v.data())?;
         let mut edit = pages::Edit::new(store, db, args[1], m, v.version());
         if name == b"LLEN" {
             r.integer(m.len as i64);
-            return Ok(true);
+            return Ok(Read::Answered);
         }
         if name == b"LINDEX" {
             let Some(i) = string2ll(args[2]) else {
                 r.error(errors::NOT_INTEGER);
-                return Ok(true);
+                return Ok(Read::Answered);
             };
             let Some(i) = normalize_u64(i, m.len) else {
                 r.null();
-                return Ok(true);
+                return Ok(Read::Answered);
             };
             match edit.get(i).await {
                 Ok(e) if edit.unchanged().await? => r.bulk(&e),
                 Ok(_) | Err(Stop::Retry) => continue,
                 Err(Stop::Fail(e)) => return Err(e),
             }
-            return Ok(true);
+            return Ok(Read::Answered);
         }
         let Some((a, b)) = range_u64(start, stop, m.len) else {
             r.array(0);
-            return Ok(true);
+            return Ok(Read::Answered);
         };
         match edit.load_range(a, b).await {
             Ok(()) if edit.unchanged().await? => {
@@ -145,7 +186,7 @@ async fn read_paged(
             Ok(()) | Err(Stop::Retry) => continue,
             Err(Stop::Fail(e)) => return Err(e),
         }
-        return Ok(true);
+        return Ok(Read::Answered);
     }
 }
 
