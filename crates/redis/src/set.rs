@@ -19,7 +19,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::compact::Compact;
+use super::compact::{self, Compact};
 use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
@@ -375,6 +375,48 @@ fn as_pairs<'a>(members: &[&'a [u8]]) -> Vec<&'a [u8]> {
 }
 
 /// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
+/// SCARD, SISMEMBER and SMISMEMBER of a compact set, from its record's
+/// bytes as they lie (checked whole first): no `Vec` per member, as
+/// decoding the set took for every membership test.
+fn membership_compact(
+    name: &[u8],
+    data: &[u8],
+    members: &[&[u8]],
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let large = match data.first() {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err(Error::Envelope("compact collection: unknown shape".into())),
+    };
+    let count = compact::items(data).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+    // Every item parsed: the walks below meet no error.
+    let contains = |m: &[u8]| {
+        let mut items = compact::items(data).flatten().map(|(_, x)| x);
+        if large {
+            return items.any(|x| x == m);
+        }
+        // Integers in ascending order (as `Set::position` searches them).
+        string2ll(m).is_some_and(|n| {
+            items
+                .map_while(string2ll)
+                .take_while(|&x| x <= n)
+                .any(|x| x == n)
+        })
+    };
+    match name {
+        b"SCARD" => r.integer(count as i64),
+        b"SISMEMBER" => r.integer(i64::from(contains(members[0]))),
+        _ => {
+            r.array(members.len());
+            for m in members {
+                r.integer(i64::from(contains(m)));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn read(
     store: &RespStore,
     db: usize,
@@ -786,10 +828,14 @@ async fn read_command(
         }
     }
     if matches!(name, b"SISMEMBER" | b"SMISMEMBER" | b"SCARD") {
-        // A paged set: the members' buckets, or the metadata's count.
+        // A compact set: its record's bytes; a paged one: the members'
+        // buckets, or the metadata's count.
         let members: &[&[u8]] = if name == b"SCARD" { &[] } else { &args[2..] };
         let v = store.get(db, args[1], now).await?;
-        if v.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
+        if let Some(v) = v.as_ref().filter(|v| v.kind() == Kind::Set) {
+            if !is_paged(v.data()) {
+                return membership_compact(name, v.data(), members, r);
+            }
             let found = hpages::read(store, Kind::Set, db, args[1], now, Some(members)).await?;
             if let Some(hpages::Read::Fields(vals, count)) = found {
                 match name {
