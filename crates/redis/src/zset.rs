@@ -662,6 +662,23 @@ async fn read_command(
     } else {
         args[1]
     };
+    if matches!(name, b"ZSCORE" | b"ZMSCORE" | b"ZCARD") {
+        let v = match store.get(db, src, now).await {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some(v) = v
+            .as_ref()
+            .filter(|v| v.kind() == Kind::ZSet && !zset_pages::is_paged(v))
+        {
+            return Some(super::zset_range::scores_compact(
+                name,
+                v.data(),
+                &args[2..],
+                r,
+            ));
+        }
+    }
     let z = loop {
         match peek(store, db, src, now, r).await {
             Err(e) => return Some(Err(e)),

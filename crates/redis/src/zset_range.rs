@@ -2,13 +2,16 @@
 //! `getDoubleFromObject`, score and lex ranges as `zslParseRange` and
 //! `zslParseLexRange`, and ZRANGE's options (with the legacy forms'), and
 //! the members a range selects — Redis's listpack walk, which is what
-//! Redis answers at any encoding where scores are in order.
+//! Redis answers at any encoding where scores are in order; and ZCARD,
+//! ZSCORE and ZMSCORE of a compact set, read from its record's bytes.
 
 use std::cmp::Ordering;
 
-use nvdepot_resp::{errors, string2ll};
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::zset::ZSet;
+use super::compact;
+use super::zset::{reply_score, ZSet};
 
 /// A score as Redis's `getDoubleFromObject` reads one: `strtod` over the
 /// whole argument, not empty, no leading space, not NaN, not past f64's
@@ -429,4 +432,57 @@ impl RangeQuery {
         }
         idx.into_iter().map(|i| z.items[i].clone()).collect()
     }
+}
+
+/// ZCARD, ZSCORE and ZMSCORE of a compact sorted set, from its record's
+/// bytes as they lie (checked whole first): decoding it took two `Vec`s
+/// per member for every score looked up.
+pub(super) fn scores_compact(
+    name: &[u8],
+    data: &[u8],
+    members: &[&[u8]],
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let bad = |what: &str| Error::Envelope(what.into());
+    if data.first().is_none_or(|&shape| shape > 1) {
+        return Err(bad("compact collection: unknown shape"));
+    }
+    let mut fields = 0usize;
+    for item in compact::items(data) {
+        let (_, field) = item?;
+        if !fields.is_multiple_of(2) && field.len() != 8 {
+            return Err(bad("a score is 8 bytes"));
+        }
+        fields += 1;
+    }
+    if !fields.is_multiple_of(2) {
+        return Err(bad("a sorted set needs member, score pairs"));
+    }
+    // Every item parsed, every score 8 bytes: the walks below meet no error.
+    let score = |m: &[u8]| {
+        let mut items = compact::items(data).flatten().map(|(_, x)| x);
+        while let (Some(member), Some(score)) = (items.next(), items.next()) {
+            if member == m {
+                return score.try_into().ok().map(f64::from_le_bytes);
+            }
+        }
+        None
+    };
+    match name {
+        b"ZCARD" => r.integer((fields / 2) as i64),
+        b"ZSCORE" => match score(members[0]) {
+            Some(s) => reply_score(r, s),
+            None => r.null(),
+        },
+        _ => {
+            r.array(members.len());
+            for m in members {
+                match score(m) {
+                    Some(s) => reply_score(r, s),
+                    None => r.null(),
+                }
+            }
+        }
+    }
+    Ok(())
 }
