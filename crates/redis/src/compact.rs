@@ -62,6 +62,20 @@ impl Compact {
     }
 }
 
+/// Checks encoded data whole without copying it: its shape byte and every
+/// item's length. Returns (large, items). For the readers that then walk
+/// [`items`] answering as they go, so a damaged record is an error before
+/// any half of a reply.
+pub fn check_items(data: &[u8]) -> Result<(bool, usize), Error> {
+    let large = match data.first() {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err(Error::Envelope("compact collection: unknown shape".into())),
+    };
+    let count = items(data).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+    Ok((large, count))
+}
+
 /// Appends one item (its length, then its bytes) to encoded data.
 pub fn push_item(out: &mut Vec<u8>, item: &[u8]) {
     write_len(out, item.len());
@@ -144,9 +158,24 @@ mod tests {
 
     #[test]
     fn damage_is_an_error() {
-        assert!(Compact::decode(&[]).is_err());
-        assert!(Compact::decode(&[2]).is_err());
-        assert!(Compact::decode(&[0, 5, b'a']).is_err());
-        assert!(Compact::decode(&[0, 0x80, 0x80, 0x80, 0x80, 0x80]).is_err());
+        for bad in [
+            &[][..],
+            &[2],
+            &[0, 5, b'a'],
+            &[0, 0x80, 0x80, 0x80, 0x80, 0x80],
+        ] {
+            assert!(Compact::decode(bad).is_err(), "{bad:?}");
+            assert!(check_items(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn checked_items_count_as_decoded() {
+        let c = Compact {
+            large: false,
+            items: vec![vec![], vec![7; 300], b"x".to_vec()],
+        };
+        assert_eq!(check_items(&c.encode()).unwrap(), (false, 3));
+        assert_eq!(check_items(&[1]).unwrap(), (true, 0));
     }
 }

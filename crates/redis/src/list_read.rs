@@ -91,10 +91,7 @@ fn answer_compact(
         return Ok(());
     }
     let data = v.data();
-    if data.first().is_none_or(|&shape| shape > 1) {
-        return Err(Error::Envelope("compact collection: unknown shape".into()));
-    }
-    let len = compact::items(data).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+    let (_, len) = compact::check_items(data)?;
     // Every item parsed: the walks below meet no error.
     let mut elements = compact::items(data).flatten().map(|(_, e)| e);
     match name {

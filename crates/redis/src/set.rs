@@ -384,12 +384,7 @@ fn membership_compact(
     members: &[&[u8]],
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
-    let large = match data.first() {
-        Some(0) => false,
-        Some(1) => true,
-        _ => return Err(Error::Envelope("compact collection: unknown shape".into())),
-    };
-    let count = compact::items(data).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
+    let (large, count) = compact::check_items(data)?;
     // Every item parsed: the walks below meet no error.
     let contains = |m: &[u8]| {
         let mut items = compact::items(data).flatten().map(|(_, x)| x);

@@ -444,19 +444,13 @@ pub(super) fn scores_compact(
     r: &mut Reply<'_>,
 ) -> Result<(), Error> {
     let bad = |what: &str| Error::Envelope(what.into());
-    if data.first().is_none_or(|&shape| shape > 1) {
-        return Err(bad("compact collection: unknown shape"));
-    }
-    let mut fields = 0usize;
-    for item in compact::items(data) {
-        let (_, field) = item?;
-        if !fields.is_multiple_of(2) && field.len() != 8 {
-            return Err(bad("a score is 8 bytes"));
-        }
-        fields += 1;
-    }
+    let (_, fields) = compact::check_items(data)?;
     if !fields.is_multiple_of(2) {
         return Err(bad("a sorted set needs member, score pairs"));
+    }
+    let mut scores = compact::items(data).flatten().skip(1).step_by(2);
+    if scores.any(|(_, s)| s.len() != 8) {
+        return Err(bad("a score is 8 bytes"));
     }
     // Every item parsed, every score 8 bytes: the walks below meet no error.
     let score = |m: &[u8]| {
