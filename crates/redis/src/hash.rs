@@ -537,7 +537,8 @@ async fn set_raw(
     }
 }
 
-/// The point reads on the encoded hash (no allocation per field).
+/// The reads of a compact hash but HRANDFIELD and HSCAN, on its encoded
+/// bytes (no allocation per field).
 fn point_read(name: &[u8], data: Option<&[u8]>, args: &[&[u8]], r: &mut Reply<'_>) -> bool {
     let pairs: Option<Vec<(&[u8], &[u8])>> = match data {
         None => Some(Vec::new()),
@@ -562,6 +563,19 @@ fn point_read(name: &[u8], data: Option<&[u8]>, args: &[&[u8]], r: &mut Reply<'_
         b"HEXISTS" => r.integer(i64::from(get(args[2]).is_some())),
         b"HSTRLEN" => r.integer(get(args[2]).map_or(0, |v| v.len() as i64)),
         b"HLEN" => r.integer(pairs.len() as i64),
+        b"HGETALL" => {
+            r.map(pairs.len());
+            for (f, v) in &pairs {
+                r.bulk(f);
+                r.bulk(v);
+            }
+        }
+        b"HKEYS" | b"HVALS" => {
+            r.array(pairs.len());
+            for (f, v) in &pairs {
+                r.bulk(if name == b"HKEYS" { f } else { v });
+            }
+        }
         _ => {
             r.array(args.len() - 2);
             for f in &args[2..] {
@@ -646,7 +660,10 @@ async fn read_command(
     if paged {
         return Some(read_paged(store, db, name, args, now, rand_count, cursor, r).await);
     }
-    if matches!(name, b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET") {
+    if matches!(
+        name,
+        b"HGET" | b"HEXISTS" | b"HSTRLEN" | b"HLEN" | b"HMGET" | b"HGETALL" | b"HKEYS" | b"HVALS"
+    ) {
         match &v {
             Some(v) if v.kind() != Kind::Hash => r.error(errors::WRONGTYPE),
             v => {
@@ -665,47 +682,11 @@ async fn read_command(
         }
         Err(Fail::Store(e)) => return Some(Err(e)),
     };
+    // The others were answered by `point_read` above.
     match name {
-        b"HGET" => match h.as_ref().and_then(|h| h.get(args[2])) {
-            Some(v) => r.bulk(v),
-            None => r.null(),
-        },
-        b"HEXISTS" => r.integer(i64::from(
-            h.as_ref().is_some_and(|h| h.find(args[2]).is_some()),
-        )),
-        b"HSTRLEN" => r.integer(
-            h.as_ref()
-                .and_then(|h| h.get(args[2]))
-                .map_or(0, |v| v.len() as i64),
-        ),
-        b"HMGET" => {
-            r.array(args.len() - 2);
-            for f in &args[2..] {
-                match h.as_ref().and_then(|h| h.get(f)) {
-                    Some(v) => r.bulk(v),
-                    None => r.null(),
-                }
-            }
-        }
-        b"HLEN" => r.integer(h.map_or(0, |h| h.pairs.len() as i64)),
-        b"HGETALL" => {
-            let pairs = h.map(|h| h.pairs).unwrap_or_default();
-            r.map(pairs.len());
-            for (f, v) in &pairs {
-                r.bulk(f);
-                r.bulk(v);
-            }
-        }
-        b"HKEYS" | b"HVALS" => {
-            let pairs = h.map(|h| h.pairs).unwrap_or_default();
-            r.array(pairs.len());
-            for (f, v) in &pairs {
-                r.bulk(if name == b"HKEYS" { f } else { v });
-            }
-        }
         b"HRANDFIELD" => randfield(h, rand_count, r),
         b"HSCAN" => return Some(scan(h, cursor, args, r)),
-        _ => unreachable!("listed above"),
+        _ => unreachable!("the other reads are point reads"),
     }
     Some(Ok(()))
 }
