@@ -413,7 +413,6 @@ impl<'a> Edit<'a> {
         Ok(())
     }
 
-    /// Elements `a..=b` (inside the list), head first.
     /// Reads the pages holding elements `a..=b` (then check
     /// [`Edit::unchanged`] and visit them with [`Edit::each_in`]).
     pub async fn load_range(&mut self, a: u64, b: u64) -> Result<(), Stop> {

@@ -374,7 +374,6 @@ fn as_pairs<'a>(members: &[&'a [u8]]) -> Vec<&'a [u8]> {
     members.iter().flat_map(|m| [*m, &b""[..]]).collect()
 }
 
-/// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
 /// SCARD, SISMEMBER and SMISMEMBER of a compact set, from its record's
 /// bytes as they lie (checked whole first): no `Vec` per member, as
 /// decoding the set took for every membership test.
@@ -412,6 +411,7 @@ fn membership_compact(
     Ok(())
 }
 
+/// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
 pub(crate) async fn read(
     store: &RespStore,
     db: usize,

@@ -312,11 +312,16 @@ pub(crate) async fn peek(
     r: &mut Reply<'_>,
 ) -> Result<Result<Peek, ()>, Error> {
     let v = store.get(db, key, now).await?;
-    if let Some(v) = v.as_ref().filter(|v| zset_pages::is_paged(v)) {
+    peek_value(v.as_ref(), r)
+}
+
+/// [`peek`] of a value already read.
+fn peek_value(v: Option<&Value>, r: &mut Reply<'_>) -> Result<Result<Peek, ()>, Error> {
+    if let Some(v) = v.filter(|v| zset_pages::is_paged(v)) {
         let meta = zset_pages::Meta::decode(v.data())?;
         return Ok(Ok(Peek::Paged(meta.members.count)));
     }
-    match zset_of(v.as_ref()) {
+    match zset_of(v) {
         Ok(z) => Ok(Ok(Peek::Compact(z))),
         Err(Fail::WrongType) => {
             r.error(errors::WRONGTYPE);
@@ -662,15 +667,17 @@ async fn read_command(
     } else {
         args[1]
     };
-    if matches!(name, b"ZSCORE" | b"ZMSCORE" | b"ZCARD") {
+    let z = loop {
         let v = match store.get(db, src, now).await {
             Ok(v) => v,
             Err(e) => return Some(Err(e)),
         };
-        if let Some(v) = v
-            .as_ref()
-            .filter(|v| v.kind() == Kind::ZSet && !zset_pages::is_paged(v))
-        {
+        // A compact set's scores and size: from its record's bytes.
+        if let Some(v) = v.as_ref().filter(|v| {
+            matches!(name, b"ZSCORE" | b"ZMSCORE" | b"ZCARD")
+                && v.kind() == Kind::ZSet
+                && !zset_pages::is_paged(v)
+        }) {
             return Some(super::zset_range::scores_compact(
                 name,
                 v.data(),
@@ -678,9 +685,7 @@ async fn read_command(
                 r,
             ));
         }
-    }
-    let z = loop {
-        match peek(store, db, src, now, r).await {
+        match peek_value(v.as_ref(), r) {
             Err(e) => return Some(Err(e)),
             Ok(Err(())) => return Some(Ok(())),
             Ok(Ok(Peek::Compact(z))) => break z,
