@@ -11,7 +11,9 @@
 //! Expired keys are never returned; an update that finds one removes it
 //! (lazy expiry, as Redis's).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvdepot_engine::Namespace;
 
@@ -123,6 +125,8 @@ pub enum Updated {
 
 /// Buckets of write stamps ([`RespStore::write_stamp`]): 128 KiB.
 const STAMP_BUCKETS: usize = 1 << 14;
+/// Shards of the set of paged collections' keys ([`RespStore::mark_paged`]).
+const OWNER_SHARDS: usize = 64;
 
 /// The cache store seen as Redis databases.
 pub struct RespStore {
@@ -135,6 +139,20 @@ pub struct RespStore {
     stamps: Box<[AtomicU64]>,
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
     expiring_writes: AtomicU64,
+    /// The keys (hashed with their database) whose record may be a paged
+    /// collection's metadata, with the collection's stamp: noted by every
+    /// commit of a paged collection and by the page sweep for the live
+    /// ones it finds, forgotten by the sweep for keys it finds holding
+    /// none ([`RespStore::mark_paged`]).
+    paged_owners: Box<[Mutex<HashMap<u64, u64>>]>,
+    /// Keys in `paged_owners`, so that writes skip the look-up while no
+    /// collection is paged.
+    paged_owner_count: AtomicUsize,
+    /// Writes to a key of `paged_owners` that may have left pages dead
+    /// ([`RespStore::paged_owner_changes`]).
+    paged_owner_changes: Arc<AtomicU64>,
+    /// Passes of the page sweep made ([`RespStore::page_sweeps`]).
+    page_sweeps: AtomicU64,
     /// Told of each key removed because it expired ([`RespStore::on_expired`]).
     expired_hook: std::sync::OnceLock<KeyHook>,
     /// Told of each key written ([`RespStore::on_modified`]).
@@ -197,6 +215,30 @@ fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
     Ok((at == 0 || at > now_ms).then_some(v))
 }
 
+/// The hash under which `key` of `db` is noted in
+/// [`RespStore::mark_paged`]'s set.
+fn owner_hash(db: usize, key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, !(db as u64))
+}
+
+/// The stamp of a paged collection's metadata `data` (shape byte 2, then
+/// the stamp: docs/FORMAT.md "Redis collections"); `None` for any other
+/// record.
+fn paged_stamp(data: &[u8]) -> Option<u64> {
+    (data.len() >= 9 && data[0] == 2).then(|| u64::from_le_bytes(data[1..9].try_into().expect("8")))
+}
+
+/// Whether a record of `kind` holding `data` is the same collection as
+/// `old`: the same type and, for a paged collection's metadata, the same
+/// shape byte and stamp (its first 9 bytes, docs/FORMAT.md "Redis
+/// collections"), so that its pages stay live (EXPIRE, PERSIST).
+fn same_collection(old: &Value, kind: Kind, data: &[u8]) -> bool {
+    kind != Kind::String
+        && old.kind() == kind
+        && data.len() >= 9
+        && old.data().get(..9) == Some(&data[..9])
+}
+
 /// Unix time in milliseconds.
 pub fn unix_now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -232,6 +274,10 @@ impl RespStore {
             dbs,
             pages,
             expiring_writes: AtomicU64::new(0),
+            paged_owners: (0..OWNER_SHARDS).map(|_| Mutex::default()).collect(),
+            paged_owner_count: AtomicUsize::new(0),
+            paged_owner_changes: Arc::new(AtomicU64::new(0)),
+            page_sweeps: AtomicU64::new(0),
             stamps: (0..STAMP_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             expired_hook: std::sync::OnceLock::new(),
             modified_hook: std::sync::OnceLock::new(),
@@ -447,6 +493,11 @@ impl RespStore {
         if expire_at_ms != 0 {
             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
         }
+        // Noted before the change can be seen, so that a write replacing
+        // it afterwards finds the key noted; counted once it is visible,
+        // so that a sweep that starts after the count sees it (a commit
+        // that fails counts too: what it noted may be wrong).
+        let leaves_dead = self.note_commit(db, key, meta.map(|m| m.1));
         let creates = version.is_none() && meta.is_some() && self.tracks_created();
         let done = self
             .cache
@@ -460,6 +511,9 @@ impl RespStore {
             .await;
         if done.is_err() {
             self.touch(db, key);
+        }
+        if leaves_dead || !matches!(done, Ok(true)) && self.is_noted(db, key) {
+            self.count_owner_change();
         }
         done
     }
@@ -560,7 +614,7 @@ impl RespStore {
             .set(self.ns(db), key, &[&prefix, data], envelope)
             .await;
         // Even after a failure: the key may have been written.
-        self.touch(db, key);
+        self.touch_record(db, key, true);
         done?;
         Ok(())
     }
@@ -589,7 +643,7 @@ impl RespStore {
         let done = self.cache.write_many(self.ns(db), &items, &[]).await;
         // Even after a failure: the keys may have been written.
         for (key, _) in pairs {
-            self.touch(db, key);
+            self.touch_record(db, key, true);
         }
         done
     }
@@ -624,8 +678,8 @@ impl RespStore {
         let parts: [&[u8]; 2] = [&prefix, data];
         let items = [(dst, &parts[..], envelope_of(kind, expire_at_ms))];
         let done = self.cache.write_many(self.ns(db), &items, &[src]).await;
-        self.touch(db, dst);
-        self.touch(db, src);
+        self.touch_record(db, dst, true);
+        self.touch_record(db, src, true);
         if creates && done.is_ok() {
             self.created(db, dst);
         }
@@ -654,6 +708,109 @@ impl RespStore {
         }
     }
 
+    /// [`RespStore::touch`] for a write of `key`'s record other than a
+    /// collection's commit; `replaces`: it may have replaced or deleted a
+    /// paged collection (every such write but one keeping the
+    /// collection, as EXPIRE does).
+    fn touch_record(&self, db: usize, key: &[u8], replaces: bool) {
+        self.touch(db, key);
+        if replaces && self.is_noted(db, key) {
+            self.count_owner_change();
+        }
+    }
+
+    /// Counts a write that may have left pages dead in
+    /// [`RespStore::paged_owner_changes`] once it is visible: now, or for
+    /// a staged write once its staging is committed (a sweep between the
+    /// two would find the pages still live).
+    fn count_owner_change(&self) {
+        match crate::staging::current() {
+            Some(staging) => {
+                let changes = Arc::clone(&self.paged_owner_changes);
+                staging.on_committed(move || {
+                    changes.fetch_add(1, Ordering::AcqRel);
+                });
+            }
+            None => {
+                self.paged_owner_changes.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn owners(&self, db: usize, key: &[u8]) -> (u64, MutexGuard<'_, HashMap<u64, u64>>) {
+        let h = owner_hash(db, key);
+        let shard = &self.paged_owners[(h >> 58) as usize % OWNER_SHARDS];
+        // A map of hashes to stamps, never half changed.
+        (h, shard.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn is_noted(&self, db: usize, key: &[u8]) -> bool {
+        self.paged_owner_count.load(Ordering::Acquire) > 0 && {
+            let (h, owners) = self.owners(db, key);
+            owners.contains_key(&h)
+        }
+    }
+
+    /// A collection's commit writing `meta` (`None`: deleting the key):
+    /// notes its stamp if paged; whether the collection noted before
+    /// may leave pages behind (it is gone, or stamped otherwise).
+    fn note_commit(&self, db: usize, key: &[u8], meta: Option<&[u8]>) -> bool {
+        let stamp = meta.and_then(paged_stamp);
+        if stamp.is_none() && self.paged_owner_count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let (h, mut owners) = self.owners(db, key);
+        let old = match stamp {
+            Some(s) => owners.insert(h, s),
+            None => owners.get(&h).copied(),
+        };
+        if old.is_none() && stamp.is_some() {
+            self.paged_owner_count.fetch_add(1, Ordering::AcqRel);
+        }
+        old.is_some_and(|old| Some(old) != stamp)
+    }
+
+    /// Notes that `key`'s record is a paged collection's metadata of
+    /// stamp `stamp`, so that a write replacing or deleting it counts in
+    /// [`RespStore::paged_owner_changes`]. For the page sweep, holding the
+    /// collection's key lock (as every commit does): before it reads the
+    /// record (any stamp), then with the record's.
+    pub fn mark_paged(&self, db: usize, key: &[u8], stamp: u64) {
+        let (h, mut owners) = self.owners(db, key);
+        if owners.insert(h, stamp).is_none() {
+            self.paged_owner_count.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Notes that `key`'s record is no paged collection's (the page
+    /// sweep, holding the key's lock, found it so).
+    pub fn forget_paged(&self, db: usize, key: &[u8]) {
+        let (h, mut owners) = self.owners(db, key);
+        if owners.remove(&h).is_some() {
+            self.paged_owner_count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A count that moves, once the write is visible, whenever a write
+    /// replaces or deletes the record of a key noted as a paged
+    /// collection's (by a commit, or [`RespStore::mark_paged`]) other than
+    /// by keeping the collection (its next step, EXPIRE): while it stands
+    /// still, no pages died since the last sweep, and the page sweep has
+    /// nothing to do.
+    pub fn paged_owner_changes(&self) -> u64 {
+        self.paged_owner_changes.load(Ordering::Acquire)
+    }
+
+    /// Counts a pass of the page sweep over one database.
+    pub fn count_page_sweep(&self) {
+        self.page_sweeps.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Passes of the page sweep so far (`INFO nvdepot` `page_sweeps`).
+    pub fn page_sweeps(&self) -> u64 {
+        self.page_sweeps.load(Ordering::Relaxed)
+    }
+
     /// One atomic read-modify-write of `key`: `decide` sees the live value
     /// (an expired one is absent, and is removed if `decide` keeps it).
     pub async fn update<R>(
@@ -666,6 +823,8 @@ impl RespStore {
         let mut refused = None;
         let mut found_expired = false;
         let mut was_live = false;
+        // Whether the change may leave a paged collection's pages dead.
+        let mut replaces = true;
         let (out, done) = self
             .cache
             .update(self.ns(db), key, |current| {
@@ -694,6 +853,9 @@ impl RespStore {
                         if expire_at_ms != 0 {
                             self.expiring_writes.fetch_add(1, Ordering::Relaxed);
                         }
+                        replaces = !value
+                            .as_ref()
+                            .is_some_and(|v| same_collection(v, kind, &data));
                         let (raw, envelope) = encode(kind, &data, expire_at_ms);
                         store::Change::Put(NewItem {
                             value: raw,
@@ -706,12 +868,12 @@ impl RespStore {
                 (change, Some(out))
             })
             .await
-            .inspect_err(|_| self.touch(db, key))?;
+            .inspect_err(|_| self.touch_record(db, key, true))?;
         if let Some(e) = refused {
             return Err(e);
         }
         if !matches!(done, store::Updated::Kept) {
-            self.touch(db, key);
+            self.touch_record(db, key, replaces);
             if found_expired {
                 if let Some(hook) = self.expired_hook.get() {
                     hook(db, key);

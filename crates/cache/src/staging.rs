@@ -58,7 +58,13 @@ pub struct Staging {
     /// The staging this one is a scratch layer over ([`Staging::over`]):
     /// read through, never written.
     parent: Option<Arc<Staging>>,
+    /// What to do once the staged writes are visible
+    /// ([`Staging::on_committed`]).
+    committed: Mutex<Vec<Committed>>,
 }
+
+/// A call [`CacheStore::commit_staged`] makes once the writes are visible.
+type Committed = Box<dyn FnOnce() + Send>;
 
 impl Staging {
     /// A scratch staging over the current one, if any: reads see the
@@ -70,6 +76,7 @@ impl Staging {
         Staging {
             writes: Mutex::default(),
             parent: current(),
+            committed: Mutex::default(),
         }
     }
 
@@ -117,6 +124,14 @@ impl Staging {
     /// Stages a delete of `key`.
     pub(crate) fn delete(&self, ns: Namespace, key: &[u8]) {
         self.stage(ns, key, None);
+    }
+
+    /// Has [`CacheStore::commit_staged`] call `f` once the writes are
+    /// visible (or failed: they may be partly), for what must follow the
+    /// writes themselves, not their staging. Dropped with a staging never
+    /// committed.
+    pub(crate) fn on_committed(&self, f: impl FnOnce() + Send + 'static) {
+        self.committed.lock().push(Box::new(f));
     }
 
     /// Drops what is staged in `ns` (the namespace is being cleared).
@@ -291,6 +306,15 @@ impl CacheStore {
     /// caches the items written.
     pub async fn commit_staged(&self, staging: &Staging) -> Result<(), Error> {
         let writes = staging.take();
+        let committed = std::mem::take(&mut *staging.committed.lock());
+        let done = self.write_staged(writes).await;
+        for f in committed {
+            f();
+        }
+        done
+    }
+
+    async fn write_staged(&self, writes: Vec<((Namespace, Vec<u8>), Staged)>) -> Result<(), Error> {
         if writes.is_empty() {
             return Ok(());
         }

@@ -9,10 +9,13 @@
 //! meanwhile) and removes the keys found expired, each by an atomic update
 //! that deletes only if the key is still expired then.
 //!
-//! The same thread drops the pages of paged lists, hashes and sets that
-//! are gone (deleted, overwritten, expired, written whole again): every interval
-//! while any page is stored, a pass over the pages namespaces
-//! (`list_pages::sweep_pages`).
+//! The same thread drops the pages of paged collections that are gone
+//! (deleted, overwritten, expired): a pass over a database's pages
+//! namespace (`list_pages::sweep_pages`, a read of every page) once after
+//! a start, then in an interval only if a write replaced or deleted the
+//! record of a key that held a paged collection since the last pass
+//! (`RespStore::paged_owner_changes`). A collection written whole again
+//! deletes its old pages in the same commit.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -54,6 +57,10 @@ impl Sweeper {
 
 fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
     let (mut seen_writes, mut pending) = (0u64, 0u64);
+    // Per database, `paged_owner_changes` as the last page sweep that
+    // finished began (none yet: the first pass after a start sweeps, for
+    // pages a collection left dead before it).
+    let mut swept_at: Vec<Option<u64>> = Vec::new();
     loop {
         let start = Instant::now();
         while start.elapsed() < interval {
@@ -63,13 +70,20 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
             std::thread::sleep(Duration::from_millis(50).min(interval));
         }
         let Some(store) = store.upgrade() else { return };
-        for db in 0..store.databases() {
-            if store.page_count(db) == 0 || stop.load(Ordering::Relaxed) {
+        swept_at.resize(store.databases(), None);
+        for (db, swept) in swept_at.iter_mut().enumerate() {
+            let changes = store.paged_owner_changes();
+            if store.page_count(db) == 0 || *swept == Some(changes) || stop.load(Ordering::Relaxed)
+            {
                 continue;
             }
             match block_on(super::list_pages::sweep_pages(&store, db, unix_now_ms())) {
-                Ok(0) => {}
-                Ok(n) => debug!("page sweep: {n} pages of dead collections dropped in db {db}"),
+                Ok(n) => {
+                    *swept = Some(changes);
+                    if n > 0 {
+                        debug!("page sweep: {n} pages of dead collections dropped in db {db}");
+                    }
+                }
                 Err(e) => warn!("page sweep: {e}"),
             }
         }

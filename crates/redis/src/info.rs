@@ -120,6 +120,7 @@ impl RespSession {
                 .map(|db| s.store.page_count(db))
                 .sum();
             lines.push(("collection_pages".into(), pages.to_string()));
+            lines.push(("page_sweeps".into(), s.store.page_sweeps().to_string()));
             add("nvdepot", lines);
         }
         out

@@ -754,6 +754,7 @@ pub async fn write_whole(
 /// the owner's version as read, so a list written meanwhile keeps its
 /// pages. Returns how many pages it dropped.
 pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, Error> {
+    store.count_page_sweep();
     let mut dropped = 0;
     // Per list (key, stamp): dead or not, and its owner's version.
     let mut verdicts: std::collections::HashMap<(Vec<u8>, u64), (bool, Option<u64>)> =
@@ -769,13 +770,23 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
             None => {
                 // Live while the key's record is a paged collection (a
                 // list or a hash) with this stamp.
+                // Noted for the sweeps to come (the first after a start
+                // finds every paged collection): a write replacing a
+                // noted key's record is what makes the next one run.
+                // Noted before the read, so that such a write after it
+                // counts.
+                store.mark_paged(db, key, stamp);
                 let (v, version) = store.get_for_write(db, key, now).await?;
-                let live = v.is_some_and(|v| {
+                let current = v.as_ref().and_then(|v| {
                     let d = v.data();
-                    d.len() >= 9
-                        && d[0] == SHAPE_PAGED
-                        && u64::from_le_bytes(d[1..9].try_into().expect("8")) == stamp
+                    (d.len() >= 9 && d[0] == SHAPE_PAGED)
+                        .then(|| u64::from_le_bytes(d[1..9].try_into().expect("8")))
                 });
+                match current {
+                    Some(s) => store.mark_paged(db, key, s),
+                    None => store.forget_paged(db, key),
+                }
+                let live = current == Some(stamp);
                 let verdict = (!live, version);
                 verdicts.insert((key.to_vec(), stamp), verdict);
                 verdict
