@@ -827,6 +827,26 @@ async fn read_command(
         // buckets, or the metadata's count.
         let members: &[&[u8]] = if name == b"SCARD" { &[] } else { &args[2..] };
         let v = store.get(db, args[1], now).await?;
+        // Missing or of another type: answered from this one read.
+        match v.as_ref() {
+            None => {
+                match name {
+                    b"SMISMEMBER" => {
+                        r.array(members.len());
+                        for _ in members {
+                            r.integer(0);
+                        }
+                    }
+                    _ => r.integer(0),
+                }
+                return Ok(());
+            }
+            Some(v) if v.kind() != Kind::Set => {
+                r.error(errors::WRONGTYPE);
+                return Ok(());
+            }
+            Some(_) => {}
+        }
         if let Some(v) = v.as_ref().filter(|v| v.kind() == Kind::Set) {
             if !is_paged(v.data()) {
                 return membership_compact(name, v.data(), members, r);
