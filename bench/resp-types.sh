@@ -22,6 +22,9 @@
 #        QUICK=1 bash bench/resp-types.sh  (16 and 128, 1 rep, fewer requests)
 #        TESTS=lpush,lpop,lrange_100 OUT=… bash bench/resp-types.sh  (some tests;
 #        OUT names the result file, so a partial run leaves the full one)
+#        NV_ARGS="--threads 1" …  (more options for nvdepot serve: one
+#        worker, as redis-server has one thread, on a machine whose other
+#        core runs redis-benchmark)
 # Output: bench/results/resp-types[-quick].md with the table, then
 #   ratio types_write_vs_redis_always=… types_read_vs_redis=…
 # types_write_vs_redis_always: the LOWEST over the write tests (lpush rpush
@@ -52,7 +55,8 @@ for rep in $(seq 1 "$REPS"); do
   for c in "${CONCS[@]}"; do
     for server in redis-none redis-always nvdepot; do
       port=$((port + 1))
-      start_server "$server" "$port" --size 4G --cache-mb 1024
+      # shellcheck disable=SC2086
+      start_server "$server" "$port" --size 4G --cache-mb 1024 ${NV_ARGS:-}
       out=$(redis-benchmark -p "$port" -c "$c" -n "$N" -r 100000 -t "$TESTS" --csv 2>/dev/null |
             tr -d '"' | grep -E '^[A-Z]')
       rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
@@ -65,7 +69,7 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" <<'PY'
+python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" "${NV_ARGS:-}" <<'PY'
 import sys, statistics, collections
 pts = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -77,7 +81,9 @@ med = {k: statistics.median(v) for k, v in pts.items()}
 lines = ["# Redis collection types: nvdepot serve against redis-server",
          "",
          f"`bash bench/resp-types.sh` (N={sys.argv[3]} requests per test, concurrency {sys.argv[4]}, "
-         f"{sys.argv[5]} rep(s); medians in ops/s). redis-benchmark's type tests work on one key "
+         f"{sys.argv[5]} rep(s); medians in ops/s"
+         + (f"; nvdepot serve with `{sys.argv[6]}`" if sys.argv[6] else "")
+         + "). redis-benchmark's type tests work on one key "
          "per type, which grows to tens of thousands of elements. Lists past 16 KiB are "
          "paged (a push or pop writes one page and the metadata), and so are hashes "
          "and sets (a field's or member's write, one bucket and the metadata), and sorted "
