@@ -15,6 +15,10 @@
 #                  that drains every subscriber's socket
 # usage: bash bench/resp-scripts-pubsub.sh          (c = 1 16, 3 reps)
 #        QUICK=1 bash bench/resp-scripts-pubsub.sh  (c = 16, 1 rep)
+#        NV_ARGS="--threads 1" OUT=… bash bench/resp-scripts-pubsub.sh
+#        (more options for nvdepot serve: one worker, as redis-server runs
+#        commands on one thread, on a machine whose other core runs
+#        redis-benchmark)
 # Output: bench/results/resp-scripts-pubsub[-quick].md, ending with
 #   ratio script_vs_redis=… publish_vs_redis=…
 # script_vs_redis: the LOWEST over concurrencies of evalsha_read /
@@ -80,7 +84,8 @@ for rep in $(seq 1 "$REPS"); do
   for c in "${CONCS[@]}"; do
     for server in redis-none redis-always nvdepot; do
       port=$((port + 1))
-      start_server "$server" "$port"
+      # shellcheck disable=SC2086
+      start_server "$server" "$port" --size 2G ${NV_ARGS:-}
       redis-benchmark -p "$port" -c 8 -n 10000 -r 10000 -t set -q >/dev/null 2>&1
       r_sha=$(redis-cli -p "$port" script load "$READ")
       w_sha=$(redis-cli -p "$port" script load "$WRITE")
@@ -101,7 +106,7 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" <<'PY'
+python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" "${NV_ARGS:-}" <<'PY'
 import sys, statistics, collections
 pts = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -113,7 +118,8 @@ tests = ["evalsha_read", "evalsha_write", "publish_1", "publish_10", "publish_10
 concs = sorted({c for (_, c, _) in pts})
 lines = ["# Scripts and Pub/Sub: nvdepot serve against redis-server", "",
          f"`bash bench/resp-scripts-pubsub.sh` (N={sys.argv[3]} requests per test, concurrency "
-         f"{sys.argv[4]}, {sys.argv[5]} rep(s); medians in ops/s; ranges min-max).", "",
+         f"{sys.argv[4]}, {sys.argv[5]} rep(s); medians in ops/s; ranges min-max"
+         + (f"; nvdepot serve with `{sys.argv[6]}`" if sys.argv[6] else "") + ").", "",
          "| test | c | redis-none | redis-always | nvdepot | nvdepot / redis-none | nvdepot / redis-always |",
          "|---|---|---|---|---|---|---|"]
 script, publish = [], []
