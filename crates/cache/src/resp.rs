@@ -221,11 +221,15 @@ fn owner_hash(db: usize, key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, !(db as u64))
 }
 
-/// The stamp of a paged collection's metadata `data` (shape byte 2, then
-/// the stamp: docs/FORMAT.md "Redis collections"); `None` for any other
-/// record.
-fn paged_stamp(data: &[u8]) -> Option<u64> {
-    (data.len() >= 9 && data[0] == 2).then(|| u64::from_le_bytes(data[1..9].try_into().expect("8")))
+/// The shape byte that opens a paged collection's metadata, its stamp
+/// after it (docs/FORMAT.md "Redis collections").
+pub const PAGED_SHAPE: u8 = 2;
+
+/// The stamp of a paged collection's metadata `data`; `None` for any
+/// other record.
+pub fn paged_stamp(data: &[u8]) -> Option<u64> {
+    (data.len() >= 9 && data[0] == PAGED_SHAPE)
+        .then(|| u64::from_le_bytes(data[1..9].try_into().expect("8")))
 }
 
 /// Whether a record of `kind` holding `data` is the same collection as

@@ -18,24 +18,7 @@ use std::time::{Duration, Instant};
 use nvdepot_resp::Value;
 
 use common::{temp_dir, Server};
-use shapes::{pipeline, Cmd, Conn};
-
-/// The figure `name` of INFO nvdepot.
-fn nvdepot_stat(conn: &mut Conn, name: &str) -> u64 {
-    let Value::Bulk(Some(text)) = &run(conn, &[cmd(&[b"INFO", b"nvdepot"])])[0] else {
-        panic!("INFO answers a bulk string");
-    };
-    let prefix = format!("{name}:");
-    String::from_utf8_lossy(text)
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in INFO nvdepot"))
-}
-
-fn pages(conn: &mut Conn) -> u64 {
-    nvdepot_stat(conn, "collection_pages")
-}
+use shapes::{nvdepot_stat, pages, pipeline, Cmd, Conn};
 
 fn cmd(parts: &[&[u8]]) -> Cmd {
     parts.iter().map(|p| p.to_vec()).collect()

@@ -28,14 +28,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use nvdepot_cache::resp::{Kind, RespStore, Value};
+use nvdepot_cache::resp::{paged_stamp, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
 use super::compact::{self, Compact};
 use super::key_locks::KeyGuard;
 
-/// The shape byte of a paged list's metadata.
-pub const SHAPE_PAGED: u8 = 2;
+/// The shape byte of a paged list's metadata (and every paged
+/// collection's: the store notes their stamps by it).
+pub const SHAPE_PAGED: u8 = nvdepot_cache::resp::PAGED_SHAPE;
 /// A list whose compact record would pass this many bytes goes paged.
 pub const PAGE_AT_BYTES: usize = 16 * 1024;
 /// A list written whole back below this size goes compact again.
@@ -777,11 +778,7 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
                 // counts.
                 store.mark_paged(db, key, stamp);
                 let (v, version) = store.get_for_write(db, key, now).await?;
-                let current = v.as_ref().and_then(|v| {
-                    let d = v.data();
-                    (d.len() >= 9 && d[0] == SHAPE_PAGED)
-                        .then(|| u64::from_le_bytes(d[1..9].try_into().expect("8")))
-                });
+                let current = v.as_ref().and_then(|v| paged_stamp(v.data()));
                 match current {
                     Some(s) => store.mark_paged(db, key, s),
                     None => store.forget_paged(db, key),

@@ -398,17 +398,29 @@ fn membership_compact(
                 .any(|x| x == n)
         })
     };
+    answer_membership(name, count as u64, members, |_, m| contains(m), r);
+    Ok(())
+}
+
+/// The reply of SCARD (`count`), SISMEMBER or SMISMEMBER (`is_member` of
+/// each of `members`, by position and member).
+fn answer_membership(
+    name: &[u8],
+    count: u64,
+    members: &[&[u8]],
+    is_member: impl Fn(usize, &[u8]) -> bool,
+    r: &mut Reply<'_>,
+) {
     match name {
         b"SCARD" => r.integer(count as i64),
-        b"SISMEMBER" => r.integer(i64::from(contains(members[0]))),
+        b"SISMEMBER" => r.integer(i64::from(is_member(0, members[0]))),
         _ => {
             r.array(members.len());
-            for m in members {
-                r.integer(i64::from(contains(m)));
+            for (i, m) in members.iter().enumerate() {
+                r.integer(i64::from(is_member(i, m)));
             }
         }
     }
-    Ok(())
 }
 
 /// Reads set `key`: `Ok(Err(()))` once WRONGTYPE is answered.
@@ -826,44 +838,26 @@ async fn read_command(
         // A compact set: its record's bytes; a paged one: the members'
         // buckets, or the metadata's count.
         let members: &[&[u8]] = if name == b"SCARD" { &[] } else { &args[2..] };
-        let v = store.get(db, args[1], now).await?;
-        // Missing or of another type: answered from this one read.
-        match v.as_ref() {
+        // Answered from this one read but when a paged set changed
+        // while its buckets were read (then `read` below).
+        match store.get(db, args[1], now).await? {
             None => {
-                match name {
-                    b"SMISMEMBER" => {
-                        r.array(members.len());
-                        for _ in members {
-                            r.integer(0);
-                        }
-                    }
-                    _ => r.integer(0),
-                }
+                answer_membership(name, 0, members, |_, _| false, r);
                 return Ok(());
             }
             Some(v) if v.kind() != Kind::Set => {
                 r.error(errors::WRONGTYPE);
                 return Ok(());
             }
-            Some(_) => {}
-        }
-        if let Some(v) = v.as_ref().filter(|v| v.kind() == Kind::Set) {
-            if !is_paged(v.data()) {
+            Some(v) if !is_paged(v.data()) => {
                 return membership_compact(name, v.data(), members, r);
             }
-            let found = hpages::read(store, Kind::Set, db, args[1], now, Some(members)).await?;
-            if let Some(hpages::Read::Fields(vals, count)) = found {
-                match name {
-                    b"SCARD" => r.integer(count as i64),
-                    b"SISMEMBER" => r.integer(i64::from(vals[0].is_some())),
-                    _ => {
-                        r.array(vals.len());
-                        for v in &vals {
-                            r.integer(i64::from(v.is_some()));
-                        }
-                    }
+            Some(_) => {
+                let found = hpages::read(store, Kind::Set, db, args[1], now, Some(members)).await?;
+                if let Some(hpages::Read::Fields(vals, count)) = found {
+                    answer_membership(name, count, members, |i, _| vals[i].is_some(), r);
+                    return Ok(());
                 }
-                return Ok(());
             }
         }
     }
@@ -871,13 +865,10 @@ async fn read_command(
         return Ok(());
     };
     match name {
-        b"SCARD" => r.integer(s.map_or(0, |s| s.members.len() as i64)),
-        b"SISMEMBER" => r.integer(i64::from(s.is_some_and(|s| s.contains(args[2])))),
-        b"SMISMEMBER" => {
-            r.array(args.len() - 2);
-            for m in &args[2..] {
-                r.integer(i64::from(s.as_ref().is_some_and(|s| s.contains(m))));
-            }
+        b"SCARD" | b"SISMEMBER" | b"SMISMEMBER" => {
+            let count = s.as_ref().map_or(0, |s| s.members.len() as u64);
+            let is_member = |_, m: &[u8]| s.as_ref().is_some_and(|s| s.contains(m));
+            answer_membership(name, count, &args[2..], is_member, r);
         }
         b"SMEMBERS" => reply_set(r, &s.map(|s| s.members).unwrap_or_default()),
         b"SRANDMEMBER" => randmember(s, count, r),

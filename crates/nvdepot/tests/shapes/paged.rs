@@ -6,18 +6,7 @@ use nvdepot_resp::Value;
 use super::common::{temp_dir, RefServer, Server};
 use super::shapes::{brief, pipeline, prepare, show, Cmd, Conn, RSS_BOUND};
 
-/// INFO nvdepot's `collection_pages`.
-pub fn pages(conn: &mut Conn) -> u64 {
-    let info = vec![b"INFO".to_vec(), b"nvdepot".to_vec()];
-    let Value::Bulk(Some(text)) = &pipeline(conn, &[info])[0] else {
-        panic!("INFO answers a bulk string");
-    };
-    let text = String::from_utf8_lossy(text);
-    text.lines()
-        .find_map(|l| l.strip_prefix("collection_pages:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("collection_pages in INFO nvdepot")
-}
+pub use super::shapes::pages;
 
 pub fn flat(v: &Value) -> Vec<Vec<u8>> {
     let bytes = |i: &Value| match i {

@@ -423,6 +423,25 @@ pub fn encode(cmd: &[Vec<u8>], out: &mut Vec<u8>) {
     }
 }
 
+/// `INFO nvdepot`'s `collection_pages`.
+pub fn pages(conn: &mut Conn) -> u64 {
+    nvdepot_stat(conn, "collection_pages")
+}
+
+/// The figure `name` of `INFO nvdepot`.
+pub fn nvdepot_stat(conn: &mut Conn, name: &str) -> u64 {
+    let info = vec![b"INFO".to_vec(), b"nvdepot".to_vec()];
+    let Value::Bulk(Some(text)) = &pipeline(conn, &[info])[0] else {
+        panic!("INFO answers a bulk string");
+    };
+    let prefix = format!("{name}:");
+    String::from_utf8_lossy(text)
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in INFO nvdepot"))
+}
+
 /// Sends a pipeline (from a writer thread, so that neither side blocks on
 /// a full socket buffer) and reads one reply per command.
 pub fn pipeline(db: &mut Conn, cmds: &[Vec<Vec<u8>>]) -> Vec<Value> {
