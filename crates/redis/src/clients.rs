@@ -64,6 +64,12 @@ impl Clients {
         u64::try_from(id).is_ok_and(|id| self.map.lock().contains_key(&id))
     }
 
+    /// Connections now blocked (BLPOP and the rest), for INFO.
+    pub(super) fn blocked(&self) -> usize {
+        let map = self.map.lock();
+        map.values().filter(|c| c.blocked.lock().is_some()).count()
+    }
+
     fn all(&self) -> Vec<Arc<Client>> {
         self.map.lock().values().cloned().collect()
     }
@@ -98,6 +104,10 @@ pub struct Client {
 }
 
 impl Client {
+    pub(super) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     pub(super) fn name(&self) -> Vec<u8> {
         self.name.lock().clone()
     }
@@ -289,6 +299,7 @@ impl RespSession {
             (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {
                 r.error(errors::wrong_sub_arity("client", args[1]));
             }
+            (s, _) if self.client_admin(s, args, r) => {}
             _ => r.error(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 String::from_utf8_lossy(args[1])

@@ -55,6 +55,13 @@ pub const COMMANDS: &[Spec] = &[
     write("FLUSHDB", -1, 0, 0, 0),
     write("FLUSHALL", -1, 0, 0, 0),
     spec("TIME", 1, 0, 0, 0),
+    spec("SLOWLOG", -2, 0, 0, 0),
+    spec("LATENCY", -2, 0, 0, 0),
+    spec("ROLE", 1, 0, 0, 0),
+    spec("MEMORY", -2, 0, 0, 0),
+    spec("MODULE", -2, 0, 0, 0),
+    spec("LOLWUT", -1, 0, 0, 0),
+    spec("BGREWRITEAOF", 1, 0, 0, 0),
     spec("CONFIG", -2, 0, 0, 0),
     spec("WAIT", 3, 0, 0, 0),
     spec("SAVE", 1, 0, 0, 0),
@@ -265,9 +272,26 @@ pub const COMMANDS: &[Spec] = &[
     spec("FUNCTION", -2, 0, 0, 0),
 ];
 
+/// The slot of command `name` (upper case) in [`COMMANDS`] (a hash probe:
+/// every command run looks itself up, for `INFO commandstats`).
+pub fn index(name: &[u8]) -> Option<usize> {
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static [u8], usize>> =
+        std::sync::OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            COMMANDS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.as_bytes(), i))
+                .collect()
+        })
+        .get(name)
+        .copied()
+}
+
 /// The spec of command `name` (upper case).
 pub fn find(name: &[u8]) -> Option<&'static Spec> {
-    COMMANDS.iter().find(|c| c.name.as_bytes() == name)
+    index(name).map(|i| &COMMANDS[i])
 }
 
 /// The arity of command `name` (upper case), or `None` if unknown.
@@ -344,12 +368,104 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
             }
         }
         Some(b"DOCS") => r.map(0),
+        Some(b"LIST") => list(args, r),
+        Some(b"GETKEYS" | b"GETKEYSANDFLAGS") if args.len() >= 3 => {
+            let flags = args[1].eq_ignore_ascii_case(b"GETKEYSANDFLAGS");
+            let name = args[2].to_ascii_uppercase();
+            let Some(spec) = find(&name) else {
+                return r.error("ERR Invalid command specified");
+            };
+            let cmd = &args[2..];
+            let ok = if spec.arity >= 0 {
+                cmd.len() == spec.arity as usize
+            } else {
+                cmd.len() >= spec.arity.unsigned_abs() as usize
+            };
+            if !ok {
+                return r.error("ERR Invalid number of arguments specified for command");
+            }
+            let found = keys(&name, cmd);
+            if found.is_empty() {
+                return r.error("ERR The command has no key arguments");
+            }
+            r.array(found.len());
+            for k in found {
+                if flags {
+                    r.array(2);
+                    r.bulk(k);
+                    r.array(1);
+                    r.simple(if spec.write { "RW" } else { "RO" });
+                } else {
+                    r.bulk(k);
+                }
+            }
+        }
+        Some(b"HELP") if args.len() == 2 => r.simple_lines(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        Some(b"GETKEYS" | b"GETKEYSANDFLAGS" | b"HELP") => {
+            r.error(errors::wrong_sub_arity("command", args[1]))
+        }
         Some(_) => r.error(errors::quoting(
             "ERR unknown subcommand '",
             args[1],
             128,
             "'. Try COMMAND HELP.",
         )),
+    }
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`.
+/// No modules; ACL categories are the two this table knows (`read`,
+/// `write`; `keyspace` and the rest are not tracked, so they list none).
+fn list(args: &[&[u8]], r: &mut Reply<'_>) {
+    let names = COMMANDS.iter().map(|c| (c, c.name.to_ascii_lowercase()));
+    let chosen: Vec<String> = match args.len() {
+        2 => names.map(|(_, n)| n).collect(),
+        5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {
+            let value = args[4].to_ascii_lowercase();
+            match args[3].to_ascii_uppercase().as_slice() {
+                b"MODULE" => Vec::new(),
+                b"ACLCAT" => names
+                    .filter(|(c, _)| match value.as_slice() {
+                        b"write" => c.write,
+                        b"read" => !c.write && c.first > 0,
+                        _ => false,
+                    })
+                    .map(|(_, n)| n)
+                    .collect(),
+                b"PATTERN" => names
+                    .filter(|(_, n)| super::glob::matches(&value, n.as_bytes()))
+                    .map(|(_, n)| n)
+                    .collect(),
+                _ => return r.error(errors::SYNTAX),
+            }
+        }
+        _ => return r.error(errors::SYNTAX),
+    };
+    r.array(chosen.len());
+    for n in chosen {
+        r.bulk(n.as_bytes());
     }
 }
 

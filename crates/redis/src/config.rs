@@ -139,7 +139,11 @@ impl RespSession {
                 self.config_set(args, r)
             }
             Some(b"SET") if args.len() >= 4 => r.error(errors::SYNTAX),
-            Some(b"RESETSTAT") if args.len() == 2 => r.ok(),
+            Some(b"RESETSTAT") if args.len() == 2 => {
+                self.shared.observed.reset();
+                self.shared.counters.reset();
+                r.ok();
+            }
             Some(b"GET" | b"SET" | b"RESETSTAT") => {
                 r.error(errors::wrong_sub_arity("config", args[1]))
             }
@@ -197,6 +201,7 @@ impl RespSession {
             }
         }
         self.shared.tunables.set(&tuned);
+        self.shared.observed.configure(&self.shared.tunables);
         if let Some(flags) = notify {
             self.shared.notify.set(flags);
             // `new` events need to know which blind writes create keys.

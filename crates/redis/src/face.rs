@@ -44,7 +44,25 @@ pub struct Counters {
     pub commands: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// Keys removed because they expired (read, written or swept).
+    pub expired: AtomicU64,
     pub(super) started_ms: AtomicU64,
+}
+
+impl Counters {
+    /// `CONFIG RESETSTAT`: the counts start again (not the gauges).
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.rejected,
+            &self.commands,
+            &self.hits,
+            &self.misses,
+            &self.expired,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What every connection shares.
@@ -70,6 +88,10 @@ pub struct Shared {
     pub tracking: Arc<super::tracking::Tracking>,
     /// `notify-keyspace-events`: the keyspace notification classes on.
     pub notify: super::notify::Notify,
+    /// Command and error counts, the slow log, the latency monitor.
+    pub observed: super::observe::Observed,
+    /// CLIENT PAUSE.
+    pub pause: super::admin::Pause,
     shutdown: Shutdown,
 }
 
@@ -106,11 +128,14 @@ impl RespFace {
             scripts: Default::default(),
             notify: Default::default(),
             tracking: Default::default(),
+            observed: Default::default(),
+            pause: Default::default(),
             shutdown,
         });
         let weak = Arc::downgrade(&shared);
         shared.store.on_expired(Box::new(move |db, key| {
             if let Some(shared) = weak.upgrade() {
+                shared.counters.expired.fetch_add(1, Ordering::Relaxed);
                 shared.notify(super::notify::EXPIRED, "expired", db, key);
             }
         }));
@@ -169,6 +194,8 @@ pub struct RespSession {
     pub(super) owed_durability: Option<u64>,
     /// CLIENT TRACKING on: its settings.
     pub(super) tracking: Option<super::tracking::Mode>,
+    /// CLIENT REPLY: whether its replies are sent.
+    pub(super) replies: super::admin::Replies,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -198,6 +225,7 @@ impl Face for RespFace {
             subscriber: None,
             owed_durability: None,
             tracking: None,
+            replies: Default::default(),
         }
     }
 
@@ -380,6 +408,22 @@ impl RespSession {
     /// Transaction commands and queueing inside MULTI; every other command
     /// runs holding a shared pass of the isolation gate.
     async fn dispatch(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        use super::admin::Replies;
+        let start = out.len();
+        self.dispatch_replied(args, out).await;
+        match self.replies {
+            Replies::On => {}
+            Replies::Off => out.truncate(start),
+            // Set by this command: the next one's reply is dropped.
+            Replies::Skip => self.replies = Replies::Skipping,
+            Replies::Skipping => {
+                out.truncate(start);
+                self.replies = Replies::On;
+            }
+        }
+    }
+
+    async fn dispatch_replied(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
         let name = upper(args[0]);
         self.client
             .executed(args, self.multi.as_ref().map(|m| m.queued.len()));
@@ -406,6 +450,9 @@ impl RespSession {
                     .kill
                     .store(true, std::sync::atomic::Ordering::Release);
             }
+        }
+        if self.authed {
+            self.wait_pause(&name, args).await;
         }
         let start = out.len();
         if self.authed && self.transaction(&name, args, out).await {
@@ -449,7 +496,17 @@ impl RespSession {
     /// Runs one command (the caller holds a pass of the gate), then
     /// remembers its keys for client tracking.
     pub(super) async fn execute(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
+        let (start, began) = (out.len(), std::time::Instant::now());
         self.run(args, out).await;
+        let usec = began.elapsed().as_micros() as u64;
+        let client = &self.client;
+        self.shared.observed.record(
+            super::commands::index(&upper(args[0])),
+            args,
+            usec,
+            out.get(start..).unwrap_or_default(),
+            || (client.addr().to_string(), client.name()),
+        );
         if self.tracking.is_some() {
             self.tracked(&upper(args[0]), args);
         }
@@ -574,10 +631,11 @@ impl RespSession {
             b"CLIENT" => self.client(args, &mut r),
             b"COMMAND" => super::commands::command(args, &mut r),
             b"INFO" => {
-                let section = args
-                    .get(1)
-                    .map(|a| String::from_utf8_lossy(a).to_lowercase());
-                let text = self.info(section.as_deref());
+                let sections: Vec<String> = args[1..]
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).to_lowercase())
+                    .collect();
+                let text = self.info(&sections);
                 r.verbatim("txt", text.as_bytes());
             }
             b"DBSIZE" => {
@@ -620,8 +678,30 @@ impl RespSession {
                     );
                 }
             }
+            b"SLOWLOG" => self.slowlog(args, &mut r),
+            b"LATENCY" => self.latency(args, &mut r),
+            b"ROLE" => {
+                if arity(args, 1, Some(1), &mut r) {
+                    self.role(&mut r)
+                }
+            }
+            b"MEMORY" => self.memory(args, &mut r).await,
+            b"MODULE" => super::admin::module(args, &mut r),
+            b"LOLWUT" => super::admin::lolwut(&mut r),
+            b"BGREWRITEAOF" => {
+                if arity(args, 1, Some(1), &mut r) {
+                    // The log is the store: nothing to rewrite; flushed.
+                    match shared.store.cache().engine().flush() {
+                        Ok(()) => r.simple("Background append only file rewriting started"),
+                        Err(e) => r.error(format!("ERR {e}")),
+                    }
+                }
+            }
             b"DEBUG" => match args.get(1).map(|a| upper(a)).as_deref() {
                 Some(b"SLEEP") => r.ok(),
+                // What client libraries' tests use to see an error of a
+                // given kind (`DEBUG ERROR "LOADING …"`).
+                Some(b"ERROR") if args.len() == 3 => r.error(args[2]),
                 _ => r.error("ERR DEBUG subcommand not supported by nvdepot"),
             },
             n if super::pubsub::is_pubsub(n) => self.pubsub(n, args, &mut r),

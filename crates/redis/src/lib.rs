@@ -19,6 +19,7 @@
 //! writes), `glob` (Redis's matcher), `join` (bounded joins of per-key
 //! futures).
 
+mod admin;
 mod atomic;
 mod bitmap;
 mod blocking;
@@ -56,6 +57,7 @@ mod lua_struct;
 mod migrate;
 mod multi;
 mod notify;
+mod observe;
 mod paged_scan;
 mod pubsub;
 mod scan;

@@ -207,6 +207,12 @@ impl Hub {
     fn numpat(&self) -> usize {
         self.state.lock().patterns.len()
     }
+
+    /// Channels, patterns and shard channels with a subscriber (INFO).
+    pub(super) fn counts(&self) -> (usize, usize, usize) {
+        let st = self.state.lock();
+        (st.channels.len(), st.patterns.len(), st.shard.len())
+    }
 }
 
 /// What waits to be sent to one subscriber.

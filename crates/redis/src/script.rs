@@ -77,6 +77,11 @@ impl Default for ScriptState {
 }
 
 impl ScriptState {
+    /// Scripts in the cache (INFO's `number_of_cached_scripts`).
+    pub fn cached(&self) -> usize {
+        self.bodies.lock().len()
+    }
+
     /// A script has run past the threshold: answer BUSY.
     pub fn busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)

@@ -106,6 +106,25 @@ const SPECS: &[Spec] = &[
         LONG_MAX,
         3000,
     ),
+    // Not encodings: the slow log (`observe.rs`), in microseconds and
+    // entries, and the latency monitor's threshold in milliseconds.
+    spec(
+        "slowlog-log-slower-than",
+        None,
+        Kind::Integer,
+        -1,
+        LONG_MAX,
+        10_000,
+    ),
+    spec("slowlog-max-len", None, Kind::Integer, 0, LONG_MAX, 128),
+    spec(
+        "latency-monitor-threshold",
+        None,
+        Kind::Integer,
+        0,
+        LONG_MAX,
+        0,
+    ),
     // Not an encoding: how long a script runs before others are answered
     // BUSY (milliseconds).
     spec(

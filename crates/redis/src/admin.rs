@@ -1,0 +1,358 @@
+//! The server commands operators and their tools send that are not about
+//! data: ROLE, LOLWUT, MODULE, MEMORY, BGREWRITEAOF, and CLIENT PAUSE /
+//! UNPAUSE / REPLY / NO-EVICT / NO-TOUCH / HELP — as Redis 7.0 answers
+//! them, where this server has the thing asked about, and saying what it
+//! is where it differs (docs/REDIS.md).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use nvdepot_cache::resp::unix_now_ms;
+use nvdepot_resp::{errors, Reply};
+
+use super::face::{RespSession, REDIS_VERSION};
+
+/// `CLIENT PAUSE`: until when, and whether every command waits or only
+/// the writes.
+#[derive(Default)]
+pub struct Pause {
+    until_ms: AtomicU64,
+    all: AtomicBool,
+}
+
+impl Pause {
+    /// Whether a command (`write`: it may change data) waits now.
+    fn holds(&self, write: bool) -> bool {
+        let until = self.until_ms.load(Ordering::Acquire);
+        until != 0 && unix_now_ms() < until && (write || self.all.load(Ordering::Relaxed))
+    }
+}
+
+/// What `CLIENT REPLY` asked for this connection's replies.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum Replies {
+    #[default]
+    On,
+    Off,
+    /// The next command's reply is dropped.
+    Skip,
+    /// This command's reply is dropped (the one after `SKIP`).
+    Skipping,
+}
+
+/// Commands a write pause holds besides the `write` ones (Redis 7.0: the
+/// ones that may replicate).
+fn may_write(name: &[u8]) -> bool {
+    super::commands::find(name).is_some_and(|c| c.write)
+        || matches!(
+            name,
+            b"PUBLISH" | b"SPUBLISH" | b"PFCOUNT" | b"EVAL" | b"EVALSHA" | b"FCALL"
+        )
+}
+
+impl RespSession {
+    /// Waits while `CLIENT PAUSE` holds this command (the pausing client
+    /// too, as Redis). Commands that end a pause are never held.
+    pub(super) async fn wait_pause(&self, name: &[u8], args: &[&[u8]]) {
+        let pause = &self.shared.pause;
+        if pause.until_ms.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let unpause = name == b"CLIENT"
+            && args
+                .get(1)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"UNPAUSE"));
+        if unpause {
+            return;
+        }
+        let write = may_write(name);
+        while pause.holds(write) {
+            nvdepot_io::uring::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// `CLIENT PAUSE timeout [WRITE|ALL]`, `CLIENT UNPAUSE`, `CLIENT REPLY
+    /// ON|OFF|SKIP`, `CLIENT NO-EVICT`, `CLIENT NO-TOUCH`, `CLIENT HELP`;
+    /// false for another subcommand.
+    pub(super) fn client_admin(&mut self, sub: &[u8], args: &[&[u8]], r: &mut Reply<'_>) -> bool {
+        let pause = &self.shared.pause;
+        match (sub, args.len()) {
+            (b"PAUSE", 3 | 4) => {
+                let ms = match std::str::from_utf8(args[2])
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                {
+                    Some(ms) if ms >= 0 => ms as u64,
+                    Some(_) => {
+                        r.error("ERR timeout is negative");
+                        return true;
+                    }
+                    None => {
+                        r.error("ERR timeout is not an integer or out of range");
+                        return true;
+                    }
+                };
+                let all = match args.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
+                    None | Some(b"ALL") => true,
+                    Some(b"WRITE") => false,
+                    Some(_) => {
+                        r.error(errors::SYNTAX);
+                        return true;
+                    }
+                };
+                // A pause replaces a shorter one, never a longer one; ALL
+                // wins over WRITE while both would hold (as Redis).
+                let until = unix_now_ms().saturating_add(ms);
+                let held = pause.until_ms.load(Ordering::Acquire);
+                let live = held > unix_now_ms();
+                if !live || until > held {
+                    pause.until_ms.store(until, Ordering::Release);
+                }
+                if !live || all {
+                    pause.all.store(all, Ordering::Relaxed);
+                }
+                r.ok();
+            }
+            (b"UNPAUSE", 2) => {
+                pause.until_ms.store(0, Ordering::Release);
+                r.ok();
+            }
+            (b"REPLY", 3) => match args[2].to_ascii_uppercase().as_slice() {
+                b"ON" => {
+                    self.replies = Replies::On;
+                    r.ok();
+                }
+                b"OFF" => self.replies = Replies::Off,
+                b"SKIP" => self.replies = Replies::Skip,
+                _ => r.error(errors::SYNTAX),
+            },
+            // No eviction of clients and no LRU/LFU touch to avoid here:
+            // accepted, as the setting changes nothing this server does.
+            (b"NO-EVICT" | b"NO-TOUCH", 3) => match args[2].to_ascii_uppercase().as_slice() {
+                b"ON" | b"OFF" => r.ok(),
+                _ => r.error(errors::SYNTAX),
+            },
+            (b"HELP", 2) => r.simple_lines(CLIENT_HELP),
+            (b"PAUSE" | b"UNPAUSE" | b"REPLY" | b"NO-EVICT" | b"NO-TOUCH" | b"HELP", _) => {
+                r.error(errors::wrong_sub_arity("client", args[1]))
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `ROLE`: always a primary (no replication yet).
+    pub(super) fn role(&self, r: &mut Reply<'_>) {
+        r.array(3);
+        r.bulk(b"master");
+        r.integer(0);
+        r.array(0);
+    }
+
+    /// `MEMORY USAGE key [SAMPLES n] | STATS | DOCTOR | MALLOC-STATS |
+    /// PURGE | HELP`.
+    pub(super) async fn memory(&self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+        match (sub.as_deref(), args.len()) {
+            (Some(b"USAGE"), 3 | 5) => {
+                if args.len() == 5 && !args[3].eq_ignore_ascii_case(b"SAMPLES") {
+                    return r.error(errors::SYNTAX);
+                }
+                let store = &self.shared.store;
+                match store.get(self.db, args[2], unix_now_ms()).await {
+                    // The key's record on the device: key, value (a paged
+                    // collection's metadata, not its pages) and the
+                    // record's header and index entry.
+                    Ok(Some(v)) => r.integer((args[2].len() + v.data().len() + 48) as i64),
+                    Ok(None) => r.null(),
+                    Err(e) => r.error(format!("ERR {e}")),
+                }
+            }
+            (Some(b"STATS"), 2) => {
+                let m = process_memory();
+                let s = &self.shared;
+                let engine = s.store.cache().engine().stats();
+                let keys: u64 = (0..s.store.databases()).map(|db| s.store.dbsize(db)).sum();
+                let dbs: Vec<(usize, u64)> = (0..s.store.databases())
+                    .map(|db| (db, s.store.dbsize(db)))
+                    .filter(|&(_, n)| n > 0)
+                    .collect();
+                r.map(9 + dbs.len());
+                let int = |r: &mut Reply<'_>, k: &str, v: u64| {
+                    r.bulk(k.as_bytes());
+                    r.integer(v as i64);
+                };
+                int(r, "peak.allocated", m.peak);
+                int(r, "total.allocated", m.rss);
+                int(r, "startup.allocated", 0);
+                int(r, "replication.backlog", 0);
+                int(r, "clients.slaves", 0);
+                int(r, "clients.normal", 0);
+                int(r, "aof.buffer", 0);
+                for (db, n) in dbs {
+                    r.bulk(format!("db.{db}").as_bytes());
+                    r.map(2);
+                    int(
+                        r,
+                        "overhead.hashtable.main",
+                        engine.index_memory_bytes / keys.max(1) * n,
+                    );
+                    int(r, "overhead.hashtable.expires", 0);
+                }
+                int(r, "keys.count", keys);
+                int(
+                    r,
+                    "keys.bytes-per-key",
+                    engine.index_memory_bytes / keys.max(1),
+                );
+            }
+            (Some(b"DOCTOR"), 2) => r.verbatim(
+                "txt",
+                b"Hi Sam, I can't find any memory issue in your instance. I can only account \
+                  for what occurs on this base.\n",
+            ),
+            (Some(b"MALLOC-STATS"), 2) => {
+                r.verbatim("txt", b"Stats not supported for the current allocator\n")
+            }
+            (Some(b"PURGE"), 2) => r.ok(),
+            (Some(b"HELP"), 2) => r.simple_lines(&[
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "PURGE",
+                "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+                "HELP",
+                "    Prints this help.",
+            ]),
+            (Some(b"USAGE" | b"STATS" | b"DOCTOR" | b"MALLOC-STATS" | b"PURGE" | b"HELP"), _) => {
+                r.error(errors::wrong_sub_arity("memory", args[1]))
+            }
+            (Some(_), _) => r.error(errors::quoting(
+                "ERR unknown subcommand '",
+                args[1],
+                128,
+                "'. Try MEMORY HELP.",
+            )),
+            (None, _) => r.error(errors::wrong_arity(args[0])),
+        }
+    }
+}
+
+/// `MODULE LIST | HELP` (no modules); loading one is refused.
+pub(super) fn module(args: &[&[u8]], r: &mut Reply<'_>) {
+    let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+    match (sub.as_deref(), args.len()) {
+        (Some(b"LIST"), 2) => r.array(0),
+        (Some(b"HELP"), 2) => r.simple_lines(&[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules.",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        (Some(b"LOAD" | b"LOADEX" | b"UNLOAD"), _) => {
+            r.error("ERR nvdepot does not load Redis modules")
+        }
+        (Some(b"LIST" | b"HELP"), _) => r.error(errors::wrong_sub_arity("module", args[1])),
+        (Some(_), _) => r.error(errors::quoting(
+            "ERR unknown subcommand '",
+            args[1],
+            128,
+            "'. Try MODULE HELP.",
+        )),
+        (None, _) => r.error(errors::wrong_arity(args[0])),
+    }
+}
+
+/// `LOLWUT [VERSION v] [...]`: Redis prints art and its version; this
+/// prints the version line Redis ends with.
+pub(super) fn lolwut(r: &mut Reply<'_>) {
+    let text = format!(
+        "nvdepot {} (Redis ver. {REDIS_VERSION} protocol)\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    r.verbatim("txt", text.as_bytes());
+}
+
+/// The process's resident memory now and at its peak (`/proc/self/status`).
+pub(super) struct ProcessMemory {
+    pub rss: u64,
+    pub peak: u64,
+}
+
+pub(super) fn process_memory() -> ProcessMemory {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |field: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    ProcessMemory {
+        rss: kb("VmRSS:"),
+        peak: kb("VmHWM:"),
+    }
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "    * ID <client-id>",
+    "      Kill connections by client id.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "HELP",
+    "    Prints this help.",
+];
