@@ -55,6 +55,8 @@ pub const COMMANDS: &[Spec] = &[
     write("FLUSHDB", -1, 0, 0, 0),
     write("FLUSHALL", -1, 0, 0, 0),
     spec("TIME", 1, 0, 0, 0),
+    write("SORT", -2, 1, 1, 1),
+    spec("SORT_RO", -2, 1, 1, 1),
     spec("SLOWLOG", -2, 0, 0, 0),
     spec("LATENCY", -2, 0, 0, 0),
     spec("ROLE", 1, 0, 0, 0),
@@ -310,6 +312,9 @@ pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
             .and_then(|a| std::str::from_utf8(a).ok()?.parse::<usize>().ok())
             .unwrap_or(0);
         return args.iter().skip(3).take(n).copied().collect();
+    }
+    if name == b"SORT" {
+        return super::sort::keys(args);
     }
     let Some(c) = find(name) else {
         return Vec::new();

@@ -152,6 +152,10 @@ pub async fn execute(
         let result = super::lcs::lcs(store, db, args, now, r).await;
         return answered(Some(result), r);
     }
+    if name == b"SORT" || name == b"SORT_RO" {
+        let result = Box::pin(super::sort::sort(shared, db, args, now, r)).await;
+        return answered(Some(result), r);
+    }
     if name.starts_with(b"GEO")
         && answered(super::geo::execute(shared, db, name, args, now, r).await, r)
     {

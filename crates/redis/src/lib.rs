@@ -63,6 +63,7 @@ mod pubsub;
 mod scan;
 mod script;
 mod set;
+mod sort;
 mod stream;
 mod stream_groups;
 mod stream_info;
