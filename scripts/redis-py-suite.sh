@@ -2,7 +2,7 @@
 # redis-py's own test suite against `nvdepot serve`: the tests of the
 # redis-py release installed here (its source distribution from PyPI),
 # the files about commands, pipelines, Pub/Sub, scripts, functions, locks,
-# client-side caching and connections, run with pytest against a fresh
+# client-side caching, connections and MONITOR, run with pytest against a fresh
 # server. The cases that fail are compared with
 # scripts/redis-py-expected-failures.txt (each there with the reason: a
 # command not built yet, a setting fixed at start-up, or a test written
@@ -41,7 +41,7 @@ port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
 [[ -n $port ]] || { cat "$work/serve.log"; echo "FAIL: nvdepot serve did not start"; exit 1; }
 files=()
 for f in commands pubsub scripting lock pipeline function hash encoding keyspace_notifications \
-    cache connection_pool data_structure client; do
+    cache connection_pool data_structure client monitor; do
     files+=("tests/test_$f.py")
 done
 echo "== redis-py $version's tests (${files[*]}) against nvdepot serve on port $port"

@@ -60,6 +60,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("SLOWLOG", -2, 0, 0, 0),
     spec("LATENCY", -2, 0, 0, 0),
     spec("ROLE", 1, 0, 0, 0),
+    spec("MONITOR", 1, 0, 0, 0),
     spec("MEMORY", -2, 0, 0, 0),
     spec("MODULE", -2, 0, 0, 0),
     spec("LOLWUT", -1, 0, 0, 0),

@@ -92,6 +92,8 @@ pub struct Shared {
     pub observed: super::observe::Observed,
     /// CLIENT PAUSE.
     pub pause: super::admin::Pause,
+    /// The connections in MONITOR.
+    pub monitors: super::monitor::Monitors,
     shutdown: Shutdown,
 }
 
@@ -130,6 +132,7 @@ impl RespFace {
             tracking: Default::default(),
             observed: Default::default(),
             pause: Default::default(),
+            monitors: Default::default(),
             shutdown,
         });
         let weak = Arc::downgrade(&shared);
@@ -265,6 +268,7 @@ impl Face for RespFace {
 
 impl Drop for RespSession {
     fn drop(&mut self) {
+        self.shared.monitors.remove(self.client.id);
         self.unsubscribe_all();
         self.shared.tracking.closed(self.client.id);
         self.shared.clients.close(self.client.id);
@@ -456,6 +460,15 @@ impl RespSession {
         }
         let start = out.len();
         if self.authed && self.transaction(&name, args, out).await {
+            // Shown as run (a queued command is shown when EXEC runs it).
+            if matches!(
+                name.as_slice(),
+                b"MULTI" | b"EXEC" | b"DISCARD" | b"WATCH" | b"UNWATCH"
+            ) {
+                let client = &self.client;
+                let addr = || client.addr().to_string();
+                self.shared.monitors.feed(self.db, addr, args);
+            }
             return self.pay_durability(start, out).await;
         }
         let shared = self.shared();
@@ -507,6 +520,9 @@ impl RespSession {
             out.get(start..).unwrap_or_default(),
             || (client.addr().to_string(), client.name()),
         );
+        self.shared
+            .monitors
+            .feed(self.db, || client.addr().to_string(), args);
         if self.tracking.is_some() {
             self.tracked(&upper(args[0]), args);
         }
@@ -552,6 +568,7 @@ impl RespSession {
             b"RESET" => {
                 if arity(args, 1, Some(1), &mut r) {
                     self.reset();
+                    self.shared.monitors.remove(self.client.id);
                     self.tracking_off();
                     self.unsubscribe_all();
                     r.version = Version::Resp2;
@@ -679,6 +696,15 @@ impl RespSession {
                 }
             }
             b"SLOWLOG" => self.slowlog(args, &mut r),
+            b"MONITOR" => {
+                if arity(args, 1, Some(1), &mut r) {
+                    self.open_mailbox(self.version);
+                    if let Some(mailbox) = self.mailbox() {
+                        shared.monitors.add(self.client.id, mailbox);
+                    }
+                    r.ok();
+                }
+            }
             b"LATENCY" => self.latency(args, &mut r),
             b"ROLE" => {
                 if arity(args, 1, Some(1), &mut r) {

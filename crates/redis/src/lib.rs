@@ -55,6 +55,7 @@ mod lua_libs;
 mod lua_msgpack;
 mod lua_struct;
 mod migrate;
+mod monitor;
 mod multi;
 mod notify;
 mod observe;

@@ -571,6 +571,11 @@ impl RespSession {
         }));
     }
 
+    /// This connection's mailbox, once it has one.
+    pub(super) fn mailbox(&self) -> Option<Arc<Mailbox>> {
+        self.subscriber.as_ref().map(|s| Arc::clone(&s.mailbox))
+    }
+
     /// Ends every subscription (RESET, a closed connection).
     pub(super) fn unsubscribe_all(&mut self) {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {

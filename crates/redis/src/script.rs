@@ -329,6 +329,7 @@ pub(super) fn call_from_script(
         run.state.wrote.store(true, Ordering::Release);
     }
     let shared = Arc::clone(&run.shared);
+    shared.monitors.feed(run.db, || "lua".into(), args);
     if let Some(cluster) = &shared.cluster {
         let keys = super::commands::keys(name, args);
         if !matches!(cluster.route(&keys, false), super::cluster::Route::Local) {
