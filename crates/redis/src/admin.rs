@@ -172,11 +172,11 @@ impl RespSession {
                 let m = process_memory();
                 let s = &self.shared;
                 let engine = s.store.cache().engine().stats();
-                let keys: u64 = (0..s.store.databases()).map(|db| s.store.dbsize(db)).sum();
                 let dbs: Vec<(usize, u64)> = (0..s.store.databases())
                     .map(|db| (db, s.store.dbsize(db)))
                     .filter(|&(_, n)| n > 0)
                     .collect();
+                let keys: u64 = dbs.iter().map(|&(_, n)| n).sum();
                 r.map(9 + dbs.len());
                 let int = |r: &mut Reply<'_>, k: &str, v: u64| {
                     r.bulk(k.as_bytes());

@@ -135,6 +135,7 @@ impl RespFace {
             monitors: Default::default(),
             shutdown,
         });
+        shared.observed.configure(&shared.tunables);
         let weak = Arc::downgrade(&shared);
         shared.store.on_expired(Box::new(move |db, key| {
             if let Some(shared) = weak.upgrade() {

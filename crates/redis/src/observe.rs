@@ -76,8 +76,10 @@ impl Default for Observed {
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next: AtomicU64::new(0),
             latency: Mutex::new(BTreeMap::new()),
-            slowlog_us: AtomicI64::new(10_000),
-            slowlog_len: AtomicU64::new(128),
+            // Set from the settings at start (`RespFace::new`) and by
+            // CONFIG SET: `configure`.
+            slowlog_us: AtomicI64::new(-1),
+            slowlog_len: AtomicU64::new(0),
             latency_ms: AtomicI64::new(0),
         }
     }

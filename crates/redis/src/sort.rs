@@ -146,7 +146,7 @@ pub async fn sort(
             order.reverse();
         }
     } else {
-        let weights = match weights(shared, db, &elements, by, alpha, now).await? {
+        let weights = match weights(shared, db, &elements, by, alpha).await? {
             Ok(w) => w,
             Err(()) => {
                 r.error("ERR One or more scores can't be converted into double");
@@ -174,7 +174,7 @@ pub async fn sort(
             out.push(Some(elements[i].clone()));
         }
         for pattern in &gets {
-            out.push(lookup(shared, db, pattern, &elements[i], now).await?);
+            out.push(lookup(shared, db, pattern, &elements[i]).await?);
         }
     }
     match store {
@@ -262,12 +262,11 @@ async fn weights(
     elements: &[Vec<u8>],
     by: Option<&[u8]>,
     alpha: bool,
-    now: u64,
 ) -> Result<Result<Vec<Weight>, ()>, Error> {
     let mut out = Vec::with_capacity(elements.len());
     for e in elements {
         let looked = match by {
-            Some(p) => lookup(shared, db, p, e, now).await?,
+            Some(p) => lookup(shared, db, p, e).await?,
             None => None,
         };
         out.push(if alpha {
@@ -293,30 +292,11 @@ async fn weights(
     Ok(Ok(out))
 }
 
-/// `strtod` over the whole value, as Redis checks a weight: no trailing
-/// bytes, no overflow, not NaN; an empty value is 0.
+/// A weight as Redis checks one: C's `strtod` to the end of the C string
+/// (an empty value is 0), no overflow or underflow (ERANGE), not NaN.
 fn strtod(v: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(c_str(v)).ok()?;
-    let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
-    if t.is_empty() {
-        return Some(0.0);
-    }
-    let lower = t.to_ascii_lowercase();
-    let unsigned = lower.trim_start_matches(['+', '-']);
-    if unsigned.starts_with("nan") || unsigned.starts_with("0x") {
-        return None;
-    }
-    let d: f64 = match unsigned {
-        "inf" | "infinity" => {
-            if lower.starts_with('-') {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }
-        }
-        _ => t.parse().ok()?,
-    };
-    (d.is_finite() || unsigned.starts_with("inf")).then_some(d)
+    let (d, consumed, range) = super::zset_range::strtod(v)?;
+    (consumed == c_str(v).len() && !range && !d.is_nan()).then_some(d)
 }
 
 /// Redis's `sortCompare`.
@@ -345,7 +325,6 @@ async fn lookup(
     db: usize,
     pattern: &[u8],
     element: &[u8],
-    now: u64,
 ) -> Result<Option<Vec<u8>>, Error> {
     let pattern = c_str(pattern);
     if pattern == b"#" {
@@ -360,27 +339,15 @@ async fn lookup(
         _ => (rest, None),
     };
     let key = [&pattern[..star], c_str(element), suffix].concat();
+    // GET or HGET, whatever each key's layout: a key of another type
+    // answers WRONGTYPE, which finds nothing, as in Redis.
     let mut scratch = Vec::new();
     let mut r = Reply::new(&mut scratch, nvdepot_resp::Version::Resp2);
-    let v = match field {
-        None => {
-            match shared.store.get(db, &key, now).await? {
-                Some(v) if v.kind() == Kind::String => {}
-                _ => return Ok(None),
-            }
-            super::keys::execute(shared, db, b"GET", &[b"GET", &key], &mut r).await;
-            scratch
-        }
-        Some(field) => {
-            match shared.store.get(db, &key, now).await? {
-                Some(v) if v.kind() == Kind::Hash => {}
-                _ => return Ok(None),
-            }
-            super::keys::execute(shared, db, b"HGET", &[b"HGET", &key, field], &mut r).await;
-            scratch
-        }
+    match field {
+        None => super::keys::execute(shared, db, b"GET", &[b"GET", &key], &mut r).await,
+        Some(f) => super::keys::execute(shared, db, b"HGET", &[b"HGET", &key, f], &mut r).await,
     };
-    Ok(match nvdepot_resp::parse_value(&v) {
+    Ok(match nvdepot_resp::parse_value(&scratch) {
         Ok(Some((nvdepot_resp::Value::Bulk(b), _))) => b,
         _ => None,
     })

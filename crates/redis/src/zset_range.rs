@@ -29,7 +29,7 @@ pub fn parse_score(a: &[u8]) -> Option<f64> {
 
 /// C's `strtod` over `a` up to its first NUL: (value, bytes consumed,
 /// ERANGE), or `None` if nothing could be read at all.
-fn strtod(a: &[u8]) -> Option<(f64, usize, bool)> {
+pub(super) fn strtod(a: &[u8]) -> Option<(f64, usize, bool)> {
     let end = a.iter().position(|&b| b == 0).unwrap_or(a.len());
     let c = std::ffi::CString::new(&a[..end]).ok()?;
     let mut stop: *mut libc::c_char = std::ptr::null_mut();
