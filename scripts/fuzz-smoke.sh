@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short run of every fuzz target (the on-device format parsers in fuzz/,
 # the memcached protocol parsers in crates/memcache/fuzz/, the Redis
-# protocol parsers in crates/resp/fuzz/, and `nvdepot serve` over a socket
+# protocol parsers in crates/resp/fuzz/, RESTORE's payload reader in
+# crates/redis/fuzz/, and `nvdepot serve` over a socket
 # against redis-server in crates/nvdepot/fuzz/): what CI runs.
 #
 #     bash scripts/fuzz-smoke.sh [SECONDS_PER_TARGET]   (default 15)
@@ -30,6 +31,7 @@ export FUZZ_EXTRA=${FUZZ_EXTRA:--seed=1}
 bash "$repo/fuzz/smoke.sh" "$secs"
 bash "$repo/crates/memcache/fuzz/smoke.sh" "$secs"
 bash "$repo/crates/resp/fuzz/smoke.sh" "$secs"
+bash "$repo/crates/redis/fuzz/smoke.sh" "$secs"
 # Whole servers over a socket against the reference servers (skipped
 # without NVDEPOT_BIN's binary or redis-server).
 bash "$repo/crates/nvdepot/fuzz/smoke.sh" "$secs"

@@ -60,7 +60,10 @@ pub fn may_wake(name: &[u8]) -> bool {
     super::list::may_push(name)
         || super::zset_ops::may_add(name)
         || name == b"XADD"
-        || matches!(name, b"RENAME" | b"RENAMENX" | b"COPY" | b"SORT")
+        || matches!(
+            name,
+            b"RENAME" | b"RENAMENX" | b"COPY" | b"SORT" | b"RESTORE"
+        )
 }
 
 /// Why a waiter stopped waiting other than by its keys or its timeout.

@@ -111,6 +111,8 @@ pub const COMMANDS: &[Spec] = &[
     spec("TOUCH", -2, 1, -1, 1),
     write("COPY", -3, 1, 2, 1),
     write("MOVE", 3, 1, 1, 1),
+    spec("DUMP", 2, 1, 1, 1),
+    write("RESTORE", -4, 1, 1, 1),
     spec("OBJECT", -2, 2, 2, 1),
     spec("TYPE", 2, 1, 1, 1),
     write("EXPIRE", -3, 1, 1, 1),

@@ -14,7 +14,7 @@ pub const OPCODE_FUNCTION2: u8 = 245;
 const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
 
 /// Appends RDB length `n` (`rdbSaveLen`).
-fn put_len(out: &mut Vec<u8>, n: u64) {
+pub fn put_len(out: &mut Vec<u8>, n: u64) {
     if n < 1 << 6 {
         out.push(n as u8);
     } else if n < 1 << 14 {
@@ -77,7 +77,8 @@ impl<'a> Reader<'a> {
         Some(b)
     }
 
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    /// The next `n` bytes as they are.
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
         let s = self.data.get(self.at..end)?;
         self.at = end;
@@ -97,6 +98,19 @@ impl<'a> Reader<'a> {
             2 => return None,
             _ => Err(b & 0x3f),
         })
+    }
+
+    /// A plain RDB length (`rdbLoadLen` without an encoding).
+    pub fn length(&mut self) -> Option<u64> {
+        self.len()?.ok()
+    }
+
+    /// A count of things that follow, each at least a byte: refused when
+    /// more than the bytes left could hold (so a damaged count cannot ask
+    /// for a huge allocation).
+    pub fn count(&mut self) -> Option<usize> {
+        let n = usize::try_from(self.length()?).ok()?;
+        (n <= self.data.len() - self.at).then_some(n)
     }
 
     /// An RDB string in any of Redis's encodings (`rdbGenericLoadStringObject`).

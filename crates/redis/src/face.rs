@@ -897,6 +897,7 @@ pub(super) fn time(r: &mut Reply<'_>) {
 /// several keys as one step.
 pub(super) fn needs_exclusive(name: &[u8]) -> bool {
     super::strings::needs_exclusive(name)
+        || super::restore::needs_exclusive(name)
         || matches!(
             name,
             b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO"

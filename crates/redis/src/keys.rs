@@ -148,6 +148,12 @@ pub async fn execute(
     {
         return true;
     }
+    if name == b"DUMP" || name == b"RESTORE" {
+        return answered(
+            super::restore::execute(shared, db, name, args, now, r).await,
+            r,
+        );
+    }
     if name == b"LCS" {
         let result = super::lcs::lcs(store, db, args, now, r).await;
         return answered(Some(result), r);

@@ -61,6 +61,9 @@ mod notify;
 mod observe;
 mod paged_scan;
 mod pubsub;
+mod rdb_codec;
+mod rdb_object;
+mod restore;
 mod scan;
 mod script;
 mod set;
@@ -106,5 +109,32 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
             return v;
         }
         std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+/// Entry points for the fuzz targets (`crates/redis/fuzz`): not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::rdb_object::{Object, Thresholds};
+
+    /// RESTORE's object reader over any bytes (the payload's footer
+    /// already checked): never a panic; an object it reads writes back
+    /// (DUMP's encoding) to bytes it reads again to the same encoding.
+    pub fn restore_object(data: &[u8]) {
+        let t = Thresholds {
+            hash_entries: 128,
+            hash_value: 64,
+            set_intset_entries: 512,
+            zset_entries: 128,
+            zset_value: 64,
+        };
+        let _ = super::rdb_codec::listpack_elements(data);
+        let _ = super::rdb_codec::ziplist_elements(data);
+        let _ = super::rdb_codec::intset_members(data);
+        if let Some(o) = Object::decode(data, &t) {
+            let once = o.encode();
+            let again = Object::decode(&once, &t).expect("DUMP's encoding reads back");
+            assert_eq!(again.encode(), once, "DUMP's encoding is stable");
+        }
     }
 }

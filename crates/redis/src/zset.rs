@@ -54,7 +54,7 @@ pub(crate) fn zset_of(v: Option<&Value>) -> Result<Option<ZSet>, Fail> {
     decode(v.data()).map(Some).map_err(Fail::Store)
 }
 
-fn decode(data: &[u8]) -> Result<ZSet, Error> {
+pub(crate) fn decode(data: &[u8]) -> Result<ZSet, Error> {
     let c = Compact::decode(data)?;
     if c.items.len() % 2 != 0 {
         return Err(Error::Envelope(

@@ -1,0 +1,279 @@
+//! DUMP and RESTORE (Redis's `cluster.c`): a key's value as an RDB object
+//! in Redis's payload framing (`dump.rs`), so keys move between
+//! redis-server 7.0 and nvdepot both ways — what redis-shake, RIOT and
+//! `redis-cli --cluster import` do with them. The objects are in
+//! `rdb_object.rs`.
+//!
+//! RESTORE runs holding the exclusive pass of the isolation gate (as
+//! RENAME does): its presence check and its write are one step.
+
+use std::collections::VecDeque;
+
+use nvdepot_cache::resp::{Kind, RespStore, Value};
+use nvdepot_cache::Error;
+use nvdepot_resp::{errors, Reply};
+
+use super::compact::Compact;
+use super::face::{arity, Shared};
+use super::keys::int_arg;
+use super::notify;
+use super::rdb_object::{Object, Thresholds};
+
+/// Commands that need the exclusive pass.
+pub fn needs_exclusive(name: &[u8]) -> bool {
+    name == b"RESTORE"
+}
+
+/// Runs `name` if it is DUMP or RESTORE (`None` if not).
+pub async fn execute(
+    shared: &Shared,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    match name {
+        b"DUMP" => {
+            if !arity(args, 2, Some(2), r) {
+                return Some(Ok(()));
+            }
+            Some(dump(&shared.store, db, args[1], now, r).await)
+        }
+        b"RESTORE" => {
+            if !arity(args, 4, None, r) {
+                return Some(Ok(()));
+            }
+            Some(restore(shared, db, args, now, r).await)
+        }
+        _ => None,
+    }
+}
+
+/// The value under `key` as DUMP carries it, `None` when absent.
+pub async fn object_of(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    v: &Value,
+) -> Result<Object, Error> {
+    if v.kind() == Kind::String {
+        return Ok(Object::String(v.data().to_vec()));
+    }
+    let whole = super::types::compact_data(store, db, key, v).await?;
+    let data = whole.as_deref().unwrap_or(v.data());
+    Ok(match v.kind() {
+        Kind::String => unreachable!("answered above"),
+        Kind::List => Object::List(Compact::decode(data)?.items),
+        Kind::Set => {
+            let c = Compact::decode(data)?;
+            Object::Set {
+                members: c.items,
+                compact: !c.large,
+            }
+        }
+        Kind::Hash => {
+            let c = Compact::decode(data)?;
+            let mut it = c.items.into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(f), Some(v)) = (it.next(), it.next()) {
+                pairs.push((f, v));
+            }
+            Object::Hash {
+                pairs,
+                compact: !c.large,
+            }
+        }
+        Kind::ZSet => {
+            let z = super::zset::decode(data)?;
+            Object::ZSet {
+                items: z.items,
+                compact: !z.large,
+            }
+        }
+        Kind::Stream => Object::Stream(Box::new(super::stream_log::decode(data)?)),
+    })
+}
+
+async fn dump(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let Some(v) = store.get(db, key, now).await? else {
+        r.null();
+        return Ok(());
+    };
+    let object = object_of(store, db, key, &v).await?;
+    r.bulk(&super::dump::seal(object.encode()));
+    Ok(())
+}
+
+/// The thresholds of Redis's compact encodings, as set now.
+fn thresholds(shared: &Shared) -> Thresholds {
+    let t = &shared.tunables;
+    let get = |n| usize::try_from(t.value(n)).unwrap_or(usize::MAX);
+    Thresholds {
+        hash_entries: get("hash-max-listpack-entries"),
+        hash_value: get("hash-max-listpack-value"),
+        set_intset_entries: get("set-max-intset-entries"),
+        zset_entries: get("zset-max-listpack-entries"),
+        zset_value: get("zset-max-listpack-value"),
+    }
+}
+
+/// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f], its
+/// checks in Redis's order (`restoreCommand`). IDLETIME and FREQ are
+/// checked and otherwise ignored: nvdepot keeps no LRU clock or LFU
+/// counter to set (docs/REDIS.md).
+async fn restore(
+    shared: &Shared,
+    db: usize,
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Result<(), Error> {
+    let store = &*shared.store;
+    let key = args[1];
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (false, false);
+    let mut j = 4;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        match args[j].to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"ABSTTL" => absttl = true,
+            b"IDLETIME" if more && !freq => {
+                match int_arg(args[j + 1]) {
+                    None => {
+                        r.error(errors::NOT_INTEGER);
+                        return Ok(());
+                    }
+                    Some(n) if n < 0 => {
+                        r.error("ERR Invalid IDLETIME value, must be >= 0");
+                        return Ok(());
+                    }
+                    Some(_) => idle = true,
+                }
+                j += 1;
+            }
+            b"FREQ" if more && !idle => {
+                match int_arg(args[j + 1]) {
+                    None => {
+                        r.error(errors::NOT_INTEGER);
+                        return Ok(());
+                    }
+                    Some(n) if !(0..=255).contains(&n) => {
+                        r.error("ERR Invalid FREQ value, must be >= 0 and <= 255");
+                        return Ok(());
+                    }
+                    Some(_) => freq = true,
+                }
+                j += 1;
+            }
+            _ => {
+                r.error(errors::SYNTAX);
+                return Ok(());
+            }
+        }
+        j += 1;
+    }
+    let existing = store.get(db, key, now).await?;
+    if !replace && existing.is_some() {
+        r.error("BUSYKEY Target key name already exists.");
+        return Ok(());
+    }
+    let ttl = match int_arg(args[2]) {
+        None => {
+            r.error(errors::NOT_INTEGER);
+            return Ok(());
+        }
+        Some(t) if t < 0 => {
+            r.error("ERR Invalid TTL value, must be >= 0");
+            return Ok(());
+        }
+        Some(t) => t as u64,
+    };
+    if super::dump::verify(args[3]).is_none() {
+        r.error("ERR DUMP payload version or checksum are wrong");
+        return Ok(());
+    }
+    // Read from the whole payload, footer included, as Redis's reader
+    // is given it: an object cut short reads on into the footer (and
+    // bytes after a whole object are ignored).
+    let Some(object) = Object::decode(args[3], &thresholds(shared)) else {
+        r.error("ERR Bad data format");
+        return Ok(());
+    };
+    let at = match ttl {
+        0 => 0,
+        t if absttl => t,
+        t => t.saturating_add(now),
+    };
+    if at != 0 && at <= now {
+        // Already expired: the old key goes (REPLACE), nothing is added.
+        if existing.is_some() {
+            store
+                .update(db, key, now, |_| (nvdepot_cache::resp::Change::Delete, ()))
+                .await?;
+            shared.notify(notify::GENERIC, "del", db, key);
+        }
+        r.ok();
+        return Ok(());
+    }
+    write(store, db, key, object, at, now).await?;
+    shared.notify(notify::GENERIC, "restore", db, key);
+    r.ok();
+    Ok(())
+}
+
+/// Stores `object` under `key` with expiry `at`, replacing whatever is
+/// there: a list through the list writer (paged when long), any other
+/// collection in the compact layout (paged by its next write).
+async fn write(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    object: Object,
+    at: u64,
+    now: u64,
+) -> Result<(), Error> {
+    let (kind, data) = match object {
+        Object::String(s) => (Kind::String, s),
+        Object::List(items) => {
+            let list: VecDeque<Vec<u8>> = items.into();
+            return super::list::write_whole(store, db, key, &list, at, now).await;
+        }
+        Object::Set { members, compact } => (
+            Kind::Set,
+            Compact {
+                large: !compact,
+                items: members,
+            }
+            .encode(),
+        ),
+        Object::Hash { pairs, compact } => (
+            Kind::Hash,
+            Compact {
+                large: !compact,
+                items: pairs.into_iter().flat_map(|(f, v)| [f, v]).collect(),
+            }
+            .encode(),
+        ),
+        Object::ZSet { items, compact } => (
+            Kind::ZSet,
+            Compact {
+                large: !compact,
+                items: items
+                    .into_iter()
+                    .flat_map(|(s, m)| [m, s.to_le_bytes().to_vec()])
+                    .collect(),
+            }
+            .encode(),
+        ),
+        Object::Stream(s) => (Kind::Stream, s.encode()),
+    };
+    store.set_kind(db, key, kind, &data, at).await
+}
