@@ -199,6 +199,10 @@ impl RespSession {
                 .sum();
             lines.push(("collection_pages".into(), pages.to_string()));
             lines.push(("page_sweeps".into(), s.store.page_sweeps().to_string()));
+            // Paged steps committed in batches (combine.rs), process-wide.
+            let (batches, steps) = super::combine::counts();
+            lines.push(("combined_batches".into(), batches.to_string()));
+            lines.push(("combined_steps".into(), steps.to_string()));
             add("nvdepot", lines);
         }
         out

@@ -25,6 +25,7 @@ mod bitmap;
 mod blocking;
 mod clients;
 pub mod cluster;
+mod combine;
 mod commands;
 mod compact;
 mod config;

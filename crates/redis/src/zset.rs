@@ -413,7 +413,7 @@ fn count_of(o: zset_pages::Out) -> i64 {
 }
 
 /// ZADD's flags.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct AddFlags {
     pub nx: bool,
     pub xx: bool,

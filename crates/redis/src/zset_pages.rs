@@ -30,6 +30,7 @@
 use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
+use super::combine::Combiner;
 use super::hash_pages::{self as hpages, Whole};
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, page_key, Stop, SHAPE_PAGED};
@@ -387,8 +388,114 @@ fn settle<T>(r: Result<T, Stop>) -> Result<Option<T>, Error> {
     }
 }
 
+/// A write step that may be combined with others on its key
+/// (`combine.rs`), owned, as another task may carry it: ZADD without
+/// INCR (which never fails half way) and ZREM.
+enum Owned {
+    Add {
+        flags: AddFlags,
+        pairs: Vec<(f64, Vec<u8>)>,
+    },
+    Rem(Vec<Vec<u8>>),
+}
+
+impl Owned {
+    fn of(op: &Op<'_>) -> Option<Owned> {
+        match *op {
+            Op::Add { flags, pairs } if !flags.incr => Some(Owned::Add {
+                flags: *flags,
+                pairs: pairs.iter().map(|&(s, m)| (s, m.to_vec())).collect(),
+            }),
+            Op::Rem(members) => Some(Owned::Rem(members.iter().map(|m| m.to_vec()).collect())),
+            _ => None,
+        }
+    }
+}
+
+/// What [`write`] answers.
+type Written = Result<Option<Result<Out, &'static str>>, Error>;
+
+static COMBINER: std::sync::LazyLock<Combiner<Owned, Written>> =
+    std::sync::LazyLock::new(Combiner::default);
+
+/// Runs a batch of combined steps (`combine.rs`) under `held`, the key's
+/// lock: each applied in order to one read of the set, one commit for
+/// all; from the top again (every step) if the key changed meanwhile.
+async fn write_batch(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    batch: &[Owned],
+    held: KeyGuard<'static>,
+) -> Vec<Written> {
+    let pairs: Vec<Vec<(f64, &[u8])>> = batch
+        .iter()
+        .map(|o| match o {
+            Owned::Add { pairs, .. } => pairs.iter().map(|(s, m)| (*s, m.as_slice())).collect(),
+            Owned::Rem(_) => Vec::new(),
+        })
+        .collect();
+    let members: Vec<Vec<&[u8]>> = batch
+        .iter()
+        .map(|o| match o {
+            Owned::Rem(ms) => ms.iter().map(Vec::as_slice).collect(),
+            Owned::Add { .. } => Vec::new(),
+        })
+        .collect();
+    let ops: Vec<Op<'_>> = batch
+        .iter()
+        .zip(pairs.iter().zip(&members))
+        .map(|(o, (p, m))| match o {
+            Owned::Add { flags, .. } => Op::Add { flags, pairs: p },
+            Owned::Rem(_) => Op::Rem(m),
+        })
+        .collect();
+    let fail_all = |e: Error| super::combine::fail_all(e, batch.len());
+    let mut first = Some(held);
+    let mut attempt = 1u32;
+    loop {
+        let held = match first.take() {
+            Some(h) => h,
+            None => super::key_locks::turn(&mut attempt, db, key).await,
+        };
+        let (v, mut edit) = match find(store, db, key, now).await {
+            Err(e) => return fail_all(e),
+            Ok(None) => return batch.iter().map(|_| Ok(None)).collect(),
+            Ok(Some(found)) => found,
+        };
+        let mut outs = Vec::with_capacity(ops.len());
+        let mut changed = false;
+        let mut stop = None;
+        for op in &ops {
+            match op.apply(&mut edit).await {
+                Ok(Ok((c, out))) => {
+                    changed |= c;
+                    outs.push(Ok(out));
+                }
+                Ok(Err(msg)) => outs.push(Err(msg)),
+                Err(s) => {
+                    stop = Some(s);
+                    break;
+                }
+            }
+        }
+        let done = match stop {
+            Some(s) => Err(s),
+            None if changed => edit.commit(v.expire_at_ms(), held).await,
+            None => Ok(()),
+        };
+        match done {
+            Ok(()) => return outs.into_iter().map(|o| Ok(Some(o))).collect(),
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return fail_all(e),
+        }
+    }
+}
+
 /// Runs `op` on `key` if it is a paged sorted set: `None` when it is not
-/// (the caller's compact path), else its answer or error.
+/// (the caller's compact path), else its answer or error. ZADD (without
+/// INCR) and ZREM are combined with the others waiting for the key.
 pub async fn write(
     store: &RespStore,
     db: usize,
@@ -396,6 +503,22 @@ pub async fn write(
     now: u64,
     op: &Op<'_>,
 ) -> Result<Option<Result<Out, &'static str>>, Error> {
+    if let Some(owned) = Owned::of(op) {
+        let scope = super::combine::scope(store, Kind::ZSet as u8);
+        let failed = super::combine::interrupted;
+        return COMBINER
+            .run(
+                scope,
+                db,
+                key,
+                owned,
+                failed,
+                async |batch: Vec<Owned>, held| {
+                    write_batch(store, db, key, now, &batch, held).await
+                },
+            )
+            .await;
+    }
     let mut attempt = 0u32;
     loop {
         let held = super::key_locks::turn(&mut attempt, db, key).await;
