@@ -234,12 +234,7 @@ impl RespSession {
             (Some(b"USAGE" | b"STATS" | b"DOCTOR" | b"MALLOC-STATS" | b"PURGE" | b"HELP"), _) => {
                 r.error(errors::wrong_sub_arity("memory", args[1]))
             }
-            (Some(_), _) => r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try MEMORY HELP.",
-            )),
+            (Some(_), _) => r.error(errors::unknown_subcommand("MEMORY", args[1])),
             (None, _) => r.error(errors::wrong_arity(args[0])),
         }
     }
@@ -261,12 +256,7 @@ pub(super) fn module(args: &[&[u8]], r: &mut Reply<'_>) {
             r.error("ERR nvdepot does not load Redis modules")
         }
         (Some(b"LIST" | b"HELP"), _) => r.error(errors::wrong_sub_arity("module", args[1])),
-        (Some(_), _) => r.error(errors::quoting(
-            "ERR unknown subcommand '",
-            args[1],
-            128,
-            "'. Try MODULE HELP.",
-        )),
+        (Some(_), _) => r.error(errors::unknown_subcommand("MODULE", args[1])),
         (None, _) => r.error(errors::wrong_arity(args[0])),
     }
 }

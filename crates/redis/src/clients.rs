@@ -300,10 +300,7 @@ impl RespSession {
                 r.error(errors::wrong_sub_arity("client", args[1]));
             }
             (s, _) if self.client_admin(s, args, r) => {}
-            _ => r.error(format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(args[1])
-            )),
+            _ => r.error(errors::unknown_subcommand("CLIENT", args[1])),
         }
     }
 

@@ -434,12 +434,7 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
         Some(b"GETKEYS" | b"GETKEYSANDFLAGS" | b"HELP") => {
             r.error(errors::wrong_sub_arity("command", args[1]))
         }
-        Some(_) => r.error(errors::quoting(
-            "ERR unknown subcommand '",
-            args[1],
-            128,
-            "'. Try COMMAND HELP.",
-        )),
+        Some(_) => r.error(errors::unknown_subcommand("COMMAND", args[1])),
     }
 }
 

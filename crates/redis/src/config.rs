@@ -147,12 +147,7 @@ impl RespSession {
             Some(b"GET" | b"SET" | b"RESETSTAT") => {
                 r.error(errors::wrong_sub_arity("config", args[1]))
             }
-            Some(_) => r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try CONFIG HELP.",
-            )),
+            Some(_) => r.error(errors::unknown_subcommand("CONFIG", args[1])),
             None => r.error(errors::wrong_arity(args[0])),
         }
     }

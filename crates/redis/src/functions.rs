@@ -498,11 +498,9 @@ impl Vm {
                     Err(e) => r.error(e),
                 }
             }
-            _ => r.error(errors::quoting(
-                "ERR unknown subcommand '",
+            _ => r.error(errors::unknown_subcommand(
+                "FUNCTION",
                 args.get(1).map_or(&b""[..], Vec::as_slice),
-                128,
-                "'. Try FUNCTION HELP.",
             )),
         }
         out

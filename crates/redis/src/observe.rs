@@ -308,12 +308,7 @@ impl RespSession {
             (Some(b"GET" | b"LEN" | b"RESET" | b"HELP"), _) => {
                 r.error(errors::wrong_sub_arity("slowlog", args[1]))
             }
-            (Some(_), _) => r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try SLOWLOG HELP.",
-            )),
+            (Some(_), _) => r.error(errors::unknown_subcommand("SLOWLOG", args[1])),
             (None, _) => r.error(errors::wrong_arity(args[0])),
         }
     }
@@ -410,12 +405,7 @@ impl RespSession {
             (Some(b"LATEST" | b"HISTORY" | b"DOCTOR" | b"HELP"), _) => {
                 r.error(errors::wrong_sub_arity("latency", args[1]))
             }
-            (Some(_), _) => r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try LATENCY HELP.",
-            )),
+            (Some(_), _) => r.error(errors::unknown_subcommand("LATENCY", args[1])),
             (None, _) => r.error(errors::wrong_arity(args[0])),
         }
     }

@@ -684,11 +684,6 @@ fn pubsub_command(hub: &Hub, args: &[&[u8]], r: &mut Reply<'_>) {
             ];
             r.simple_lines(&lines);
         }
-        _ => r.error(errors::quoting(
-            "ERR unknown subcommand '",
-            sub,
-            128,
-            "'. Try PUBSUB HELP.",
-        )),
+        _ => r.error(errors::unknown_subcommand("PUBSUB", sub)),
     }
 }

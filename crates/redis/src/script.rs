@@ -649,12 +649,7 @@ impl RespSession {
                 r.simple_lines(&lines);
             }
             b"DEBUG" => r.error("ERR SCRIPT DEBUG is not supported by nvdepot"),
-            _ => r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try SCRIPT HELP.",
-            )),
+            _ => r.error(errors::unknown_subcommand("SCRIPT", args[1])),
         }
     }
 }

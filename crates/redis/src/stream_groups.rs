@@ -113,10 +113,7 @@ async fn xgroup(
     let sub = args[1].to_ascii_uppercase();
     let lower = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
     let Some(arity) = sub_arity(&sub) else {
-        r.error(format!(
-            "ERR unknown subcommand '{}'. Try XGROUP HELP.",
-            String::from_utf8_lossy(args[1])
-        ));
+        r.error(errors::unknown_subcommand("XGROUP", args[1]));
         return Ok(());
     };
     let n = args.len() as i64;

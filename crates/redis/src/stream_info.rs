@@ -55,10 +55,7 @@ pub async fn xinfo(
         b"STREAM" => -3,
         b"HELP" => 2,
         _ => {
-            r.error(format!(
-                "ERR unknown subcommand '{}'. Try XINFO HELP.",
-                String::from_utf8_lossy(args[1])
-            ));
+            r.error(errors::unknown_subcommand("XINFO", args[1]));
             return Ok(());
         }
     };

@@ -456,12 +456,7 @@ async fn object(
         b"HELP" => 2,
         b"ENCODING" | b"REFCOUNT" | b"IDLETIME" | b"FREQ" => 3,
         _ => {
-            r.error(errors::quoting(
-                "ERR unknown subcommand '",
-                args[1],
-                128,
-                "'. Try OBJECT HELP.",
-            ));
+            r.error(errors::unknown_subcommand("OBJECT", args[1]));
             return Ok(());
         }
     };

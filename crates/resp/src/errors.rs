@@ -66,6 +66,17 @@ pub fn quoting(prefix: &str, arg: &[u8], max: usize, suffix: &str) -> Vec<u8> {
     s
 }
 
+/// Redis's `addReplySubcommandSyntaxError`: `ERR unknown subcommand
+/// '<sub>'. Try <COMMAND> HELP.`, the subcommand as `%.128s` prints it.
+pub fn unknown_subcommand(command: &str, sub: &[u8]) -> Vec<u8> {
+    quoting(
+        "ERR unknown subcommand '",
+        sub,
+        128,
+        &format!("'. Try {command} HELP."),
+    )
+}
+
 /// What Redis's `%.Ns` prints of an argument: its raw bytes up to the
 /// first NUL (it formats them as a C string), at most `max`.
 pub fn c_string(a: &[u8], max: usize) -> &[u8] {
