@@ -419,8 +419,7 @@ static COMBINER: std::sync::LazyLock<Combiner<Owned, Written>> =
     std::sync::LazyLock::new(Combiner::default);
 
 /// Runs a batch of combined steps (`combine.rs`) under `held`, the key's
-/// lock: each applied in order to one read of the set, one commit for
-/// all; from the top again (every step) if the key changed meanwhile.
+/// lock (see [`run_ops`]).
 async fn write_batch(
     store: &RespStore,
     db: usize,
@@ -451,7 +450,23 @@ async fn write_batch(
             Owned::Rem(_) => Op::Rem(m),
         })
         .collect();
-    let fail_all = |e: Error| super::combine::fail_all(e, batch.len());
+    run_ops(store, db, key, now, &ops, held).await
+}
+
+/// Applies `ops` in order to one read of the set, under `held` (the key's
+/// lock), and commits them as one batch if any changed it: each op's
+/// answer, or `None` for all when the key is not a paged sorted set.
+/// From the top again (every op) if the key changed meanwhile. An op that
+/// answers an error changed nothing (ZADD's INCR fails before it writes).
+async fn run_ops(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    ops: &[Op<'_>],
+    held: KeyGuard<'static>,
+) -> Vec<Written> {
+    let fail_all = |e: Error| super::combine::fail_all(e, ops.len());
     let mut first = Some(held);
     let mut attempt = 1u32;
     loop {
@@ -461,13 +476,13 @@ async fn write_batch(
         };
         let (v, mut edit) = match find(store, db, key, now).await {
             Err(e) => return fail_all(e),
-            Ok(None) => return batch.iter().map(|_| Ok(None)).collect(),
+            Ok(None) => return ops.iter().map(|_| Ok(None)).collect(),
             Ok(Some(found)) => found,
         };
         let mut outs = Vec::with_capacity(ops.len());
         let mut changed = false;
         let mut stop = None;
-        for op in &ops {
+        for op in ops {
             match op.apply(&mut edit).await {
                 Ok(Ok((c, out))) => {
                     changed |= c;
@@ -495,7 +510,8 @@ async fn write_batch(
 
 /// Runs `op` on `key` if it is a paged sorted set: `None` when it is not
 /// (the caller's compact path), else its answer or error. ZADD (without
-/// INCR) and ZREM are combined with the others waiting for the key.
+/// INCR) and ZREM are combined with the others waiting for the key; the
+/// other ops run alone.
 pub async fn write(
     store: &RespStore,
     db: usize,
@@ -519,22 +535,9 @@ pub async fn write(
             )
             .await;
     }
-    let mut attempt = 0u32;
-    loop {
-        let held = super::key_locks::turn(&mut attempt, db, key).await;
-        let Some((v, mut edit)) = find(store, db, key, now).await? else {
-            return Ok(None);
-        };
-        let out = match op.apply(&mut edit).await {
-            Ok(Ok((true, out))) => edit.commit(v.expire_at_ms(), held).await.map(|()| Ok(out)),
-            Ok(Ok((false, out))) => Ok(Ok(out)),
-            Ok(Err(msg)) => Ok(Err(msg)),
-            Err(stop) => Err(stop),
-        };
-        if let Some(out) = settle(out)? {
-            return Ok(Some(out));
-        }
-    }
+    let held = super::key_locks::turn(&mut 0, db, key).await;
+    let mut answers = run_ops(store, db, key, now, std::slice::from_ref(op), held).await;
+    answers.pop().expect("an answer per op")
 }
 
 /// Runs `q` on `key` under its lock (no commit half visible) if it is a
