@@ -372,6 +372,11 @@ fn errors_as_redis(a: &mut Resp, b: &mut Resp) {
     let truncated = sealed(&body[..body.len() - 2], 10);
     let unknown_type = sealed(&[42, 1, b'x'], 10);
     let empty_list = sealed(&[1, 0], 10);
+    // A sorted set of one member scored -0 (RDB_TYPE_ZSET_2): Redis's
+    // listpack reads it back as 0.
+    let mut minus_zero = vec![5, 1, 1, b'a'];
+    minus_zero.extend_from_slice(&(-0.0f64).to_le_bytes());
+    let minus_zero = sealed(&minus_zero, 10);
     let cases: Vec<Vec<&[u8]>> = vec![
         vec![b"RESTORE", b"s", b"0", &p],
         vec![b"RESTORE", b"s", b"0", &p, b"REPLACE"],
@@ -410,6 +415,9 @@ fn errors_as_redis(a: &mut Resp, b: &mut Resp) {
         vec![b"LRANGE", b"s", b"0", b"-1"],
         vec![b"GET", b"t1"],
         vec![b"DUMP", b"s", b"extra"],
+        vec![b"RESTORE", b"z0", b"0", &minus_zero],
+        vec![b"ZSCORE", b"z0", b"a"],
+        vec![b"OBJECT", b"ENCODING", b"z0"],
     ];
     for case in cases {
         let (x, y) = (a.call_bytes(&case), b.call_bytes(&case));

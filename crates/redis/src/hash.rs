@@ -125,12 +125,12 @@ impl Hash {
 
 /// Redis's listpack thresholds for hashes, as set now.
 pub struct Limits {
-    entries: usize,
-    value: usize,
+    pub(crate) entries: usize,
+    pub(crate) value: usize,
 }
 
 impl Limits {
-    fn now(shared: &Shared) -> Limits {
+    pub(crate) fn now(shared: &Shared) -> Limits {
         let t = &shared.tunables;
         let get = |n| usize::try_from(t.value(n)).unwrap_or(usize::MAX);
         Limits {

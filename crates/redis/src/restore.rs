@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use nvdepot_cache::resp::{Kind, RespStore, Value};
+use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
@@ -50,20 +50,18 @@ pub async fn execute(
     }
 }
 
-/// The value under `key` as DUMP carries it, `None` when absent.
+/// The value `v` under `key` as DUMP carries it.
 pub async fn object_of(
     store: &RespStore,
     db: usize,
     key: &[u8],
     v: &Value,
 ) -> Result<Object, Error> {
-    if v.kind() == Kind::String {
-        return Ok(Object::String(v.data().to_vec()));
-    }
+    // A paged collection whole; `None` for a string or a compact one.
     let whole = super::types::compact_data(store, db, key, v).await?;
     let data = whole.as_deref().unwrap_or(v.data());
     Ok(match v.kind() {
-        Kind::String => unreachable!("answered above"),
+        Kind::String => Object::String(data.to_vec()),
         Kind::List => Object::List(Compact::decode(data)?.items),
         Kind::Set => {
             let c = Compact::decode(data)?;
@@ -111,16 +109,31 @@ async fn dump(
     Ok(())
 }
 
-/// The thresholds of Redis's compact encodings, as set now.
+/// The thresholds of Redis's compact encodings, as set now (the ones the
+/// hash, set and sorted set commands shape their values by).
 fn thresholds(shared: &Shared) -> Thresholds {
-    let t = &shared.tunables;
-    let get = |n| usize::try_from(t.value(n)).unwrap_or(usize::MAX);
+    let hash = super::hash::Limits::now(shared);
+    let zset = super::zset::Limits::now(shared);
     Thresholds {
-        hash_entries: get("hash-max-listpack-entries"),
-        hash_value: get("hash-max-listpack-value"),
-        set_intset_entries: get("set-max-intset-entries"),
-        zset_entries: get("zset-max-listpack-entries"),
-        zset_value: get("zset-max-listpack-value"),
+        hash_entries: hash.entries,
+        hash_value: hash.value,
+        set_intset_entries: super::set::max_intset(shared),
+        zset_entries: zset.entries,
+        zset_value: zset.value,
+    }
+}
+
+/// An integer argument of RESTORE in `range`: Redis's error for a
+/// non-integer, else `out_of_range` outside it.
+fn bounded(
+    a: &[u8],
+    range: std::ops::RangeInclusive<i64>,
+    out_of_range: &'static str,
+) -> Result<i64, &'static str> {
+    match int_arg(a) {
+        None => Err(errors::NOT_INTEGER),
+        Some(n) if !range.contains(&n) => Err(out_of_range),
+        Some(n) => Ok(n),
     }
 }
 
@@ -146,31 +159,21 @@ async fn restore(
             b"REPLACE" => replace = true,
             b"ABSTTL" => absttl = true,
             b"IDLETIME" if more && !freq => {
-                match int_arg(args[j + 1]) {
-                    None => {
-                        r.error(errors::NOT_INTEGER);
-                        return Ok(());
-                    }
-                    Some(n) if n < 0 => {
-                        r.error("ERR Invalid IDLETIME value, must be >= 0");
-                        return Ok(());
-                    }
-                    Some(_) => idle = true,
+                let msg = "ERR Invalid IDLETIME value, must be >= 0";
+                if let Err(e) = bounded(args[j + 1], 0..=i64::MAX, msg) {
+                    r.error(e);
+                    return Ok(());
                 }
+                idle = true;
                 j += 1;
             }
             b"FREQ" if more && !idle => {
-                match int_arg(args[j + 1]) {
-                    None => {
-                        r.error(errors::NOT_INTEGER);
-                        return Ok(());
-                    }
-                    Some(n) if !(0..=255).contains(&n) => {
-                        r.error("ERR Invalid FREQ value, must be >= 0 and <= 255");
-                        return Ok(());
-                    }
-                    Some(_) => freq = true,
+                let msg = "ERR Invalid FREQ value, must be >= 0 and <= 255";
+                if let Err(e) = bounded(args[j + 1], 0..=255, msg) {
+                    r.error(e);
+                    return Ok(());
                 }
+                freq = true;
                 j += 1;
             }
             _ => {
@@ -185,16 +188,12 @@ async fn restore(
         r.error("BUSYKEY Target key name already exists.");
         return Ok(());
     }
-    let ttl = match int_arg(args[2]) {
-        None => {
-            r.error(errors::NOT_INTEGER);
+    let ttl = match bounded(args[2], 0..=i64::MAX, "ERR Invalid TTL value, must be >= 0") {
+        Ok(t) => t as u64,
+        Err(e) => {
+            r.error(e);
             return Ok(());
         }
-        Some(t) if t < 0 => {
-            r.error("ERR Invalid TTL value, must be >= 0");
-            return Ok(());
-        }
-        Some(t) => t as u64,
     };
     if super::dump::verify(args[3]).is_none() {
         r.error("ERR DUMP payload version or checksum are wrong");
@@ -215,9 +214,7 @@ async fn restore(
     if at != 0 && at <= now {
         // Already expired: the old key goes (REPLACE), nothing is added.
         if existing.is_some() {
-            store
-                .update(db, key, now, |_| (nvdepot_cache::resp::Change::Delete, ()))
-                .await?;
+            store.update(db, key, now, |_| (Change::Delete, ())).await?;
             shared.notify(notify::GENERIC, "del", db, key);
         }
         r.ok();
@@ -231,7 +228,8 @@ async fn restore(
 
 /// Stores `object` under `key` with expiry `at`, replacing whatever is
 /// there: a list through the list writer (paged when long), any other
-/// collection in the compact layout (paged by its next write).
+/// collection in the compact layout (paged by its next write), each
+/// shaped as its own commands shape it.
 async fn write(
     store: &RespStore,
     db: usize,
@@ -246,14 +244,13 @@ async fn write(
             let list: VecDeque<Vec<u8>> = items.into();
             return super::list::write_whole(store, db, key, &list, at, now).await;
         }
-        Object::Set { members, compact } => (
-            Kind::Set,
-            Compact {
+        Object::Set { members, compact } => {
+            let set = super::set::Set {
                 large: !compact,
-                items: members,
-            }
-            .encode(),
-        ),
+                members,
+            };
+            (Kind::Set, record_data(set.change(at)))
+        }
         Object::Hash { pairs, compact } => (
             Kind::Hash,
             Compact {
@@ -262,18 +259,25 @@ async fn write(
             }
             .encode(),
         ),
-        Object::ZSet { items, compact } => (
-            Kind::ZSet,
-            Compact {
+        Object::ZSet { items, compact } => {
+            // As ZADD writes it (a compact set's -0 kept as 0, as
+            // Redis's listpack keeps it).
+            let z = super::zset::ZSet {
                 large: !compact,
-                items: items
-                    .into_iter()
-                    .flat_map(|(s, m)| [m, s.to_le_bytes().to_vec()])
-                    .collect(),
-            }
-            .encode(),
-        ),
+                items,
+            };
+            (Kind::ZSet, record_data(z.change(at)))
+        }
         Object::Stream(s) => (Kind::Stream, s.encode()),
     };
     store.set_kind(db, key, kind, &data, at).await
+}
+
+/// The record data of a collection's write (never empty here: RESTORE
+/// refuses an empty collection).
+fn record_data(change: Change) -> Vec<u8> {
+    match change {
+        Change::Put { data, .. } => data,
+        _ => unreachable!("a restored collection is never empty"),
+    }
 }

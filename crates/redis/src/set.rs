@@ -124,7 +124,7 @@ impl Set {
         }
     }
 
-    fn change(self, expire_at_ms: u64) -> Change {
+    pub(crate) fn change(self, expire_at_ms: u64) -> Change {
         if self.members.is_empty() {
             return Change::Delete;
         }
@@ -187,7 +187,7 @@ pub fn encoding(v: &Value) -> Result<&'static str, Error> {
     Ok(if c.large { "hashtable" } else { "intset" })
 }
 
-fn max_intset(shared: &Shared) -> usize {
+pub(crate) fn max_intset(shared: &Shared) -> usize {
     usize::try_from(shared.tunables.value("set-max-intset-entries")).unwrap_or(usize::MAX)
 }
 
