@@ -4,41 +4,15 @@
 //! them, where this server has the thing asked about, and saying what it
 //! is where it differs (docs/REDIS.md).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nvdepot_cache::resp::unix_now_ms;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{RespSession, REDIS_VERSION};
-
-/// `CLIENT PAUSE`: until when, and whether every command waits or only
-/// the writes.
-#[derive(Default)]
-pub struct Pause {
-    until_ms: AtomicU64,
-    all: AtomicBool,
-}
-
-impl Pause {
-    /// Whether a command (`write`: it may change data) waits now.
-    fn holds(&self, write: bool) -> bool {
-        let until = self.until_ms.load(Ordering::Acquire);
-        until != 0 && unix_now_ms() < until && (write || self.all.load(Ordering::Relaxed))
-    }
-}
-
-/// What `CLIENT REPLY` asked for this connection's replies.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub enum Replies {
-    #[default]
-    On,
-    Off,
-    /// The next command's reply is dropped.
-    Skip,
-    /// This command's reply is dropped (the one after `SKIP`).
-    Skipping,
-}
+use super::client_command::CLIENT_HELP;
+use super::clients::Replies;
+use super::session::{RespSession, REDIS_VERSION};
 
 /// Commands a write pause holds besides the `write` ones (Redis 7.0: the
 /// ones that may replicate).
@@ -293,56 +267,3 @@ pub(super) fn process_memory() -> ProcessMemory {
         peak: kb("VmHWM:"),
     }
 }
-
-const CLIENT_HELP: &[&str] = &[
-    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "CACHING (YES|NO)",
-    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
-    "GETREDIR",
-    "    Return the client ID we are redirecting to when tracking is enabled.",
-    "GETNAME",
-    "    Return the name of the current connection.",
-    "ID",
-    "    Return the ID of the current connection.",
-    "INFO",
-    "    Return information about the current client connection.",
-    "KILL <ip:port>",
-    "    Kill connection made from <ip:port>.",
-    "KILL <option> <value> [<option> <value> [...]]",
-    "    Kill connections. Options are:",
-    "    * ADDR (<ip:port>|<unixsocket>:0)",
-    "      Kill connections made from the specified address",
-    "    * LADDR (<ip:port>|<unixsocket>:0)",
-    "      Kill connections made to specified local address",
-    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-    "      Kill connections by type.",
-    "    * USER <username>",
-    "      Kill connections authenticated by <username>.",
-    "    * SKIPME (YES|NO)",
-    "      Skip killing current connection (default: yes).",
-    "    * ID <client-id>",
-    "      Kill connections by client id.",
-    "LIST [options ...]",
-    "    Return information about client connections. Options:",
-    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-    "      Return clients of specified type.",
-    "UNPAUSE",
-    "    Stop the current client pause, resuming traffic.",
-    "PAUSE <timeout> [WRITE|ALL]",
-    "    Suspend all, or just write, clients for <timeout> milliseconds.",
-    "REPLY (ON|OFF|SKIP)",
-    "    Control the replies sent to the current connection.",
-    "SETNAME <name>",
-    "    Assign the name <name> to the current connection.",
-    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-    "    Unblock the specified blocked client.",
-    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
-    "         [OPTIN] [OPTOUT] [NOLOOP]",
-    "    Control server assisted client side caching.",
-    "TRACKINGINFO",
-    "    Report tracking status for the current connection.",
-    "NO-EVICT (ON|OFF)",
-    "    Protect current client connection from eviction.",
-    "HELP",
-    "    Prints this help.",
-];

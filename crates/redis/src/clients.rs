@@ -1,6 +1,7 @@
 //! The connections of `nvdepot serve` as Redis's `CLIENT` command sees
 //! them: a registry of every open connection (`CLIENT LIST`, `CLIENT
-//! KILL`), and the `CLIENT` subcommands.
+//! KILL`), `CLIENT PAUSE`'s state and a connection's `CLIENT REPLY` mode.
+//! The `CLIENT` subcommands are in `client_command.rs` and `admin.rs`.
 //!
 //! A connection's own state stays in its session (read on every command
 //! without a lock); the registry holds what other connections may ask
@@ -10,16 +11,17 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+
+use nvdepot_cache::resp::unix_now_ms;
 use std::time::Instant;
 
-use nvdepot_resp::{errors, Reply, Version};
+use nvdepot_resp::Version;
 use nvdepot_server::{Closer, Connection, Probe};
 use parking_lot::Mutex;
 
-use super::blocking::{Cancel, Waiter};
-use super::face::RespSession;
+use super::blocked::{Cancel, Waiter};
 
 /// Every open connection, by client id.
 #[derive(Default)]
@@ -70,7 +72,7 @@ impl Clients {
         map.values().filter(|c| c.blocked.lock().is_some()).count()
     }
 
-    fn all(&self) -> Vec<Arc<Client>> {
+    pub(super) fn all(&self) -> Vec<Arc<Client>> {
         self.map.lock().values().cloned().collect()
     }
 }
@@ -79,10 +81,10 @@ impl Clients {
 pub struct Client {
     pub id: u64,
     /// The server kit's number for it (what its closer takes).
-    conn: u64,
+    pub(super) conn: u64,
     addr: SocketAddr,
-    laddr: Option<SocketAddr>,
-    closer: Closer,
+    pub(super) laddr: Option<SocketAddr>,
+    pub(super) closer: Closer,
     /// Whether its peer is gone (checked by a blocked client).
     pub(super) probe: Probe,
     /// Its wait, while it is blocked (CLIENT KILL and UNBLOCK end it).
@@ -161,7 +163,7 @@ impl Client {
 
     /// Its line of `CLIENT LIST` (Redis 7.0's fields; the buffer fields,
     /// which the server kit does not track per connection, are 0).
-    fn line(&self, out: &mut String) {
+    pub(super) fn line(&self, out: &mut String) {
         let age = self.created.elapsed();
         let idle = age
             .as_millis()
@@ -218,224 +220,30 @@ pub(super) fn is_container(name: &[u8]) -> bool {
     container.iter().any(|c| c.eq_ignore_ascii_case(name))
 }
 
-/// Which connections a `CLIENT KILL` with filters closes.
+/// `CLIENT PAUSE`: until when, and whether every command waits or only
+/// the writes.
 #[derive(Default)]
-struct KillFilter {
-    id: Option<u64>,
-    addr: Option<Vec<u8>>,
-    laddr: Option<Vec<u8>>,
-    /// `TYPE` other than `normal`: no connection of this server is one.
-    none: bool,
-    skip_me: bool,
+pub struct Pause {
+    pub(super) until_ms: AtomicU64,
+    pub(super) all: AtomicBool,
 }
 
-impl KillFilter {
-    fn matches(&self, c: &Client, me: u64) -> bool {
-        !(self.none || self.skip_me && c.id == me)
-            && self.id.is_none_or(|id| c.id == id)
-            && self
-                .addr
-                .as_ref()
-                .is_none_or(|a| c.addr.to_string().as_bytes() == a.as_slice())
-            && self.laddr.as_ref().is_none_or(|a| {
-                c.laddr
-                    .is_some_and(|l| l.to_string().as_bytes() == a.as_slice())
-            })
+impl Pause {
+    /// Whether a command (`write`: it may change data) waits now.
+    pub(super) fn holds(&self, write: bool) -> bool {
+        let until = self.until_ms.load(Ordering::Acquire);
+        until != 0 && unix_now_ms() < until && (write || self.all.load(Ordering::Relaxed))
     }
 }
 
-/// `CLIENT KILL`'s and `CLIENT LIST`'s `TYPE`: whether a normal client is
-/// one, or Redis's error for an unknown type.
-fn client_type(t: &[u8]) -> Result<bool, String> {
-    match t.to_ascii_lowercase().as_slice() {
-        b"normal" => Ok(true),
-        b"master" | b"replica" | b"slave" | b"pubsub" => Ok(false),
-        _ => Err(format!(
-            "ERR Unknown client type '{}'",
-            String::from_utf8_lossy(t)
-        )),
-    }
-}
-
-impl RespSession {
-    pub(super) fn client(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let Some(sub) = args.get(1).map(|a| a.to_ascii_uppercase()) else {
-            r.error(errors::wrong_arity(args[0]));
-            return;
-        };
-        match (sub.as_slice(), args.len()) {
-            (b"SETNAME", 3) => {
-                if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
-                    r.error(
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    );
-                } else {
-                    self.client.set_name(args[2].to_vec());
-                    r.ok();
-                }
-            }
-            (b"GETNAME", 2) => {
-                let name = self.client.name();
-                if name.is_empty() {
-                    r.null();
-                } else {
-                    r.bulk(&name);
-                }
-            }
-            (b"ID", 2) => r.integer(self.client.id as i64),
-            (b"SETINFO", 4) => r.ok(),
-            (b"INFO", 2) => {
-                let mut text = String::new();
-                self.client.line(&mut text);
-                r.verbatim("txt", text.as_bytes());
-            }
-            (b"LIST", _) => self.client_list(args, r),
-            (b"TRACKING", n) if n >= 3 => self.client_tracking(args, r),
-            (b"CACHING", n) if n >= 3 => self.client_caching(args, r),
-            (b"GETREDIR", 2) => self.client_getredir(r),
-            (b"TRACKINGINFO", 2) => self.client_trackinginfo(r),
-            (b"KILL", n) if n >= 3 => self.client_kill(args, r),
-            (b"UNBLOCK", 3 | 4) => self.client_unblock(args, r),
-            (b"SETNAME" | b"GETNAME" | b"ID" | b"SETINFO" | b"INFO" | b"KILL", _) => {
-                r.error(errors::wrong_sub_arity("client", args[1]));
-            }
-            (s, _) if self.client_admin(s, args, r) => {}
-            _ => r.error(errors::unknown_subcommand("CLIENT", args[1])),
-        }
-    }
-
-    /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends a blocked client's wait
-    /// as if its timeout passed, or with an error; 1 if it was blocked.
-    fn client_unblock(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let Some(id) = super::keys::int_arg(args[2]) else {
-            return r.error(errors::NOT_INTEGER);
-        };
-        let why = match args.get(3).map(|a| a.to_ascii_uppercase()).as_deref() {
-            None | Some(b"TIMEOUT") => Cancel::Timeout,
-            Some(b"ERROR") => Cancel::Error,
-            Some(_) => {
-                return r.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
-            }
-        };
-        let target = self
-            .shared
-            .clients
-            .all()
-            .into_iter()
-            .find(|c| c.id as i64 == id);
-        let waiter = target.and_then(|c| c.blocked.lock().clone());
-        match waiter {
-            Some(w) => {
-                w.cancel(why);
-                r.integer(1);
-            }
-            None => r.integer(0),
-        }
-    }
-
-    /// `CLIENT LIST [TYPE type] [ID id …]`.
-    fn client_list(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let mut ids: Option<Vec<u64>> = None;
-        let mut normal = true;
-        match args.get(2).map(|a| a.to_ascii_uppercase()).as_deref() {
-            None => {}
-            Some(b"TYPE") if args.len() == 4 => match client_type(args[3]) {
-                Ok(n) => normal = n,
-                Err(e) => return r.error(&e),
-            },
-            Some(b"ID") if args.len() >= 4 => {
-                let mut list = Vec::new();
-                for a in &args[3..] {
-                    match super::keys::int_arg(a) {
-                        Some(id) if id > 0 => list.push(id as u64),
-                        _ => return r.error("ERR Invalid client ID"),
-                    }
-                }
-                ids = Some(list);
-            }
-            Some(_) => return r.error(errors::SYNTAX),
-        }
-        let mut text = String::new();
-        if normal {
-            for c in self.shared.clients.all() {
-                if ids.as_ref().is_none_or(|l| l.contains(&c.id)) {
-                    c.line(&mut text);
-                }
-            }
-        }
-        r.verbatim("txt", text.as_bytes());
-    }
-
-    /// `CLIENT KILL addr:port` (answers OK or an error), or `CLIENT KILL`
-    /// with filters (answers how many it closed). A connection closed by
-    /// another ends when its current request, if any, has been answered;
-    /// the calling connection closes after this reply.
-    fn client_kill(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let me = self.client.id;
-        let mut f = KillFilter {
-            skip_me: true,
-            ..KillFilter::default()
-        };
-        let old_form = args.len() == 3;
-        if old_form {
-            f.addr = Some(args[2].to_vec());
-            f.skip_me = false;
-        } else {
-            if !args.len().is_multiple_of(2) {
-                return r.error(errors::SYNTAX);
-            }
-            for pair in args[2..].chunks(2) {
-                let value = pair[1];
-                match pair[0].to_ascii_uppercase().as_slice() {
-                    b"ID" => match super::keys::int_arg(value) {
-                        Some(id) if id > 0 => f.id = Some(id as u64),
-                        _ => return r.error("ERR client-id should be greater than 0"),
-                    },
-                    b"ADDR" => f.addr = Some(value.to_vec()),
-                    b"LADDR" => f.laddr = Some(value.to_vec()),
-                    b"TYPE" => match client_type(value) {
-                        Ok(normal) => f.none |= !normal,
-                        Err(e) => return r.error(&e),
-                    },
-                    b"USER" => {
-                        if value != b"default" {
-                            return r.error(format!(
-                                "ERR No such user '{}'",
-                                String::from_utf8_lossy(value)
-                            ));
-                        }
-                    }
-                    b"SKIPME" => match value.to_ascii_lowercase().as_slice() {
-                        b"yes" => f.skip_me = true,
-                        b"no" => f.skip_me = false,
-                        _ => return r.error(errors::SYNTAX),
-                    },
-                    _ => return r.error(errors::SYNTAX),
-                }
-            }
-        }
-        let mut killed = 0;
-        for c in self.shared.clients.all() {
-            if f.matches(&c, me) {
-                if c.id == me {
-                    self.close = true;
-                    killed += 1;
-                } else if c.closer.close(c.conn) {
-                    // A blocked client ends its wait at once.
-                    if let Some(w) = c.blocked.lock().as_ref() {
-                        w.cancel(Cancel::Killed);
-                    }
-                    // Gone from CLIENT LIST at once, as in Redis, though
-                    // its task ends a moment later.
-                    self.shared.clients.close(c.id);
-                    killed += 1;
-                }
-            }
-        }
-        match (old_form, killed) {
-            (true, 0) => r.error("ERR No such client"),
-            (true, _) => r.ok(),
-            (false, n) => r.integer(n),
-        }
-    }
+/// What `CLIENT REPLY` asked for this connection's replies.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum Replies {
+    #[default]
+    On,
+    Off,
+    /// The next command's reply is dropped.
+    Skip,
+    /// This command's reply is dropped (the one after `SKIP`).
+    Skipping,
 }

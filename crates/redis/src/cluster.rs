@@ -678,7 +678,7 @@ pub fn keys_in_slots(
 /// come between the presence check and the command): the error to answer
 /// instead of running it, if any.
 pub(super) async fn redirect(
-    shared: &super::face::Shared,
+    store: &RespStore,
     cluster: &Cluster,
     name: &[u8],
     args: &[&[u8]],
@@ -694,7 +694,7 @@ pub(super) async fn redirect(
             let now = unix_now_ms();
             let mut present = 0;
             for k in &keys {
-                match shared.store.get(0, k, now).await {
+                match store.get(0, k, now).await {
                     Ok(Some(_)) => present += 1,
                     Ok(None) => {}
                     Err(e) => return Some(format!("ERR {e}")),
@@ -713,9 +713,8 @@ pub(super) async fn redirect(
 
 /// Cluster routing of a command queued inside MULTI: only the redirects
 /// that do not depend on the data (MOVED, CROSSSLOT, CLUSTERDOWN).
-pub fn queue_redirect(shared: &super::face::Shared, name: &[u8], args: &[&[u8]]) -> Option<String> {
-    let cluster = shared.cluster.as_ref()?;
-    match cluster.route(&super::commands::keys(name, args), false) {
+pub fn queue_redirect(cluster: Option<&Cluster>, name: &[u8], args: &[&[u8]]) -> Option<String> {
+    match cluster?.route(&super::commands::keys(name, args), false) {
         Route::Redirect(d) => Some(d.message()),
         _ => None,
     }

@@ -317,7 +317,7 @@ pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
         return args.iter().skip(3).take(n).copied().collect();
     }
     if name == b"SORT" {
-        return super::sort::keys(args);
+        return sort_keys(args);
     }
     let Some(c) = find(name) else {
         return Vec::new();
@@ -470,6 +470,32 @@ fn list(args: &[&[u8]], r: &mut Reply<'_>) {
     for n in chosen {
         r.bulk(n.as_bytes());
     }
+}
+
+/// The keys of a SORT command: the sorted key and a STORE destination
+/// (as Redis's `sortGetKeys`, skipping the options' arguments).
+pub fn sort_keys<'a>(args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    if args.len() < 2 {
+        return out;
+    }
+    out.push(args[1]);
+    let mut i = 2;
+    while i < args.len() {
+        let skip = match args[i].to_ascii_uppercase().as_slice() {
+            b"LIMIT" => 2,
+            b"GET" | b"BY" => 1,
+            b"STORE" => {
+                if let Some(dest) = args.get(i + 1) {
+                    out.push(dest);
+                }
+                1
+            }
+            _ => 0,
+        };
+        i += 1 + skip;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use nvdepot_resp::{errors, Reply};
 
-use super::face::RespSession;
+use super::session::RespSession;
 use super::tunables::Tunables;
 
 /// A parameter: its name, its value here, and why another value is

@@ -1,109 +1,24 @@
 //! The Redis-protocol face: the `nvdepot_resp` protocol crate served by the
 //! server kit over the cache layer's Redis binding (`RespStore`). This file
-//! holds the connection state and the connection and server commands; the
-//! string and key commands are in `keys.rs`.
+//! holds the dispatch (authentication, the gate, cluster routing, MULTI,
+//! blocking, BUSY scripts) and the connection and server commands; the
+//! state they run against is in `session.rs`, the data commands are
+//! dispatched by `keys::execute`.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use nvdepot_cache::resp::{unix_now_ms, RespStore};
-use nvdepot_resp::{errors, parse_command, Limits, Parsed, Reply, Version};
+use nvdepot_resp::{errors, parse_command, Parsed, Reply, Version};
 use nvdepot_server::{Connection, Face, Fed, Session, Shutdown, OUTPUT_PAUSE_BYTES};
 
-use super::clients::{Client, Clients};
-
+use super::args::{arity, upper};
+use super::clients::Clients;
 use super::cluster::{self, Cluster};
 use super::gate::Gate;
 use super::keys;
-use super::multi::{Multi, Watched};
-
-/// The version this server reports (`HELLO`, `INFO`): Redis 7.0's
-/// behaviour, which the face follows.
-pub const REDIS_VERSION: &str = "7.0.0";
-
-/// Fixed at start-up.
-pub struct Config {
-    /// `--requirepass`: clients must `AUTH` first.
-    pub password: Option<String>,
-    pub limits: Limits,
-    pub port: u16,
-    /// What `INFO persistence` and `CONFIG GET appendfsync` report.
-    pub appendfsync: &'static str,
-    /// `--maxclients`, `--bind` (as `CONFIG GET` reports them).
-    pub maxclients: u32,
-    pub bind: String,
-}
-
-/// Server-wide counters (`INFO`).
-#[derive(Default)]
-pub struct Counters {
-    pub connected: AtomicU64,
-    pub total_connections: AtomicU64,
-    pub rejected: AtomicU64,
-    pub commands: AtomicU64,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    /// Keys removed because they expired (read, written or swept).
-    pub expired: AtomicU64,
-    pub(super) started_ms: AtomicU64,
-}
-
-impl Counters {
-    /// `CONFIG RESETSTAT`: the counts start again (not the gauges).
-    pub fn reset(&self) {
-        for c in [
-            &self.total_connections,
-            &self.rejected,
-            &self.commands,
-            &self.hits,
-            &self.misses,
-            &self.expired,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
-/// What every connection shares.
-pub struct Shared {
-    pub store: Arc<RespStore>,
-    pub config: Config,
-    pub counters: Counters,
-    /// Transactions' isolation (see `gate.rs`).
-    pub gate: Gate,
-    /// `--cluster-enabled`: this node's Redis Cluster state.
-    pub cluster: Option<Arc<Cluster>>,
-    /// Every open connection (`CLIENT LIST`, `CLIENT KILL`).
-    pub clients: Clients,
-    /// The encoding settings `CONFIG SET` may change.
-    pub tunables: super::tunables::Tunables,
-    /// Clients blocked on keys (BLPOP and the rest).
-    pub blocked: super::blocking::Blocked,
-    /// Pub/Sub: who listens to what.
-    pub hub: super::pubsub::Hub,
-    /// The script cache and the running script (EVAL).
-    pub scripts: Arc<super::script::ScriptState>,
-    /// Client-side caching: who tracks which keys (CLIENT TRACKING).
-    pub tracking: Arc<super::tracking::Tracking>,
-    /// `notify-keyspace-events`: the keyspace notification classes on.
-    pub notify: super::notify::Notify,
-    /// Command and error counts, the slow log, the latency monitor.
-    pub observed: super::observe::Observed,
-    /// CLIENT PAUSE.
-    pub pause: super::admin::Pause,
-    /// The connections in MONITOR.
-    pub monitors: super::monitor::Monitors,
-    shutdown: Shutdown,
-}
-
-impl Shared {
-    /// Publishes keyspace event `event` of `class` (`notify.rs`) on `key`
-    /// of `db`, if that class is on.
-    pub fn notify(&self, class: u32, event: &str, db: usize, key: &[u8]) {
-        self.notify.event(&self.hub, class, event, db, key);
-    }
-}
+use super::session::{Config, Counters, RespSession, Shared, REDIS_VERSION};
 
 /// The face the kit serves.
 pub struct RespFace(Arc<Shared>);
@@ -163,43 +78,6 @@ impl RespFace {
             .on_modified(Box::new(move |_db, key| tracking.changed(key)));
         RespFace(shared)
     }
-}
-
-/// One connection's state.
-pub struct RespSession {
-    pub(super) shared: Arc<Shared>,
-    pub db: usize,
-    pub(super) version: Version,
-    authed: bool,
-    /// What other connections see of this one (its id and name are
-    /// there).
-    pub(super) client: Arc<Client>,
-    /// Close once the replies composed so far are sent.
-    pub(super) close: bool,
-    /// Inside MULTI: the queued commands.
-    pub(super) multi: Option<Multi>,
-    /// WATCHed keys.
-    pub(super) watched: Vec<Watched>,
-    /// The previous command was `ASKING` (cluster: serve an importing
-    /// slot once).
-    asking: bool,
-    /// A blocking pop may wait (outside MULTI) …
-    pub(super) may_block: bool,
-    /// … and found its keys empty: it may wait this long (`Some(None)`:
-    /// no limit).
-    pub(super) would_block: Option<Option<std::time::Duration>>,
-    /// … and its retries run these arguments instead (XREAD's `$`
-    /// resolved to the IDs it had at the first try).
-    pub(super) retry_args: Option<Vec<Vec<u8>>>,
-    /// Its subscriptions, once it has subscribed.
-    pub(super) subscriber: Option<Box<super::pubsub::Subscriber>>,
-    /// The log position its last command's writes must reach on the
-    /// device before it is answered (a script's deferred durability).
-    pub(super) owed_durability: Option<u64>,
-    /// CLIENT TRACKING on: its settings.
-    pub(super) tracking: Option<super::tracking::Mode>,
-    /// CLIENT REPLY: whether its replies are sent.
-    pub(super) replies: super::admin::Replies,
 }
 
 const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -337,57 +215,6 @@ impl Session for RespSession {
     }
 }
 
-/// `ERR wrong number of arguments …` unless `args.len()` is within
-/// `min..=max` (command name included).
-pub fn arity(args: &[&[u8]], min: usize, max: Option<usize>, r: &mut Reply<'_>) -> bool {
-    let n = args.len();
-    if n < min || max.is_some_and(|m| n > m) {
-        r.error(errors::wrong_arity(args[0]));
-        return false;
-    }
-    true
-}
-
-/// Longest command name or option [`upper`] keeps (Redis's longest is 20
-/// bytes).
-const UPPER_MAX: usize = 32;
-
-/// A command name or option upper-cased on the stack: two per command,
-/// which were two allocations.
-pub(super) struct Upper {
-    buf: [u8; UPPER_MAX],
-    len: usize,
-}
-
-impl Upper {
-    fn as_slice(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-impl std::ops::Deref for Upper {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-/// `name` upper-cased; one longer than [`UPPER_MAX`] becomes a NUL byte,
-/// which matches no name (replies quote the client's own bytes).
-pub(super) fn upper(name: &[u8]) -> Upper {
-    let mut buf = [0u8; UPPER_MAX];
-    if name.len() > UPPER_MAX {
-        return Upper { buf, len: 1 };
-    }
-    for (b, c) in buf.iter_mut().zip(name) {
-        *b = c.to_ascii_uppercase();
-    }
-    Upper {
-        buf,
-        len: name.len(),
-    }
-}
-
 impl RespSession {
     pub(super) fn shared(&self) -> Arc<Shared> {
         Arc::clone(&self.shared)
@@ -413,7 +240,7 @@ impl RespSession {
     /// Transaction commands and queueing inside MULTI; every other command
     /// runs holding a shared pass of the isolation gate.
     async fn dispatch(&mut self, args: &[&[u8]], out: &mut Vec<u8>) {
-        use super::admin::Replies;
+        use super::clients::Replies;
         let start = out.len();
         self.dispatch_replied(args, out).await;
         match self.replies {
@@ -447,7 +274,7 @@ impl RespSession {
             }
             if self.shared.scripts.busy() {
                 if name.as_slice() != b"SHUTDOWN" {
-                    return Reply::new(out, self.version).error(super::script::BUSY);
+                    return Reply::new(out, self.version).error(super::script_state::BUSY);
                 }
                 // SHUTDOWN stops the script (its writes so far stay).
                 self.shared
@@ -540,7 +367,7 @@ impl RespSession {
         }
         if let Some(cluster) = &shared.cluster {
             let asking = std::mem::take(&mut self.asking);
-            if let Some(e) = cluster::redirect(&shared, cluster, &name, args, asking).await {
+            if let Some(e) = cluster::redirect(&shared.store, cluster, &name, args, asking).await {
                 r.error(&e);
                 return;
             }
@@ -633,7 +460,7 @@ impl RespSession {
             }
             b"SELECT" => {
                 if arity(args, 2, Some(2), &mut r) {
-                    match keys::int32_arg(args[1], &mut r) {
+                    match super::args::int32_arg(args[1], &mut r) {
                         None => {}
                         Some(n) if n < 0 || n as usize >= shared.store.databases() => {
                             r.error(errors::INVALID_DB)
@@ -696,7 +523,7 @@ impl RespSession {
                     );
                 }
             }
-            b"SLOWLOG" => self.slowlog(args, &mut r),
+            b"SLOWLOG" => shared.observed.slowlog_command(args, &mut r),
             b"MONITOR" => {
                 if arity(args, 1, Some(1), &mut r) {
                     self.open_mailbox(self.version);
@@ -706,7 +533,7 @@ impl RespSession {
                     r.ok();
                 }
             }
-            b"LATENCY" => self.latency(args, &mut r),
+            b"LATENCY" => shared.observed.latency_command(args, &mut r),
             b"ROLE" => {
                 if arity(args, 1, Some(1), &mut r) {
                     self.role(&mut r)
@@ -744,7 +571,15 @@ impl RespSession {
             }
             _ => {
                 let command = keys::execute(&shared, self.db, &name, args, &mut r);
-                if !super::notify::reporting_misses(&shared, &name, args, command).await {
+                if !super::notify::reporting_misses(
+                    &shared.store,
+                    shared.notifies(super::notify::KEY_MISS),
+                    &name,
+                    args,
+                    command,
+                )
+                .await
+                {
                     r.error(errors::unknown_command(args));
                 }
                 self.wake_blocked(&shared, &name, args);
@@ -766,7 +601,7 @@ impl RespSession {
         let mut version = self.version;
         let mut i = 1;
         if let Some(v) = args.get(1) {
-            match keys::int_arg(v) {
+            match super::args::int_arg(v) {
                 Some(2) => version = Version::Resp2,
                 Some(3) => version = Version::Resp3,
                 Some(_) => {

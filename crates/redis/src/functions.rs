@@ -19,8 +19,8 @@ use std::sync::Arc;
 use mlua::{Function, MultiValue, Table, Value as LuaValue};
 use nvdepot_resp::{errors, Reply, Version};
 
-use super::face::Shared;
 use super::lua::Vm;
+use super::session::Shared;
 
 /// The engine namespace holding the libraries' code.
 const NAMESPACE: &str = "redis-functions";

@@ -15,7 +15,9 @@ use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::face::{arity, Shared};
+use super::session::Shared;
+
+use super::args::arity;
 use super::geohash::{self, Search, Shape};
 use super::zset::{self, Limits, Peek, Range, RangeQuery, ScoreRange, ZSet};
 use super::zset_pages::{self, Answer, Query};

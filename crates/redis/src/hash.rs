@@ -14,13 +14,14 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
+use super::args::arity;
+use super::args::{format_float, parse_float};
 use super::compact::{self, Compact};
-use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
 use super::paged_scan;
-use super::strings::{format_float, parse_float};
+use super::session::Shared;
 
 /// Why a command stopped before its reply.
 pub enum Fail {
@@ -789,7 +790,7 @@ fn randfield(h: Option<Hash>, count: Option<(i64, bool)>, r: &mut Reply<'_>) {
         return;
     };
     let pairs = h.map(|h| h.pairs).unwrap_or_default();
-    let chosen = super::types::random_picks(pairs.len(), n);
+    let chosen = super::args::random_picks(pairs.len(), n);
     if withvalues && r.resp3() {
         r.array(chosen.len());
         for i in chosen {

@@ -541,7 +541,7 @@ impl Op<'_> {
             }
             Op::IncrByFloat(f, by) => {
                 let old = match e.get(f).await? {
-                    Some(v) => match super::strings::parse_float(&v) {
+                    Some(v) => match super::args::parse_float(&v) {
                         Some(x) => x,
                         None => return Ok(Err("ERR hash value is not a float")),
                     },
@@ -551,7 +551,7 @@ impl Op<'_> {
                 if !sum.is_finite() {
                     return Ok(Err("ERR increment would produce NaN or Infinity"));
                 }
-                let text = super::strings::format_float(sum);
+                let text = super::args::format_float(sum);
                 e.set(f, text.as_bytes()).await?;
                 (true, Out::Text(text))
             }

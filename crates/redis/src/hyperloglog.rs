@@ -17,7 +17,9 @@ use nvdepot_cache::resp::{Change, Kind, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{arity, Shared};
+use super::session::Shared;
+
+use super::args::arity;
 use super::notify;
 
 const HDR: usize = 16;

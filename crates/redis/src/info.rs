@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use nvdepot_cache::resp::unix_now_ms;
 
 use super::admin::process_memory;
-use super::face::{RespSession, REDIS_VERSION};
+use super::session::{RespSession, REDIS_VERSION};
 
 /// Sections `INFO` / `INFO default` give, in Redis's order.
 const DEFAULT: &[&str] = &[

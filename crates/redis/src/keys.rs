@@ -10,106 +10,13 @@ use nvdepot_cache::resp::{unix_now_ms, Change, Kind, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::face::{arity, Shared};
+use super::session::Shared;
+
+use super::args::arity;
+use super::args::int_arg;
 use super::glob;
 use super::join::{join_all, last_of_each};
 use super::notify;
-
-/// The arguments of LMPOP and ZMPOP (and BLMPOP's, BZMPOP's), numkeys at
-/// `at`: the keys, the end `end` reads from the word after them (SYNTAX if
-/// it names none), and COUNT (1 if not given), with Redis's errors in
-/// Redis's order.
-pub(super) fn mpop_args<'a, E>(
-    args: &[&'a [u8]],
-    at: usize,
-    end: impl FnOnce(&[u8]) -> Option<E>,
-) -> Result<(Vec<&'a [u8]>, E, usize), &'static str> {
-    let numkeys = match args.get(at).and_then(|a| string2ll(a)) {
-        Some(n) if n > 0 => n as usize,
-        _ => return Err("ERR numkeys should be greater than 0"),
-    };
-    if numkeys > args.len().saturating_sub(at + 2) {
-        return Err(errors::SYNTAX);
-    }
-    let keys = args[at + 1..at + 1 + numkeys].to_vec();
-    let end = end(args[at + 1 + numkeys]).ok_or(errors::SYNTAX)?;
-    let mut count = None;
-    let mut i = at + 2 + numkeys;
-    while i < args.len() {
-        if count.is_none() && args[i].eq_ignore_ascii_case(b"COUNT") && i + 1 < args.len() {
-            match string2ll(args[i + 1]) {
-                Some(n) if n > 0 => count = Some(n as usize),
-                _ => return Err("ERR count should be greater than 0"),
-            }
-            i += 2;
-        } else {
-            return Err(errors::SYNTAX);
-        }
-    }
-    Ok((keys, end, count.unwrap_or(1)))
-}
-
-/// An integer argument as Redis reads one.
-pub fn int_arg(a: &[u8]) -> Option<i64> {
-    string2ll(a)
-}
-
-/// A 32-bit integer argument as Redis's `getIntFromObjectOrReply` reads
-/// it, or `None` once its error is replied: not an integer, or one past
-/// the 32 bits.
-pub fn int32_arg(a: &[u8], r: &mut Reply<'_>) -> Option<i32> {
-    match int_arg(a) {
-        None => {
-            r.error(errors::NOT_INTEGER);
-            None
-        }
-        Some(n) => match i32::try_from(n) {
-            Ok(n) => Some(n),
-            Err(_) => {
-                r.error("ERR value is out of range, value must between -2147483648 and 2147483647");
-                None
-            }
-        },
-    }
-}
-
-/// MSET's and MSETNX's write of `pairs` (k v k v …, without expiry; the
-/// last pair of a key counts): one crash-atomic batch when its records fit
-/// a segment, else key by key, at most `join::IN_FLIGHT_MAX` at once (a
-/// crash during it may leave some keys set: docs/REDIS.md).
-pub async fn set_pairs(shared: &Shared, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
-    let store = &*shared.store;
-    let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
-    // The pairs that create their key (the first of each absent key), for
-    // `new` events in Redis's order: each before its pair's `set`.
-    let mut creates = vec![false; kvs.len()];
-    if shared.notifies(notify::NEW) {
-        for (i, (k, _)) in kvs.iter().enumerate() {
-            let first = !kvs[..i].iter().any(|(o, _)| o == k);
-            creates[i] = first && store.is_absent(db, k).await?;
-        }
-    }
-    if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
-        store.set_many(db, &kvs).await?;
-    } else {
-        let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
-        let writes = last_of_each(&keys)
-            .into_iter()
-            .map(|i| store.set_kind_unreported(db, kvs[i].0, Kind::String, kvs[i].1, 0));
-        join_all(writes)
-            .await
-            .into_iter()
-            .collect::<Result<(), Error>>()?;
-    }
-    // A `set` per pair, in argument order (Redis's MSET and MSETNX).
-    for ((k, _), created) in kvs.iter().zip(creates) {
-        if created {
-            shared.notify(notify::NEW, "new", db, k);
-        }
-        shared.notify(notify::STRING, "set", db, k);
-    }
-    Ok(())
-}
 
 fn storage_error(r: &mut Reply<'_>, e: &Error) {
     r.error(format!("ERR {e}"));
@@ -328,7 +235,9 @@ pub async fn execute(
                 r.error(errors::wrong_arity(args[0]));
                 return true;
             }
-            set_pairs(shared, db, &args[1..]).await.map(|_| r.ok())
+            super::strings::set_pairs(shared, db, &args[1..])
+                .await
+                .map(|_| r.ok())
         }
         b"APPEND" => {
             if !arity(args, 3, Some(3), r) {

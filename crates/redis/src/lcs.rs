@@ -12,7 +12,7 @@ use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::face::arity;
+use super::args::arity;
 
 /// Redis's `proto-max-bulk-len`: the most transient memory an LCS table
 /// may take.

@@ -4,15 +4,22 @@
 //! command line (`nvdepot serve`) only parses flags, opens the store and
 //! hands it to [`RespFace`].
 //!
-//! One file per concern, as Kvrocks's `src/types/redis_*.cc`:
-//! [`face`] (sessions, dispatch, cluster routing), `keys` (the keyspace
-//! and expiry commands), `scan` (SCAN and its options); the types:
+//! One file per concern, as Kvrocks's `src/types/redis_*.cc`, in layers
+//! that import only downwards: at the bottom the pieces that know no
+//! session (`args`: reading arguments; `commands`: the command table;
+//! `glob`, `gate`, `join`, `key_locks`, `compact`, the codecs), then the
+//! server-wide state (`clients`, `blocked`, `hub`, `tracking`, `notify`,
+//! `observe`, `monitor`, `script_state`, `cluster`, `tunables`), then
+//! `session` (`Shared` and `RespSession`, which hold that state), the
+//! commands over it, and at the top `face` (the dispatch). The commands:
+//! `keys` (the keyspace and expiry commands, and the dispatch of every
+//! data command), `scan` (SCAN and its options); the types:
 //! `strings` (with `bitmap`: the bit commands; `hyperloglog`: PFADD and the rest; `lcs`: LCS), `hash`, `set`, `list`
 //! (with `blocking`: blocked clients),
 //! `zset`, `zset_ops` and `zset_range` (sorted sets; `geo` with `geohash`: the geo commands on them), `stream` and `stream_log` (streams),
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
-//! (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
+//! (the connections) with `client_command` (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
 //! CONFIG SET may change), `commands` (COMMAND and the key
 //! specifications), [`cluster`] and `migrate` (Redis Cluster), [`expiry`]
 //! (the background sweep), `gate` (the exclusive gate of multi-key
@@ -20,9 +27,12 @@
 //! futures).
 
 mod admin;
+mod args;
 mod atomic;
 mod bitmap;
+mod blocked;
 mod blocking;
+mod client_command;
 mod clients;
 pub mod cluster;
 mod combine;
@@ -31,7 +41,7 @@ mod compact;
 mod config;
 mod dump;
 pub mod expiry;
-pub mod face;
+mod face;
 mod functions;
 mod gate;
 mod geo;
@@ -39,6 +49,7 @@ mod geohash;
 mod glob;
 mod hash;
 mod hash_pages;
+mod hub;
 mod hyperloglog;
 mod info;
 mod join;
@@ -67,6 +78,8 @@ mod rdb_object;
 mod restore;
 mod scan;
 mod script;
+mod script_state;
+mod session;
 mod set;
 mod sort;
 mod stream;
@@ -89,7 +102,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use cluster::Cluster;
-pub use face::{Config, RespFace};
+pub use face::RespFace;
+pub use session::Config;
 
 /// Runs a future to completion on this (non-runtime) thread: the engine's
 /// calls complete by blocking outside a runtime, and the gate wakes its

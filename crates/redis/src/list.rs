@@ -14,11 +14,12 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
+use super::args::arity;
 use super::compact::{self, Compact};
-use super::face::{arity, Shared};
 use super::key_locks;
 use super::list_pages::{self as pages, Found, Stop};
 use super::notify;
+use super::session::Shared;
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {

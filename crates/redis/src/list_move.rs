@@ -5,9 +5,9 @@
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::Shared;
 use super::list::{len_of, pop_n, push_n, End};
 use super::notify;
+use super::session::Shared;
 
 /// LMOVE `src` `dst` (the caller holds the exclusive pass): the element
 /// moved, if any (its reply already written).
@@ -96,7 +96,7 @@ impl<'a> MPop<'a> {
         if args.len() < at + 3 {
             return Err(errors::SYNTAX);
         }
-        let (keys, end, count) = super::keys::mpop_args(args, at, End::parse)?;
+        let (keys, end, count) = super::args::mpop_args(args, at, End::parse)?;
         Ok(MPop { keys, end, count })
     }
 }

@@ -9,8 +9,8 @@ use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
+use super::args::arity;
 use super::compact;
-use super::face::arity;
 use super::key_locks;
 use super::list::{normalize, normalize_u64, positive, range, range_u64, read};
 use super::list_pages::{self as pages, Stop};

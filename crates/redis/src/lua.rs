@@ -29,8 +29,11 @@ use mlua::{
 use nvdepot_cache::staging::{self, Staging};
 use nvdepot_resp::Reply;
 
-use super::face::Shared;
-use super::script::{Job, Outcome, ScriptState};
+use super::script::{Job, Outcome};
+
+use super::script_state::ScriptState;
+use super::script_state::{LuaTask, SPIN};
+use super::session::Shared;
 
 /// Instructions between two checks of the time limit and SCRIPT KILL.
 const HOOK_EVERY: u32 = 100_000;
@@ -286,7 +289,7 @@ impl Vm {
         ] {
             redis.set(k, v)?;
         }
-        redis.set("REDIS_VERSION", super::face::REDIS_VERSION)?;
+        redis.set("REDIS_VERSION", super::session::REDIS_VERSION)?;
         redis.set("REDIS_VERSION_NUM", 0x0007_0000)?;
         g.set("redis", redis)?;
         super::lua_libs::install(&lua)?;
@@ -420,7 +423,7 @@ impl Vm {
                 }
                 if limit_state.kill.swap(false, Ordering::AcqRel) {
                     limit_state.killed.store(true, Ordering::Release);
-                    return Err(mlua::Error::runtime(super::script::KILLED));
+                    return Err(mlua::Error::runtime(super::script_state::KILLED));
                 }
                 Ok(VmState::Continue)
             },
@@ -471,7 +474,7 @@ impl Vm {
             Ok((true, v)) => reply_from_lua(&v, &mut r, resp3_script, 0),
             Ok((false, LuaValue::Table(t))) => {
                 let msg = if state.killed.load(Ordering::Acquire) {
-                    Some(super::script::KILLED.as_bytes().to_vec())
+                    Some(super::script_state::KILLED.as_bytes().to_vec())
                 } else {
                     t.raw_get::<LuaValue>("err").ok().and_then(|v| text(&v))
                 };
@@ -727,22 +730,17 @@ pub fn run_here(job: Job) -> Outcome {
 }
 
 /// The script thread: runs jobs in arrival order, forever.
-pub fn serve(jobs: std::sync::mpsc::Receiver<super::script::Work>) {
-    let mut vm = match Vm::new() {
-        Ok(vm) => vm,
-        Err(e) => {
-            tracing::error!("resp: the Lua VM could not start: {e}");
-            for work in jobs {
-                work.refuse(&format!("ERR the Lua VM could not start: {e}"));
-            }
-            return;
-        }
-    };
+pub fn serve(jobs: std::sync::mpsc::Receiver<LuaTask>) {
+    let vm = Vm::new().map_err(|e| {
+        tracing::error!("resp: the Lua VM could not start: {e}");
+        format!("ERR the Lua VM could not start: {e}")
+    });
+    LUA_THREAD_VM.with_borrow_mut(|slot| *slot = Some(vm));
     loop {
         // Spin a little for the next script before sleeping (see
-        // `script::SPIN`).
-        let spin_until = Instant::now() + super::script::SPIN;
-        let work = loop {
+        // `script_state::SPIN`).
+        let spin_until = Instant::now() + SPIN;
+        let task = loop {
             match jobs.try_recv() {
                 Ok(w) => break Some(w),
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => break None,
@@ -752,9 +750,26 @@ pub fn serve(jobs: std::sync::mpsc::Receiver<super::script::Work>) {
                 Err(std::sync::mpsc::TryRecvError::Empty) => break jobs.recv().ok(),
             }
         };
-        match work {
-            Some(w) => w.run(&mut vm),
+        match task {
+            Some(task) => task(),
             None => return,
         }
     }
+}
+
+thread_local! {
+    /// The Lua thread's VM (where function libraries live), or why it
+    /// could not start; `None` on every other thread.
+    static LUA_THREAD_VM: std::cell::RefCell<Option<Result<Vm, String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with the Lua thread's VM, or the error to refuse with when
+/// called elsewhere (the Lua thread had stopped) or the VM did not start.
+pub fn on_lua_thread<R>(f: impl FnOnce(Result<&mut Vm, &str>) -> R) -> R {
+    LUA_THREAD_VM.with_borrow_mut(|slot| match slot {
+        Some(Ok(vm)) => f(Ok(vm)),
+        Some(Err(e)) => f(Err(e)),
+        None => f(Err("ERR the Lua thread has stopped")),
+    })
 }

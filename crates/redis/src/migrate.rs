@@ -40,7 +40,7 @@ use tracing::{info, warn};
 
 use super::block_on;
 use super::cluster::{keys_in_slots, parse_slots, Cluster, MigrationStatus};
-use super::face::Shared;
+use super::session::Shared;
 
 /// `CLUSTERX <subcommand> …`.
 pub fn clusterx(shared: &Arc<Shared>, cluster: &Arc<Cluster>, args: &[&[u8]], r: &mut Reply<'_>) {

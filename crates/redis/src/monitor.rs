@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::pubsub::Mailbox;
+use super::hub::Mailbox;
 
 /// The open monitoring connections.
 #[derive(Default)]

@@ -14,24 +14,8 @@ use nvdepot_cache::staging::{self, Staging};
 use nvdepot_resp::{errors, Reply};
 
 use super::commands::arity_of;
-use super::face::RespSession;
-
-/// A transaction being queued.
-#[derive(Default)]
-pub struct Multi {
-    pub queued: Vec<Vec<Vec<u8>>>,
-    /// A queued command was refused: EXEC aborts.
-    pub refused: bool,
-}
-
-/// A watched key and its version when watched (`None`: absent).
-pub struct Watched {
-    pub db: usize,
-    pub key: Vec<u8>,
-    pub version: Option<u64>,
-    /// The key's write stamp when watched (`RespStore::write_stamp`).
-    pub stamp: u64,
-}
+use super::session::RespSession;
+use super::session::{Multi, Watched};
 
 impl RespSession {
     /// Handles a transaction command, or queues `args` inside MULTI.
@@ -175,16 +159,19 @@ impl RespSession {
                         multi.refused = true;
                         r.error(errors::wrong_arity(args[0]));
                     }
-                    Some(_) => match super::cluster::queue_redirect(&shared, name, args) {
-                        Some(e) => {
-                            multi.refused = true;
-                            r.error(&e);
+                    Some(_) => {
+                        match super::cluster::queue_redirect(shared.cluster.as_deref(), name, args)
+                        {
+                            Some(e) => {
+                                multi.refused = true;
+                                r.error(&e);
+                            }
+                            None => {
+                                multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+                                r.simple("QUEUED");
+                            }
                         }
-                        None => {
-                            multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
-                            r.simple("QUEUED");
-                        }
-                    },
+                    }
                 }
             }
         }

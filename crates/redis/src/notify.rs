@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::pubsub::Hub;
+use super::hub::Hub;
 
 /// Event classes (Redis's `NOTIFY_*` bits).
 pub const KEYSPACE: u32 = 1 << 0;
@@ -136,74 +136,21 @@ impl Notify {
     }
 }
 
-impl super::face::Shared {
-    /// Whether an event of `class` would reach anyone now (a command may
-    /// skip working out its events otherwise).
-    pub fn notifies(&self, class: u32) -> bool {
-        self.notify.wanted(class) && self.hub.any()
-    }
-
-    /// The events of a command storing a computed result at `key`
-    /// (SINTERSTORE, ZUNIONSTORE, ZRANGESTORE, GEOSEARCHSTORE, BITOP):
-    /// `event` when the result had elements, else `del` if that removed
-    /// the key.
-    pub fn notify_stored(
-        &self,
-        class: u32,
-        event: &str,
-        db: usize,
-        key: &[u8],
-        elements: usize,
-        done: nvdepot_cache::resp::Updated,
-    ) {
-        if elements > 0 {
-            self.notify(class, event, db, key);
-        } else if done == nvdepot_cache::resp::Updated::Deleted {
-            self.notify(GENERIC, "del", db, key);
-        }
-    }
-
-    /// The events of a command that removed elements from a collection
-    /// (HDEL, SREM, LPOP, ZREM, …): `event` of `class` if it removed any,
-    /// then `del` if that left the key empty (Redis deletes an emptied
-    /// collection). Whether it did is read after the write, only when
-    /// `del` events are wanted: exact unless another client writes the
-    /// key in between (then the `del` may be missed or doubled).
-    pub async fn notify_removal(
-        &self,
-        class: u32,
-        event: &str,
-        db: usize,
-        key: &[u8],
-        removed: bool,
-        now: u64,
-    ) {
-        if !removed {
-            return;
-        }
-        self.notify(class, event, db, key);
-        if self.notifies(GENERIC) {
-            if let Ok(None) = self.store.get(db, key, now).await {
-                self.notify(GENERIC, "del", db, key);
-            }
-        }
-    }
-}
-
 /// `command` (`name` with `args`) reporting its key misses as `keymiss`
 /// events while that class is published (`notify-keyspace-events m`):
 /// Redis's `lookupKeyRead` reports each key a command looks up with it
 /// (every read, and the writes of [`READ_LOOKUP_WRITES`], as found,
 /// before their own events); other writes look their keys up without it,
 /// and OBJECT with `LOOKUP_NONOTIFY`. The command table is searched only
-/// while the class is published.
+/// while the class is published (`published`: `Shared::notifies(KEY_MISS)`).
 pub(super) fn reporting_misses<'a, F: std::future::Future>(
-    shared: &'a super::face::Shared,
+    store: &'a nvdepot_cache::resp::RespStore,
+    published: bool,
     name: &[u8],
     args: &[&[u8]],
     command: F,
 ) -> nvdepot_cache::resp::ReportMisses<'a, F> {
-    let spec = if shared.notifies(KEY_MISS) && name != b"OBJECT" {
+    let spec = if published && name != b"OBJECT" {
         super::commands::find(name)
     } else {
         None
@@ -219,9 +166,7 @@ pub(super) fn reporting_misses<'a, F: std::future::Future>(
     let spec = spec.filter(|spec| reports(spec));
     let named = spec.map_or_else(Vec::new, |spec| named_keys(spec, name, args));
     let write = spec.is_some_and(|spec| spec.write);
-    shared
-        .store
-        .report_misses(spec.is_some(), write, &named, command)
+    store.report_misses(spec.is_some(), write, &named, command)
 }
 
 /// The keys command `name` (`spec`) names, for `RespStore::report_misses`:

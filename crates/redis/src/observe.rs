@@ -17,7 +17,6 @@ use nvdepot_resp::{errors, Reply};
 use parking_lot::Mutex;
 
 use super::commands::COMMANDS;
-use super::face::RespSession;
 
 /// Most arguments a slow log entry keeps (Redis's SLOWLOG_ENTRY_MAX_ARGC).
 const SLOWLOG_ARGS_MAX: usize = 32;
@@ -249,10 +248,11 @@ fn skips_slowlog(name: &[u8]) -> bool {
         .any(|n| name.eq_ignore_ascii_case(n))
 }
 
-impl RespSession {
+/// The commands that read what is observed.
+impl Observed {
     /// `SLOWLOG GET [count] | LEN | RESET | HELP`.
-    pub(super) fn slowlog(&self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let o = &self.shared.observed;
+    pub(super) fn slowlog_command(&self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let o = self;
         let sub = args.get(1).map(|a| a.to_ascii_uppercase());
         match (sub.as_deref(), args.len()) {
             (Some(b"GET"), 2 | 3) => {
@@ -315,8 +315,8 @@ impl RespSession {
 
     /// `LATENCY LATEST | HISTORY event | RESET [event…] | DOCTOR | HELP`
     /// (the `command` event: commands past `latency-monitor-threshold`).
-    pub(super) fn latency(&self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let o = &self.shared.observed;
+    pub(super) fn latency_command(&self, args: &[&[u8]], r: &mut Reply<'_>) {
+        let o = self;
         let sub = args.get(1).map(|a| a.to_ascii_uppercase());
         match (sub.as_deref(), args.len()) {
             (Some(b"LATEST"), 2) => {

@@ -13,11 +13,12 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
+use super::args::arity;
+use super::args::int_arg;
 use super::compact::Compact;
-use super::face::{arity, Shared};
-use super::keys::int_arg;
 use super::notify;
 use super::rdb_object::{Object, Thresholds};
+use super::session::Shared;
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {

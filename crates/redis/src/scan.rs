@@ -5,9 +5,9 @@ use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::arity;
+use super::args::arity;
+use super::args::int_arg;
 use super::glob;
-use super::keys::int_arg;
 
 /// The options of SCAN, HSCAN, SSCAN, ZSCAN: MATCH, COUNT, and TYPE
 /// (SCAN's only), as Redis's `scanGenericCommand` reads them.

@@ -9,13 +9,12 @@
 //! worker lets that worker's other connections run between its
 //! instructions once it is past the threshold).
 //!
-//! The script cache (SHA1 → body) is server-wide; each VM compiles a
-//! script once, when it first runs it (SCRIPT FLUSH empties them all).
+//! The script cache (SHA1 → body, in `script_state.rs`) is server-wide;
+//! each VM compiles a script once, when it first runs it (SCRIPT FLUSH
+//! empties them all).
 
-use std::collections::HashMap;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
@@ -24,84 +23,11 @@ use sha1::{Digest, Sha1};
 
 use nvdepot_resp::{errors, Reply, Version};
 
-use super::face::{arity, RespSession, Shared};
+use super::session::{RespSession, Shared};
+
+use super::args::arity;
 use super::lua::Vm;
-
-/// How long a session and the Lua thread spin for the other before they
-/// sleep. A/B (bench/results/ab-script-spin.md): 100 µs gave EVALSHA of a
-/// 3-call read script 1.8-3.0x at c=1 and 1.3-1.7x at c=16 over none.
-pub(super) const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// `busy-reply-threshold` (`lua-time-limit`) by default, in milliseconds.
-pub(super) const BUSY_REPLY_THRESHOLD_MS: u64 = 5000;
-
-/// What a script stopped by SCRIPT KILL answers (then where it was).
-pub(super) const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
-
-pub const BUSY: &str =
-    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
-
-/// The server's scripts: the cache and the state of the one running.
-pub struct ScriptState {
-    bodies: Mutex<HashMap<String, Arc<[u8]>>>,
-    jobs: Mutex<Option<Sender<Work>>>,
-    /// Bumped by SCRIPT FLUSH: the Lua thread drops what it compiled.
-    pub flushes: AtomicU64,
-    /// A script is running …
-    running: AtomicBool,
-    /// … past the threshold: others are answered BUSY.
-    pub busy: AtomicBool,
-    /// SCRIPT KILL asked the running script to stop …
-    pub kill: AtomicBool,
-    /// … and it stopped.
-    pub killed: AtomicBool,
-    /// The running script has written (it can no longer be killed).
-    pub wrote: AtomicBool,
-    pub threshold_ms: AtomicU64,
-}
-
-impl Default for ScriptState {
-    fn default() -> Self {
-        ScriptState {
-            bodies: Mutex::default(),
-            jobs: Mutex::default(),
-            flushes: AtomicU64::new(0),
-            running: AtomicBool::new(false),
-            busy: AtomicBool::new(false),
-            kill: AtomicBool::new(false),
-            killed: AtomicBool::new(false),
-            wrote: AtomicBool::new(false),
-            threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
-        }
-    }
-}
-
-impl ScriptState {
-    /// Scripts in the cache (INFO's `number_of_cached_scripts`).
-    pub fn cached(&self) -> usize {
-        self.bodies.lock().len()
-    }
-
-    /// A script has run past the threshold: answer BUSY.
-    pub fn busy(&self) -> bool {
-        self.busy.load(Ordering::Acquire)
-    }
-
-    fn send(&self, work: Work) {
-        let mut jobs = self.jobs.lock();
-        let sender = jobs.get_or_insert_with(|| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::Builder::new()
-                .name("nvdepot-lua".into())
-                .spawn(move || super::lua::serve(rx))
-                .expect("spawn the Lua thread");
-            tx
-        });
-        if let Err(e) = sender.send(work) {
-            e.0.refuse("ERR the Lua thread has stopped");
-        }
-    }
-}
+use super::script_state::{ScriptState, SPIN};
 
 /// One script to run.
 pub struct Job {
@@ -178,6 +104,17 @@ impl Work {
 
     pub fn refuse(self, msg: &str) {
         self.done.finish(Outcome::error(Version::Resp2, msg));
+    }
+
+    /// Hands this work to the server's Lua thread.
+    fn send(self, state: &ScriptState) {
+        let task = move || {
+            super::lua::on_lua_thread(|vm| match vm {
+                Ok(vm) => self.run(vm),
+                Err(e) => self.refuse(e),
+            })
+        };
+        state.send(Box::new(task), super::lua::serve);
     }
 }
 
@@ -302,7 +239,7 @@ pub(super) fn call_from_script(
     args: &[&[u8]],
     r: &mut Reply<'_>,
 ) -> Result<(), String> {
-    let upper = super::face::upper(args[0]);
+    let upper = super::args::upper(args[0]);
     let name: &[u8] = &upper;
     let Some(spec) = super::commands::find(name) else {
         return Err("Unknown Redis command called from script".into());
@@ -343,7 +280,7 @@ pub(super) fn call_from_script(
         },
         b"ECHO" => r.bulk(args[1]),
         b"TIME" => super::face::time(r),
-        b"SELECT" => match super::keys::int_arg(args[1]) {
+        b"SELECT" => match super::args::int_arg(args[1]) {
             Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
                 run.db = db as usize;
                 r.ok();
@@ -382,7 +319,13 @@ pub(super) fn call_from_script(
             // The keymiss wrapper holds the command pinned, not moved
             // into it (the command's future is 5 KB).
             let command = std::pin::pin!(super::keys::execute(&shared, db, name, args, r));
-            let command = super::notify::reporting_misses(&shared, name, args, command);
+            let command = super::notify::reporting_misses(
+                &shared.store,
+                shared.notifies(super::notify::KEY_MISS),
+                name,
+                args,
+                command,
+            );
             if !complete(run, std::pin::pin!(command)) {
                 return Err("Unknown Redis command called from script".into());
             }
@@ -458,7 +401,7 @@ impl RespSession {
         if !arity(args, 3, None, r) {
             return;
         }
-        let Some(numkeys) = super::keys::int_arg(args[2]) else {
+        let Some(numkeys) = super::args::int_arg(args[2]) else {
             if name.starts_with(b"FCALL") {
                 return r.error("ERR Bad number of keys provided");
             }
@@ -519,10 +462,11 @@ impl RespSession {
             super::lua::run_here(job)
         } else {
             let done = Arc::new(Done::default());
-            state.send(Work {
+            Work {
                 what: What::Eval(job),
                 done: Arc::clone(&done),
-            });
+            }
+            .send(state);
             done.wait().await
         };
         state.running.store(false, Ordering::Release);
@@ -554,10 +498,11 @@ impl RespSession {
         }
         let done = Arc::new(Done::default());
         let owned = args.iter().map(|a| a.to_vec()).collect();
-        shared.scripts.send(Work {
+        Work {
             what: What::Function(Arc::clone(&shared), owned, self.version()),
             done: Arc::clone(&done),
-        });
+        }
+        .send(&shared.scripts);
         let outcome = done.wait().await;
         r.out.extend_from_slice(&outcome.reply);
     }
@@ -582,13 +527,14 @@ impl RespSession {
                     Err(e) => return r.error(e),
                 };
                 let done = Arc::new(Done::default());
-                state.send(Work {
+                Work {
                     what: What::Load(
                         sha.clone(),
                         stripped.map_or_else(|| Arc::clone(&body), Arc::from),
                     ),
                     done: Arc::clone(&done),
-                });
+                }
+                .send(state);
                 let outcome = done.wait().await;
                 if !outcome.compiled {
                     return r.error(&outcome.reply);

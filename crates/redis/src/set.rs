@@ -19,13 +19,14 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
+use super::args::arity;
 use super::compact::{self, Compact};
-use super::face::{arity, Shared};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
 use super::paged_scan;
 use super::scan::ScanOptions;
+use super::session::Shared;
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -911,7 +912,7 @@ fn randmember(s: Option<Set>, count: Option<i64>, r: &mut Reply<'_>) {
         }
         return;
     };
-    let chosen = super::types::random_picks(members.len(), n);
+    let chosen = super::args::random_picks(members.len(), n);
     r.array(chosen.len());
     for i in chosen {
         r.bulk(&members[i]);

@@ -11,43 +11,19 @@
 
 use std::cmp::Ordering;
 
-use nvdepot_cache::resp::Kind;
+use nvdepot_cache::resp::{unix_now_ms, Change, Kind};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{arity, Shared};
-use super::keys::int_arg;
+use super::session::Shared;
+
+use super::args::arity;
+use super::args::int_arg;
 
 enum Source {
     List(Vec<Vec<u8>>),
     Set(Vec<Vec<u8>>),
     ZSet(Vec<Vec<u8>>),
-}
-
-/// The keys of a SORT command: the sorted key and a STORE destination
-/// (as Redis's `sortGetKeys`, skipping the options' arguments).
-pub fn keys<'a>(args: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    let mut out = Vec::new();
-    if args.len() < 2 {
-        return out;
-    }
-    out.push(args[1]);
-    let mut i = 2;
-    while i < args.len() {
-        let skip = match args[i].to_ascii_uppercase().as_slice() {
-            b"LIMIT" => 2,
-            b"GET" | b"BY" => 1,
-            b"STORE" => {
-                if let Some(dest) = args.get(i + 1) {
-                    out.push(dest);
-                }
-                1
-            }
-            _ => 0,
-        };
-        i += 1 + skip;
-    }
-    out
 }
 
 /// SORT key [BY pattern] [LIMIT offset count] [GET pattern …] [ASC|DESC]
@@ -192,9 +168,17 @@ pub async fn sort(
                 out.into_iter().map(Option::unwrap_or_default).collect();
             let n = list.len();
             if n == 0 {
-                let mut scratch = Vec::new();
-                let mut sr = Reply::new(&mut scratch, nvdepot_resp::Version::Resp2);
-                super::keys::execute(shared, db, b"DEL", &[b"DEL", dest], &mut sr).await;
+                // An empty result deletes the destination (DEL's event).
+                let (removed, _) = shared
+                    .store
+                    .update(db, dest, now, |cur| match cur {
+                        Some(_) => (Change::Delete, true),
+                        None => (Change::Keep, false),
+                    })
+                    .await?;
+                if removed {
+                    shared.notify(super::notify::GENERIC, "del", db, dest);
+                }
             } else {
                 super::list::write_whole(&shared.store, db, dest, &list, 0, now).await?;
                 shared.notify(super::notify::LIST, "sortstore", db, dest);
@@ -340,15 +324,37 @@ async fn lookup(
     };
     let key = [&pattern[..star], c_str(element), suffix].concat();
     // GET or HGET, whatever each key's layout: a key of another type
-    // answers WRONGTYPE, which finds nothing, as in Redis.
-    let mut scratch = Vec::new();
-    let mut r = Reply::new(&mut scratch, nvdepot_resp::Version::Resp2);
+    // finds nothing, as in Redis.
+    let now = unix_now_ms();
     match field {
-        None => super::keys::execute(shared, db, b"GET", &[b"GET", &key], &mut r).await,
-        Some(f) => super::keys::execute(shared, db, b"HGET", &[b"HGET", &key, f], &mut r).await,
-    };
-    Ok(match nvdepot_resp::parse_value(&scratch) {
-        Ok(Some((nvdepot_resp::Value::Bulk(b), _))) => b,
-        _ => None,
-    })
+        None => {
+            let v = shared.store.get(db, &key, now).await?;
+            // Counted as GET counts it (a key of another type is not).
+            let c = &shared.counters;
+            match v {
+                Some(v) if v.kind() != Kind::String => Ok(None),
+                Some(v) => {
+                    c.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Ok(Some(v.data().to_vec()))
+                }
+                None => {
+                    c.misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Ok(None)
+                }
+            }
+        }
+        Some(f) => {
+            let mut scratch = Vec::new();
+            let mut r = Reply::new(&mut scratch, nvdepot_resp::Version::Resp2);
+            let args: [&[u8]; 3] = [b"HGET", &key, f];
+            if let Some(done) = super::hash::execute(shared, db, b"HGET", &args, now, &mut r).await
+            {
+                done?;
+            }
+            Ok(match nvdepot_resp::parse_value(&scratch) {
+                Ok(Some((nvdepot_resp::Value::Bulk(b), _))) => b,
+                _ => None,
+            })
+        }
+    }
 }

@@ -8,7 +8,9 @@ use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{arity, Shared};
+use super::session::Shared;
+
+use super::args::arity;
 use super::key_locks::KeyGuard;
 use super::list_pages::{self, commit_records, Stop};
 use super::notify;

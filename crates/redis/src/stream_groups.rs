@@ -11,8 +11,8 @@ use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::face::Shared;
 use super::notify;
+use super::session::Shared;
 use super::stream::{read, read_loading, reply_entry, update, update_loading};
 use super::stream_log::{
     interval_end, interval_start, parse_id, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,

@@ -7,8 +7,8 @@
 use nvdepot_cache::Error;
 use nvdepot_resp::Reply;
 
-use super::face::Shared;
 use super::notify;
+use super::session::Shared;
 use super::stream::{read_loading, update_loading, ReadArgs};
 use super::stream_groups::{no_group, reply_served, Served};
 use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};

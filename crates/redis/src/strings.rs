@@ -10,8 +10,12 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::face::{arity, Shared};
-use super::keys::int_arg;
+use super::session::Shared;
+
+use super::args::arity;
+use super::args::int_arg;
+use super::args::{format_float, parse_float};
+use super::join::{join_all, last_of_each};
 use super::notify;
 
 /// Commands that need the exclusive pass.
@@ -211,47 +215,6 @@ pub async fn execute(
     })
 }
 
-/// A float as Redis 7.0's `string2ld` reads one: C's `strtold` grammar
-/// (decimal or hex digits, exponents, `inf`, `infinity`), under 5 KiB
-/// (`MAX_LONG_DOUBLE_CHARS`), no leading space, every byte part of the
-/// number (a NUL byte included: Redis compares the parsed length), not
-/// NaN, not an underflow to zero.
-/// Parsed with `strtod` (nvdepot computes in f64): a number past f64's
-/// range reads as infinite, which INCRBYFLOAT then refuses (Redis's long
-/// double holds up to ~1e4932: the documented deviation).
-pub(crate) fn parse_float(a: &[u8]) -> Option<f64> {
-    if a.is_empty() || a.len() >= 5 * 1024 || matches!(a[0], b' ' | b'\t'..=b'\r') {
-        return None;
-    }
-    let text = a;
-    let c = std::ffi::CString::new(text).ok()?;
-    let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: `c` is a NUL-terminated string that outlives the call;
-    // strtod writes only `end` (a pointer into `c`) and errno, which is
-    // this thread's and read right after.
-    let (value, range_error) = unsafe {
-        *libc::__errno_location() = 0;
-        let v = libc::strtod(c.as_ptr(), &mut end);
-        (v, *libc::__errno_location() == libc::ERANGE)
-    };
-    let consumed = end as usize - c.as_ptr() as usize;
-    if consumed != text.len() || value.is_nan() || (range_error && value == 0.0) {
-        return None;
-    }
-    Some(value)
-}
-
-/// A float as INCRBYFLOAT answers it: fixed-point, no exponent, no
-/// trailing zeros (Redis's `LD_STR_HUMAN`), the shortest digits that read
-/// back as the same number.
-pub(crate) fn format_float(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into();
-    }
-    let s = format!("{f}");
-    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
-}
-
 /// RENAME / RENAMENX `src` `dst` (the caller holds the exclusive pass).
 async fn rename(
     shared: &Shared,
@@ -300,7 +263,7 @@ async fn rename(
 /// A database number argument (COPY … DB n, MOVE key n), or `None` once
 /// Redis's error is replied: not a 32-bit integer, or out of range.
 fn db_arg(store: &RespStore, a: &[u8], r: &mut Reply<'_>) -> Option<usize> {
-    let n = super::keys::int32_arg(a, r)?;
+    let n = super::args::int32_arg(a, r)?;
     if n < 0 || n as usize >= store.databases() {
         r.error(errors::INVALID_DB);
         return None;
@@ -538,8 +501,46 @@ async fn msetnx(
             return Ok(());
         }
     }
-    super::keys::set_pairs(shared, db, pairs).await?;
+    set_pairs(shared, db, pairs).await?;
     r.integer(1);
+    Ok(())
+}
+
+/// MSET's and MSETNX's write of `pairs` (k v k v …, without expiry; the
+/// last pair of a key counts): one crash-atomic batch when its records fit
+/// a segment, else key by key, at most `join::IN_FLIGHT_MAX` at once (a
+/// crash during it may leave some keys set: docs/REDIS.md).
+pub async fn set_pairs(shared: &Shared, db: usize, pairs: &[&[u8]]) -> Result<(), Error> {
+    let store = &*shared.store;
+    let kvs: Vec<(&[u8], &[u8])> = pairs.chunks(2).map(|kv| (kv[0], kv[1])).collect();
+    // The pairs that create their key (the first of each absent key), for
+    // `new` events in Redis's order: each before its pair's `set`.
+    let mut creates = vec![false; kvs.len()];
+    if shared.notifies(notify::NEW) {
+        for (i, (k, _)) in kvs.iter().enumerate() {
+            let first = !kvs[..i].iter().any(|(o, _)| o == k);
+            creates[i] = first && store.is_absent(db, k).await?;
+        }
+    }
+    if store.batch_fits(kvs.iter().map(|(k, v)| (k.len(), v.len()))) {
+        store.set_many(db, &kvs).await?;
+    } else {
+        let keys: Vec<&[u8]> = kvs.iter().map(|(k, _)| *k).collect();
+        let writes = last_of_each(&keys)
+            .into_iter()
+            .map(|i| store.set_kind_unreported(db, kvs[i].0, Kind::String, kvs[i].1, 0));
+        join_all(writes)
+            .await
+            .into_iter()
+            .collect::<Result<(), Error>>()?;
+    }
+    // A `set` per pair, in argument order (Redis's MSET and MSETNX).
+    for ((k, _), created) in kvs.iter().zip(creates) {
+        if created {
+            shared.notify(notify::NEW, "new", db, k);
+        }
+        shared.notify(notify::STRING, "set", db, k);
+    }
     Ok(())
 }
 

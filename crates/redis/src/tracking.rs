@@ -1,5 +1,7 @@
-//! Client-side caching: `CLIENT TRACKING` and its companions (`CLIENT
-//! CACHING`, `GETREDIR`, `TRACKINGINFO`), as Redis 7.0's `tracking.c`.
+//! Client-side caching as Redis 7.0's `tracking.c`: who tracks which keys,
+//! and the invalidations sent when they change (the `CLIENT TRACKING`,
+//! `CACHING`, `GETREDIR` and `TRACKINGINFO` commands that set it up are in
+//! `client_command.rs`).
 //! redis-py's and Lettuce's near caches rest on it: a client keeps the
 //! values it read, and the server tells it when one changes.
 //!
@@ -28,11 +30,10 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use nvdepot_resp::{errors, Reply, Version};
+use nvdepot_resp::{Reply, Version};
 use parking_lot::Mutex;
 
-use super::face::RespSession;
-use super::pubsub::Mailbox;
+use super::hub::Mailbox;
 
 thread_local! {
     /// The client whose command this thread is running (0: none).
@@ -138,6 +139,11 @@ impl Tracking {
         self.stop(&mut st, id);
     }
 
+    /// `CLIENT TRACKING OFF` (or RESET) of connection `id`.
+    pub(super) fn off(&self, id: u64) {
+        self.stop(&mut self.state.lock(), id);
+    }
+
     fn stop(&self, st: &mut State, id: u64) {
         if st.trackers.remove(&id).is_none() {
             return;
@@ -147,7 +153,7 @@ impl Tracking {
     }
 
     /// `CLIENT TRACKING ON` of connection `id` with `mode`.
-    fn start(&self, id: u64, mode: &Mode) {
+    pub(super) fn start(&self, id: u64, mode: &Mode) {
         let mut st = self.state.lock();
         st.forget_prefixes(id);
         if mode.bcast {
@@ -171,7 +177,7 @@ impl Tracking {
     }
 
     /// Remembers that client `id` read `keys` (default mode).
-    fn remember(&self, id: u64, keys: &[&[u8]]) {
+    pub(super) fn remember(&self, id: u64, keys: &[&[u8]]) {
         let mut st = self.state.lock();
         for k in keys {
             st.keys.entry(k.to_vec()).or_default().insert(id);
@@ -260,7 +266,7 @@ impl Tracking {
     }
 
     /// Whether client `id` redirects to a connection that is gone.
-    fn broken(&self, id: u64) -> bool {
+    pub(super) fn broken(&self, id: u64) -> bool {
         self.state
             .lock()
             .trackers
@@ -338,7 +344,7 @@ fn keys_part(r: &mut Reply<'_>, keys: Option<&[&[u8]]>) {
 /// Redis's check that a client's prefixes do not overlap: the error, if
 /// one starts another (`existing` first, then the new ones among
 /// themselves).
-fn prefix_collision(existing: &BTreeSet<Vec<u8>>, new: &[&[u8]]) -> Option<String> {
+pub(super) fn prefix_collision(existing: &BTreeSet<Vec<u8>>, new: &[&[u8]]) -> Option<String> {
     let overlap = |a: &[u8], b: &[u8]| {
         let n = a.len().min(b.len());
         a[..n] == b[..n]
@@ -363,201 +369,6 @@ fn prefix_collision(existing: &BTreeSet<Vec<u8>>, new: &[&[u8]]) -> Option<Strin
         }
     }
     None
-}
-
-impl RespSession {
-    /// `CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p …] [BCAST] [OPTIN]
-    /// [OPTOUT] [NOLOOP]`.
-    pub(super) fn client_tracking(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let mut mode = Mode::default();
-        let mut prefixes: Vec<&[u8]> = Vec::new();
-        let mut j = 3;
-        while j < args.len() {
-            let more = j + 1 < args.len();
-            match args[j].to_ascii_uppercase().as_slice() {
-                b"REDIRECT" if more => {
-                    j += 1;
-                    if mode.redirect != 0 {
-                        return r.error("ERR A client can only redirect to a single other client");
-                    }
-                    let Some(id) = super::keys::int_arg(args[j]) else {
-                        return r.error(errors::NOT_INTEGER);
-                    };
-                    if !self.shared.clients.exists(id) {
-                        return r.error("ERR The client ID you want redirect to does not exist");
-                    }
-                    mode.redirect = id as u64;
-                }
-                b"BCAST" => mode.bcast = true,
-                b"OPTIN" => mode.optin = true,
-                b"OPTOUT" => mode.optout = true,
-                b"NOLOOP" => mode.noloop = true,
-                b"PREFIX" if more => {
-                    j += 1;
-                    prefixes.push(args[j]);
-                }
-                _ => return r.error(errors::SYNTAX),
-            }
-            j += 1;
-        }
-        let id = self.client.id;
-        match args[2].to_ascii_uppercase().as_slice() {
-            b"ON" => {
-                if !mode.bcast && !prefixes.is_empty() {
-                    return r.error("ERR PREFIX option requires BCAST mode to be enabled");
-                }
-                let old = self.tracking.clone();
-                if old.as_ref().is_some_and(|o| o.bcast != mode.bcast) {
-                    return r.error(
-                        "ERR You can't switch BCAST mode on/off before disabling tracking for \
-                         this client, and then re-enabling it with a different mode.",
-                    );
-                }
-                if mode.bcast && (mode.optin || mode.optout) {
-                    return r.error("ERR OPTIN and OPTOUT are not compatible with BCAST");
-                }
-                if mode.optin && mode.optout {
-                    return r.error("ERR You can't specify both OPTIN mode and OPTOUT mode");
-                }
-                if old
-                    .as_ref()
-                    .is_some_and(|o| (mode.optin && o.optout) || (mode.optout && o.optin))
-                {
-                    return r.error(
-                        "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for \
-                         this client, and then re-enabling it with a different mode.",
-                    );
-                }
-                let existing = old.map(|o| o.prefixes).unwrap_or_default();
-                if mode.bcast {
-                    if let Some(e) = prefix_collision(&existing, &prefixes) {
-                        return r.error(&e);
-                    }
-                }
-                // Redis adds the new prefixes to those already set.
-                mode.prefixes = existing;
-                mode.prefixes.extend(prefixes.iter().map(|p| p.to_vec()));
-                self.open_mailbox(r.version);
-                self.shared.tracking.start(id, &mode);
-                self.tracking = Some(mode);
-                r.ok();
-            }
-            b"OFF" => {
-                self.tracking_off();
-                r.ok();
-            }
-            _ => r.error(errors::SYNTAX),
-        }
-    }
-
-    /// Tracking ends (CLIENT TRACKING OFF, RESET).
-    pub(super) fn tracking_off(&mut self) {
-        if self.tracking.take().is_some() {
-            let mut st = self.shared.tracking.state.lock();
-            self.shared.tracking.stop(&mut st, self.client.id);
-        }
-    }
-
-    /// `CLIENT CACHING YES|NO`.
-    pub(super) fn client_caching(&mut self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let Some(mode) = self.tracking.as_mut() else {
-            return r.error(
-                "ERR CLIENT CACHING can be called only when the client is in tracking mode with \
-                 OPTIN or OPTOUT mode enabled",
-            );
-        };
-        match args[2].to_ascii_uppercase().as_slice() {
-            b"YES" if mode.optin => mode.caching = true,
-            b"YES" => {
-                return r.error(
-                    "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
-                )
-            }
-            b"NO" if mode.optout => mode.caching = true,
-            b"NO" => {
-                return r.error(
-                    "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
-                )
-            }
-            _ => return r.error(errors::SYNTAX),
-        }
-        r.ok();
-    }
-
-    /// `CLIENT GETREDIR`: the redirect id, 0 for none, -1 if not tracking.
-    pub(super) fn client_getredir(&self, r: &mut Reply<'_>) {
-        r.integer(self.tracking.as_ref().map_or(-1, |m| m.redirect as i64));
-    }
-
-    /// `CLIENT TRACKINGINFO`.
-    pub(super) fn client_trackinginfo(&self, r: &mut Reply<'_>) {
-        let m = self.tracking.as_ref();
-        let mut flags: Vec<&str> = vec![if m.is_some() { "on" } else { "off" }];
-        if let Some(m) = m {
-            if m.bcast {
-                flags.push("bcast");
-            }
-            if m.optin {
-                flags.push("optin");
-                if m.caching {
-                    flags.push("caching-yes");
-                }
-            }
-            if m.optout {
-                flags.push("optout");
-                if m.caching {
-                    flags.push("caching-no");
-                }
-            }
-            if m.noloop {
-                flags.push("noloop");
-            }
-            if self.shared.tracking.broken(self.client.id) {
-                flags.push("broken_redirect");
-            }
-        }
-        r.map(3);
-        r.bulk(b"flags");
-        r.set(flags.len());
-        for f in flags {
-            r.bulk(f.as_bytes());
-        }
-        r.bulk(b"redirect");
-        r.integer(m.map_or(-1, |m| m.redirect as i64));
-        r.bulk(b"prefixes");
-        let prefixes = m.map(|m| m.prefixes.clone()).unwrap_or_default();
-        r.array(prefixes.len());
-        for p in &prefixes {
-            r.bulk(p);
-        }
-    }
-
-    /// After a command ran (`name`, `args`): remembers the keys a
-    /// read-only command read for this tracking client, and ends a
-    /// CLIENT CACHING's one-command effect.
-    pub(super) fn tracked(&mut self, name: &[u8], args: &[&[u8]]) {
-        let Some(mode) = self.tracking.as_mut() else {
-            return;
-        };
-        let caching = mode.caching;
-        // Redis keeps CACHING across CLIENT commands and inside MULTI.
-        if name != b"CLIENT" && self.multi.is_none() {
-            mode.caching = false;
-        }
-        if mode.bcast || (mode.optin && !caching) || (mode.optout && caching) {
-            return;
-        }
-        let Some(spec) = super::commands::find(name) else {
-            return;
-        };
-        if spec.write || spec.first == 0 || super::pubsub::is_pubsub(name) {
-            return;
-        }
-        let keys = super::commands::keys(name, args);
-        if !keys.is_empty() {
-            self.shared.tracking.remember(self.client.id, &keys);
-        }
-    }
 }
 
 #[cfg(test)]

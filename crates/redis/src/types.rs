@@ -50,23 +50,3 @@ pub async fn compact_data(
         Kind::String => Ok(None),
     }
 }
-
-/// The indexes HRANDFIELD, SRANDMEMBER and ZRANDMEMBER pick from `len`
-/// elements for a count `n`: none for 0, `|n|` independent draws (repeats
-/// allowed) for a negative count, every index for a count of at least
-/// `len`, else `n` distinct ones.
-pub fn random_picks(len: usize, n: i64) -> Vec<usize> {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    if len == 0 || n == 0 {
-        Vec::new()
-    } else if n < 0 {
-        (0..n.unsigned_abs())
-            .map(|_| rng.gen_range(0..len))
-            .collect()
-    } else if n as u64 >= len as u64 {
-        (0..len).collect()
-    } else {
-        rand::seq::index::sample(&mut rng, len, n as usize).into_vec()
-    }
-}

@@ -17,9 +17,10 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
+use super::args::arity;
 use super::compact::Compact;
-use super::face::{arity, Shared};
 use super::notify;
+use super::session::Shared;
 use super::zset_pages::{self, Answer, Query};
 pub use super::zset_range::{parse_score, LexRange, Range, RangeQuery, ScoreRange};
 

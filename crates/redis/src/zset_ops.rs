@@ -10,7 +10,9 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::face::{arity, Shared};
+use super::session::Shared;
+
+use super::args::arity;
 use super::notify;
 use super::paged_scan;
 use super::scan::ScanOptions;
@@ -190,7 +192,7 @@ pub struct MPop<'a> {
 impl<'a> MPop<'a> {
     /// Parses `args` whose numkeys is at `at` (ZMPOP 1, BZMPOP 2).
     pub fn parse(args: &[&'a [u8]], at: usize) -> Result<MPop<'a>, &'static str> {
-        let (keys, max, count) = super::keys::mpop_args(args, at, |end| {
+        let (keys, max, count) = super::args::mpop_args(args, at, |end| {
             if end.eq_ignore_ascii_case(b"MAX") {
                 Some(true)
             } else if end.eq_ignore_ascii_case(b"MIN") {
@@ -529,7 +531,7 @@ async fn randmember(
         }
         return Ok(());
     };
-    let chosen: Vec<(f64, Vec<u8>)> = super::types::random_picks(items.len(), n)
+    let chosen: Vec<(f64, Vec<u8>)> = super::args::random_picks(items.len(), n)
         .into_iter()
         .map(|i| items[i].clone())
         .collect();
