@@ -267,3 +267,13 @@ pub(super) fn process_memory() -> ProcessMemory {
         peak: kb("VmHWM:"),
     }
 }
+
+/// TIME: seconds and microseconds since the epoch.
+pub(super) fn time(r: &mut Reply<'_>) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    r.array(2);
+    r.bulk(now.as_secs().to_string().as_bytes());
+    r.bulk(now.subsec_micros().to_string().as_bytes());
+}

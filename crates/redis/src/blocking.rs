@@ -84,7 +84,7 @@ impl RespSession {
                 }
                 None => args,
             };
-            if super::face::needs_exclusive(name) {
+            if super::keys::needs_exclusive(name) {
                 let _pass = shared.gate.exclusive().await;
                 self.execute(now_args, out).await;
             } else {
@@ -365,7 +365,7 @@ pub async fn try_blocking(
                         r.array(3);
                         r.bulk(key);
                         r.bulk(m);
-                        super::zset::reply_score(r, *s);
+                        super::zset_value::reply_score(r, *s);
                         done = true;
                         break;
                     }

@@ -306,7 +306,7 @@ impl RespSession {
             // Boxed, as the other rare large futures: see `Atomic::run`.
             return Box::pin(self.block(&name, args, out)).await;
         }
-        if needs_exclusive(&name) {
+        if keys::needs_exclusive(&name) {
             let _pass = shared.gate.exclusive().await;
             self.execute(args, out).await;
         } else {
@@ -490,10 +490,10 @@ impl RespSession {
             }
             b"FLUSHDB" | b"FLUSHALL" => {
                 if arity(args, 1, Some(2), &mut r) {
-                    flush(&shared, self.db, name.as_slice() == b"FLUSHALL", &mut r);
+                    keys::flush(&shared, self.db, name.as_slice() == b"FLUSHALL", &mut r);
                 }
             }
-            b"TIME" => time(&mut r),
+            b"TIME" => super::admin::time(&mut r),
             b"CONFIG" => self.config(args, &mut r),
             b"WAIT" => {
                 // Writes are on the device when answered; no replicas.
@@ -694,57 +694,4 @@ impl RespSession {
         self.authed = self.shared.config.password.is_none();
         self.asking = false;
     }
-}
-
-/// FLUSHDB (database `db`) or FLUSHALL: every database asked for is
-/// flushed; the last error, if any, is the reply.
-pub(super) fn flush(shared: &Shared, db: usize, all: bool, r: &mut Reply<'_>) {
-    let dbs = if all {
-        0..shared.store.databases()
-    } else {
-        db..db + 1
-    };
-    let mut failed = None;
-    for db in dbs {
-        if let Err(e) = shared.store.flushdb(db) {
-            failed = Some(e);
-        }
-    }
-    // Tracked keys are global, as in Redis: all are invalid now.
-    shared.tracking.flushed();
-    match failed {
-        Some(e) => r.error(format!("ERR {e}")),
-        None => r.ok(),
-    }
-}
-
-/// TIME: seconds and microseconds since the epoch.
-pub(super) fn time(r: &mut Reply<'_>) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    r.array(2);
-    r.bulk(now.as_secs().to_string().as_bytes());
-    r.bulk(now.subsec_micros().to_string().as_bytes());
-}
-
-/// Commands that run holding the exclusive pass: they see and change
-/// several keys as one step.
-pub(super) fn needs_exclusive(name: &[u8]) -> bool {
-    super::strings::needs_exclusive(name)
-        || super::restore::needs_exclusive(name)
-        || matches!(
-            name,
-            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO"
-        )
-        || super::set::needs_exclusive(name)
-        || super::list::needs_exclusive(name)
-        || super::zset_ops::needs_exclusive(name)
-        || super::bitmap::needs_exclusive(name)
-        || super::hyperloglog::needs_exclusive(name)
-        || super::geo::needs_exclusive(name)
-        || name == b"LCS"
-        // Its reads of the key and of its patterns' keys see one state.
-        || name == b"SORT"
-        || name == b"SORT_RO"
 }

@@ -19,8 +19,9 @@ use super::session::Shared;
 
 use super::args::arity;
 use super::geohash::{self, Search, Shape};
-use super::zset::{self, Limits, Peek, Range, RangeQuery, ScoreRange, ZSet};
+use super::zset::{self, Peek, Range, RangeQuery, ScoreRange};
 use super::zset_pages::{self, Answer, Query};
+use super::zset_value::{Limits, ZSet};
 
 const NOT_FLOAT: &str = "ERR value is not a valid float";
 

@@ -14,8 +14,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::args::arity;
-use super::args::{format_float, parse_float};
+use super::args::{arity, format_float, parse_float};
 use super::compact::{self, Compact};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;

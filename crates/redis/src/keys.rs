@@ -12,8 +12,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::session::Shared;
 
-use super::args::arity;
-use super::args::int_arg;
+use super::args::{arity, int_arg};
 use super::glob;
 use super::join::{join_all, last_of_each};
 use super::notify;
@@ -90,6 +89,14 @@ pub async fn execute(
     {
         return true;
     }
+    if name.first() == Some(&b'X')
+        && answered(
+            super::stream_groups::execute(shared, db, name, args, now, r).await,
+            r,
+        )
+    {
+        return true;
+    }
     if name.first() == Some(&b'Z') {
         let done = match super::zset::execute(shared, db, name, args, now, r).await {
             Some(done) => Some(done),
@@ -101,6 +108,15 @@ pub async fn execute(
     }
     if answered(
         super::list::execute(shared, db, name, args, now, r).await,
+        r,
+    ) || answered(
+        super::list_read::execute(store, db, name, args, now, r).await,
+        r,
+    ) || answered(
+        super::list_edit::execute(shared, db, name, args, now, r).await,
+        r,
+    ) || answered(
+        super::list_move::execute(shared, db, name, args, now, r).await,
         r,
     ) || answered(super::set::execute(shared, db, name, args, now, r).await, r)
         || answered(
@@ -845,6 +861,49 @@ async fn expire(
     }
     r.integer(n);
     Ok(())
+}
+
+/// FLUSHDB (database `db`) or FLUSHALL: every database asked for is
+/// flushed; the last error, if any, is the reply.
+pub(super) fn flush(shared: &Shared, db: usize, all: bool, r: &mut Reply<'_>) {
+    let dbs = if all {
+        0..shared.store.databases()
+    } else {
+        db..db + 1
+    };
+    let mut failed = None;
+    for db in dbs {
+        if let Err(e) = shared.store.flushdb(db) {
+            failed = Some(e);
+        }
+    }
+    // Tracked keys are global, as in Redis: all are invalid now.
+    shared.tracking.flushed();
+    match failed {
+        Some(e) => r.error(format!("ERR {e}")),
+        None => r.ok(),
+    }
+}
+
+/// Commands that run holding the exclusive pass: they see and change
+/// several keys as one step.
+pub(super) fn needs_exclusive(name: &[u8]) -> bool {
+    super::strings::needs_exclusive(name)
+        || super::restore::needs_exclusive(name)
+        || matches!(
+            name,
+            b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO"
+        )
+        || super::set::needs_exclusive(name)
+        || super::list::needs_exclusive(name)
+        || super::zset_ops::needs_exclusive(name)
+        || super::bitmap::needs_exclusive(name)
+        || super::hyperloglog::needs_exclusive(name)
+        || super::geo::needs_exclusive(name)
+        || name == b"LCS"
+        // Its reads of the key and of its patterns' keys see one state.
+        || name == b"SORT"
+        || name == b"SORT_RO"
 }
 
 #[cfg(test)]

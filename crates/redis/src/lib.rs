@@ -97,6 +97,7 @@ mod zset_ops;
 mod zset_pages;
 mod zset_range;
 mod zset_tree;
+mod zset_value;
 
 use std::sync::Arc;
 use std::time::Duration;

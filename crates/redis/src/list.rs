@@ -591,20 +591,6 @@ pub async fn execute(
                 })
             })
         }
-        b"LSET" => {
-            if !arity(args, 4, Some(4), r) {
-                return Some(Ok(()));
-            }
-            // The key is looked up before the index is read (Redis's order).
-            super::list_edit::lset(store, db, args[1], args[2], args[3], now)
-                .await
-                .map(|out| {
-                    out.map(|()| {
-                        shared.notify(notify::LIST, "lset", db, args[1]);
-                        r.ok()
-                    })
-                })
-        }
         b"LREM" => {
             if !arity(args, 4, Some(4), r) {
                 return Some(Ok(()));
@@ -626,22 +612,6 @@ pub async fn execute(
                     .await;
             }
             out.map(|out| out.map(|n| r.integer(n)))
-        }
-        b"LTRIM" => {
-            if !arity(args, 4, Some(4), r) {
-                return Some(Ok(()));
-            }
-            let (Some(start), Some(stop)) = (string2ll(args[2]), string2ll(args[3])) else {
-                r.error(errors::NOT_INTEGER);
-                return Some(Ok(()));
-            };
-            let out = super::list_edit::ltrim(store, db, args[1], start, stop, now).await;
-            if let Ok(Ok(existed)) = out {
-                shared
-                    .notify_removal(notify::LIST, "ltrim", db, args[1], existed, now)
-                    .await;
-            }
-            out.map(|out| out.map(|_| r.ok()))
         }
         b"LINSERT" => {
             if !arity(args, 5, Some(5), r) {
@@ -675,50 +645,6 @@ pub async fn execute(
                     r.integer(n)
                 })
             })
-        }
-        b"LMOVE" | b"RPOPLPUSH" => {
-            let (from, to) = if name == b"LMOVE" {
-                if !arity(args, 5, Some(5), r) {
-                    return Some(Ok(()));
-                }
-                match (End::parse(args[3]), End::parse(args[4])) {
-                    (Some(f), Some(t)) => (f, t),
-                    _ => {
-                        r.error(errors::SYNTAX);
-                        return Some(Ok(()));
-                    }
-                }
-            } else {
-                if !arity(args, 3, Some(3), r) {
-                    return Some(Ok(()));
-                }
-                (End::Right, End::Left)
-            };
-            return Some(
-                super::list_move::lmove(shared, db, args[1], args[2], from, to, now, r)
-                    .await
-                    .map(|_| ()),
-            );
-        }
-        b"LMPOP" => {
-            if !arity(args, 4, None, r) {
-                return Some(Ok(()));
-            }
-            let spec = match super::list_move::MPop::parse(args, 1) {
-                Ok(s) => s,
-                Err(msg) => {
-                    r.error(msg);
-                    return Some(Ok(()));
-                }
-            };
-            return Some(
-                super::list_move::mpop(shared, db, &spec, now, r)
-                    .await
-                    .map(|_| ()),
-            );
-        }
-        b"LLEN" | b"LINDEX" | b"LRANGE" | b"LPOS" => {
-            return Some(super::list_read::read_command(store, db, name, args, now, r).await)
         }
         _ => return None,
     };

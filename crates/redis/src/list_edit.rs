@@ -5,11 +5,64 @@
 
 use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
-use nvdepot_resp::{errors, string2ll};
+use nvdepot_resp::{errors, string2ll, Reply};
 
+use super::args::arity;
 use super::key_locks;
 use super::list::{normalize, normalize_u64, range, range_u64, update};
 use super::list_pages::{self as pages, Found, Stop};
+use super::notify;
+use super::session::Shared;
+
+/// Runs LSET or LTRIM (`None` for any other command).
+pub async fn execute(
+    shared: &Shared,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    let store = &*shared.store;
+    let done = match name {
+        b"LSET" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            // The key is looked up before the index is read (Redis's order).
+            lset(store, db, args[1], args[2], args[3], now)
+                .await
+                .map(|out| {
+                    out.map(|()| {
+                        shared.notify(notify::LIST, "lset", db, args[1]);
+                        r.ok()
+                    })
+                })
+        }
+        b"LTRIM" => {
+            if !arity(args, 4, Some(4), r) {
+                return Some(Ok(()));
+            }
+            let (Some(start), Some(stop)) = (string2ll(args[2]), string2ll(args[3])) else {
+                r.error(errors::NOT_INTEGER);
+                return Some(Ok(()));
+            };
+            let out = ltrim(store, db, args[1], start, stop, now).await;
+            if let Ok(Ok(existed)) = out {
+                shared
+                    .notify_removal(notify::LIST, "ltrim", db, args[1], existed, now)
+                    .await;
+            }
+            out.map(|out| out.map(|_| r.ok()))
+        }
+        _ => return None,
+    };
+    Some(done.map(|out| {
+        if let Err(msg) = out {
+            r.error(msg);
+        }
+    }))
+}
 
 /// LSET: a paged list rewrites the one page holding the index.
 pub(super) async fn lset(

@@ -5,9 +5,59 @@
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
+use super::args::arity;
 use super::list::{len_of, pop_n, push_n, End};
 use super::notify;
 use super::session::Shared;
+
+/// Runs LMOVE, RPOPLPUSH or LMPOP (`None` for any other command).
+pub async fn execute(
+    shared: &Shared,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    Some(match name {
+        b"LMOVE" | b"RPOPLPUSH" => {
+            let (from, to) = if name == b"LMOVE" {
+                if !arity(args, 5, Some(5), r) {
+                    return Some(Ok(()));
+                }
+                match (End::parse(args[3]), End::parse(args[4])) {
+                    (Some(f), Some(t)) => (f, t),
+                    _ => {
+                        r.error(errors::SYNTAX);
+                        return Some(Ok(()));
+                    }
+                }
+            } else {
+                if !arity(args, 3, Some(3), r) {
+                    return Some(Ok(()));
+                }
+                (End::Right, End::Left)
+            };
+            lmove(shared, db, args[1], args[2], from, to, now, r)
+                .await
+                .map(|_| ())
+        }
+        b"LMPOP" => {
+            if !arity(args, 4, None, r) {
+                return Some(Ok(()));
+            }
+            let spec = match MPop::parse(args, 1) {
+                Ok(s) => s,
+                Err(msg) => {
+                    r.error(msg);
+                    return Some(Ok(()));
+                }
+            };
+            mpop(shared, db, &spec, now, r).await.map(|_| ())
+        }
+        _ => return None,
+    })
+}
 
 /// LMOVE `src` `dst` (the caller holds the exclusive pass): the element
 /// moved, if any (its reply already written).

@@ -15,8 +15,23 @@ use super::key_locks;
 use super::list::{normalize, normalize_u64, positive, range, range_u64, read};
 use super::list_pages::{self as pages, Stop};
 
+/// Runs LLEN, LINDEX, LRANGE or LPOS (`None` for any other command).
+pub async fn execute(
+    store: &RespStore,
+    db: usize,
+    name: &[u8],
+    args: &[&[u8]],
+    now: u64,
+    r: &mut Reply<'_>,
+) -> Option<Result<(), Error>> {
+    if !matches!(name, b"LLEN" | b"LINDEX" | b"LRANGE" | b"LPOS") {
+        return None;
+    }
+    Some(read_command(store, db, name, args, now, r).await)
+}
+
 /// The commands that read one list.
-pub(super) async fn read_command(
+async fn read_command(
     store: &RespStore,
     db: usize,
     name: &[u8],

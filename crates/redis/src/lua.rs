@@ -31,8 +31,7 @@ use nvdepot_resp::Reply;
 
 use super::script::{Job, Outcome};
 
-use super::script_state::ScriptState;
-use super::script_state::{LuaTask, SPIN};
+use super::script_state::{LuaTask, ScriptState, SPIN};
 use super::session::Shared;
 
 /// Instructions between two checks of the time limit and SCRIPT KILL.

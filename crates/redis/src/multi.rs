@@ -14,8 +14,7 @@ use nvdepot_cache::staging::{self, Staging};
 use nvdepot_resp::{errors, Reply};
 
 use super::commands::arity_of;
-use super::session::RespSession;
-use super::session::{Multi, Watched};
+use super::session::{Multi, RespSession, Watched};
 
 impl RespSession {
     /// Handles a transaction command, or queues `args` inside MULTI.

@@ -335,7 +335,7 @@ fn zset_of(mut items: Vec<(f64, Vec<u8>)>, compact: bool) -> Option<Object> {
     {
         return None;
     }
-    items.sort_by(super::zset::order);
+    items.sort_by(super::zset_value::order);
     Some(Object::ZSet { items, compact })
 }
 

@@ -13,8 +13,7 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::args::arity;
-use super::args::int_arg;
+use super::args::{arity, int_arg};
 use super::compact::Compact;
 use super::notify;
 use super::rdb_object::{Object, Thresholds};
@@ -84,7 +83,7 @@ pub async fn object_of(
             }
         }
         Kind::ZSet => {
-            let z = super::zset::decode(data)?;
+            let z = super::zset_value::decode(data)?;
             Object::ZSet {
                 items: z.items,
                 compact: !z.large,
@@ -114,7 +113,7 @@ async fn dump(
 /// hash, set and sorted set commands shape their values by).
 fn thresholds(shared: &Shared) -> Thresholds {
     let hash = super::hash::Limits::now(shared);
-    let zset = super::zset::Limits::now(shared);
+    let zset = super::zset_value::Limits::now(shared);
     Thresholds {
         hash_entries: hash.entries,
         hash_value: hash.value,
@@ -263,7 +262,7 @@ async fn write(
         Object::ZSet { items, compact } => {
             // As ZADD writes it (a compact set's -0 kept as 0, as
             // Redis's listpack keeps it).
-            let z = super::zset::ZSet {
+            let z = super::zset_value::ZSet {
                 large: !compact,
                 items,
             };

@@ -5,8 +5,7 @@ use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::args::arity;
-use super::args::int_arg;
+use super::args::{arity, int_arg};
 use super::glob;
 
 /// The options of SCAN, HSCAN, SSCAN, ZSCAN: MATCH, COUNT, and TYPE

@@ -279,7 +279,7 @@ pub(super) fn call_from_script(
             None => r.simple("PONG"),
         },
         b"ECHO" => r.bulk(args[1]),
-        b"TIME" => super::face::time(r),
+        b"TIME" => super::admin::time(r),
         b"SELECT" => match super::args::int_arg(args[1]) {
             Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
                 run.db = db as usize;
@@ -300,7 +300,7 @@ pub(super) fn call_from_script(
         b"FLUSHDB" | b"FLUSHALL" => {
             let staged = Arc::clone(&run.staging);
             nvdepot_cache::staging::stage(&staged, || {
-                super::face::flush(&shared, run.db, name == b"FLUSHALL", r)
+                super::keys::flush(&shared, run.db, name == b"FLUSHALL", r)
             })
         }
         b"COMMAND" => super::commands::command(args, r),

@@ -17,8 +17,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::session::Shared;
 
-use super::args::arity;
-use super::args::int_arg;
+use super::args::{arity, int_arg};
 
 enum Source {
     List(Vec<Vec<u8>>),

@@ -352,7 +352,7 @@ pub async fn execute(
         b"XLEN" | b"XRANGE" | b"XREVRANGE" => {
             return Some(read_command(store, db, name, args, now, r).await)
         }
-        _ => return super::stream_groups::execute(shared, db, name, args, now, r).await,
+        _ => return None,
     };
     Some(done.map(|out| {
         if let Err(msg) = out {

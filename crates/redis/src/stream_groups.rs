@@ -15,26 +15,10 @@ use super::notify;
 use super::session::Shared;
 use super::stream::{read, read_loading, reply_entry, update, update_loading};
 use super::stream_log::{
-    interval_end, interval_start, parse_id, Entry, Group, Id, IdForm, Pending, Stream, INVALID_ID,
+    interval_end, interval_start, no_group, no_such_group, parse_id, Entry, Group, Id, IdForm,
+    Pending, Stream, INVALID_ID,
 };
 use super::stream_pages::Need;
-
-/// Redis's error for a group a key's stream does not have (XGROUP, XINFO).
-pub(crate) fn no_such_group(group: &[u8], key: &[u8]) -> String {
-    format!(
-        "NOGROUP No such consumer group '{}' for key name '{}'",
-        String::from_utf8_lossy(group),
-        String::from_utf8_lossy(key)
-    )
-}
-
-pub(crate) fn no_group(key: &[u8], group: &[u8]) -> String {
-    format!(
-        "NOGROUP No such key '{}' or consumer group '{}'",
-        String::from_utf8_lossy(key),
-        String::from_utf8_lossy(group)
-    )
-}
 
 /// An entry as a group command answers it: its fields, or `None` when
 /// deleted since it was delivered.

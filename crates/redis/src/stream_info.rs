@@ -95,7 +95,7 @@ pub async fn xinfo(
     match sub.as_slice() {
         b"CONSUMERS" => {
             let Some(g) = s.groups.get(args[3]) else {
-                r.error(super::stream_groups::no_such_group(args[3], key));
+                r.error(super::stream_log::no_such_group(args[3], key));
                 return Ok(());
             };
             r.array(g.consumers.len());

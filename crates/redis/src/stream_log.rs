@@ -703,6 +703,23 @@ pub(crate) fn parse_add_or_trim(
     Ok(out)
 }
 
+/// Redis's error for a group a key's stream does not have (XGROUP, XINFO).
+pub(crate) fn no_such_group(group: &[u8], key: &[u8]) -> String {
+    format!(
+        "NOGROUP No such consumer group '{}' for key name '{}'",
+        String::from_utf8_lossy(group),
+        String::from_utf8_lossy(key)
+    )
+}
+
+pub(crate) fn no_group(key: &[u8], group: &[u8]) -> String {
+    format!(
+        "NOGROUP No such key '{}' or consumer group '{}'",
+        String::from_utf8_lossy(key),
+        String::from_utf8_lossy(group)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

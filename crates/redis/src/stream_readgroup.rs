@@ -10,8 +10,8 @@ use nvdepot_resp::Reply;
 use super::notify;
 use super::session::Shared;
 use super::stream::{read_loading, update_loading, ReadArgs};
-use super::stream_groups::{no_group, reply_served, Served};
-use super::stream_log::{parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};
+use super::stream_groups::{reply_served, Served};
+use super::stream_log::{no_group, parse_id, Group, Id, IdForm, Pending, Stream, INVALID_ID};
 use super::stream_pages::Need;
 
 /// One try of XREADGROUP: `Ok(true)` once its reply is written (entries

@@ -12,9 +12,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::session::Shared;
 
-use super::args::arity;
-use super::args::int_arg;
-use super::args::{format_float, parse_float};
+use super::args::{arity, format_float, int_arg, parse_float};
 use super::join::{join_all, last_of_each};
 use super::notify;
 

@@ -16,8 +16,9 @@ use super::args::arity;
 use super::notify;
 use super::paged_scan;
 use super::scan::ScanOptions;
-use super::zset::{self, parse_score, read, reply_items, reply_score, update, Limits, ZSet};
+use super::zset::{self, parse_score, read, update};
 use super::zset_pages;
+use super::zset_value::{reply_items, reply_score, Limits, ZSet};
 
 /// Commands that must see several keys as one step.
 pub fn needs_exclusive(name: &[u8]) -> bool {
@@ -465,7 +466,7 @@ async fn combine(
         r.integer(if limit == 0 { c } else { c.min(limit) } as i64);
         return Ok(());
     }
-    result.sort_by(zset::order);
+    result.sort_by(super::zset_value::order);
     match dst {
         None => reply_items(r, &result, withscores),
         Some(dst) => {

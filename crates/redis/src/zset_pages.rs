@@ -34,9 +34,9 @@ use super::combine::Combiner;
 use super::hash_pages::{self as hpages, Whole};
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, page_key, Stop, SHAPE_PAGED};
-use super::zset::{zadd_step, AddFlags, Step, ZSet};
 use super::zset_range::{Range, RangeQuery};
 use super::zset_tree::{self as tree, damaged, Item, Shape, Tree};
+use super::zset_value::{zadd_step, AddFlags, Step, ZSet};
 
 const META_BYTES: usize = hpages::META_BYTES + 17;
 
@@ -563,7 +563,7 @@ pub async fn read(
 }
 
 /// One change of paged sorted set `key` by a command without a step of
-/// its own: `apply` sees it whole (as [`super::zset::update`]'s does),
+/// its own: `apply` sees it whole (as `update` in zset.rs does),
 /// and a change is written whole. `None` when `key` is not paged.
 pub async fn rewrite<T>(
     store: &RespStore,

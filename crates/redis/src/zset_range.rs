@@ -11,7 +11,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::compact;
-use super::zset::{reply_score, ZSet};
+use super::zset_value::{reply_score, ZSet};
 
 /// A score as Redis's `getDoubleFromObject` reads one: `strtod` over the
 /// whole argument, not empty, no leading space, not NaN, not past f64's
