@@ -12,14 +12,13 @@
 //! thread starts.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use mlua::{Function, MultiValue, Table, Value as LuaValue};
 use nvdepot_resp::{errors, Reply, Version};
 
-use super::lua::Vm;
+use super::lua::{FunctionDef, Vm};
 use super::session::Shared;
 
 /// The engine namespace holding the libraries' code.
@@ -34,31 +33,6 @@ const FLAGS: &[&str] = &[
     "no-cluster",
     "allow-cross-slot-keys",
 ];
-
-/// One registered function.
-#[derive(Clone)]
-pub struct FunctionDef {
-    pub callback: Function,
-    pub library: String,
-    pub description: Option<Vec<u8>>,
-    pub flags: Vec<&'static str>,
-}
-
-impl FunctionDef {
-    pub fn no_writes(&self) -> bool {
-        self.flags.contains(&"no-writes")
-    }
-}
-
-/// The libraries and their functions (on the Lua thread).
-#[derive(Default)]
-pub struct Registry {
-    /// Library name → its code, as loaded.
-    pub libraries: BTreeMap<String, Arc<[u8]>>,
-    pub functions: BTreeMap<String, FunctionDef>,
-    /// The libraries were read back from the store.
-    restored: bool,
-}
 
 /// What a library's first line says: its name.
 fn metadata(code: &[u8]) -> Result<String, String> {
@@ -110,7 +84,7 @@ struct Pending {
 /// `redis.register_function{function_name=…, callback=…, flags=…,
 /// description=…}`.
 fn register(args: MultiValue) -> Result<Pending, String> {
-    let text = super::lua::text;
+    let text = super::lua_libs::text;
     let (name, callback, description, flags) = match args.len() {
         1 => {
             let Some(LuaValue::Table(t)) = args.front() else {

@@ -14,7 +14,7 @@
 //! the gate while it runs.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,11 +27,11 @@ use mlua::{
     VmState,
 };
 use nvdepot_cache::staging::{self, Staging};
-use nvdepot_resp::Reply;
+use nvdepot_resp::{Reply, Version};
 
-use super::script::{Job, Outcome};
-
-use super::script_state::{LuaTask, ScriptState, SPIN};
+use super::lua_call::{error_text, Running};
+use super::lua_libs::{c_long_long, text};
+use super::script_state::{LuaTask, SPIN};
 use super::session::Shared;
 
 /// Instructions between two checks of the time limit and SCRIPT KILL.
@@ -130,23 +130,6 @@ lua_setmetatable(_G, {
 })
 "#;
 
-/// What the calls of the script running now need.
-pub(super) struct Running {
-    /// Where the script's writes wait for its end (see `Vm::run`).
-    pub staging: Arc<Staging>,
-    pub shared: Arc<Shared>,
-    pub db: usize,
-    pub read_only: bool,
-    /// `redis.setresp`: the protocol the called commands answer in.
-    pub resp3: bool,
-    /// Keys of commands that may wake blocked clients, signalled after.
-    pub wakes: Vec<(usize, Vec<u8>)>,
-    pub state: Arc<ScriptState>,
-    /// The highest log position the calls' puts deferred their durability
-    /// to (on a worker, where each call defers its own: see `run`).
-    pub owed: Option<u64>,
-}
-
 /// The VM and the scripts compiled into it.
 pub struct Vm {
     pub(super) lua: Lua,
@@ -157,7 +140,7 @@ pub struct Vm {
     /// `__nv_run_fn`: runs a registered function with its keys and args.
     run_fn: Function,
     /// FUNCTION's libraries (see `functions.rs`).
-    pub(super) registry: super::functions::Registry,
+    pub(super) registry: Registry,
     /// SCRIPT FLUSH's count when `compiled` was last emptied.
     flushed: u64,
     /// Scripts run since the last collection step.
@@ -205,7 +188,9 @@ impl Vm {
         )?;
         redis.set(
             "sha1hex",
-            lua.create_function(|_, s: mlua::String| Ok(super::script::sha1_hex(&s.as_bytes())))?,
+            lua.create_function(|_, s: mlua::String| {
+                Ok(super::script_state::sha1_hex(&s.as_bytes()))
+            })?,
         )?;
         redis.set(
             "log",
@@ -292,6 +277,14 @@ impl Vm {
         redis.set("REDIS_VERSION_NUM", 0x0007_0000)?;
         g.set("redis", redis)?;
         super::lua_libs::install(&lua)?;
+        let libraries = [
+            ("cmsgpack", super::lua_msgpack::library(&lua)?),
+            ("struct", super::lua_struct::library(&lua)?),
+        ];
+        for (name, library) in libraries {
+            let library = super::lua_libs::raising_table(&lua, library)?;
+            g.set(name, library)?;
+        }
         lua.load(BOOTSTRAP).set_name("=nvdepot").exec()?;
         let run: Function = g.raw_get("__nv_run")?;
         let run_fn: Function = g.raw_get("__nv_run_fn")?;
@@ -429,7 +422,7 @@ impl Vm {
         );
         // The script's puts wait for their durability once, after it
         // (see `nvdepot_engine::defer_durability`). On a worker each call
-        // defers its own (`script::call_from_script`): a deferral around
+        // defers its own (`lua_call::call_from_script`): a deferral around
         // the whole script would also cover the worker's other tasks,
         // which run while a call waits.
         let call = || match &job.function {
@@ -567,16 +560,6 @@ pub(super) fn compile_message(e: &mlua::Error) -> String {
     }
 }
 
-/// A Lua string or number as bytes (numbers as Lua prints them).
-pub(super) fn text(v: &LuaValue) -> Option<Vec<u8>> {
-    match v {
-        LuaValue::String(s) => Some(s.as_bytes().to_vec()),
-        LuaValue::Integer(n) => Some(super::lua_libs::lua_number_text(*n as f64).into_bytes()),
-        LuaValue::Number(n) => Some(super::lua_libs::lua_number_text(*n).into_bytes()),
-        _ => None,
-    }
-}
-
 /// Redis's error table for an error message (`luaPushErrorBuff`): a
 /// leading `-` is dropped and the first word taken as the code; a message
 /// without one gets `ERR`; trailing CR/LF trimmed.
@@ -585,39 +568,6 @@ pub fn error_table(lua: &Lua, msg: &[u8]) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("err", lua.create_string(&final_msg)?)?;
     Ok(t)
-}
-
-pub(super) fn error_text(msg: &[u8]) -> Vec<u8> {
-    let (code, rest): (&[u8], &[u8]) = if let Some(m) = msg.strip_prefix(b"-") {
-        match m.iter().position(|&b| b == b' ') {
-            Some(i) => (&m[..i], &m[i + 1..]),
-            None => (b"ERR", m),
-        }
-    } else {
-        (b"ERR", msg)
-    };
-    let mut rest = rest;
-    while let Some((&last, init)) = rest.split_last() {
-        if last == b'\r' || last == b'\n' {
-            rest = init;
-        } else {
-            break;
-        }
-    }
-    let mut out = code.to_vec();
-    out.push(b' ');
-    out.extend_from_slice(rest);
-    out
-}
-
-/// C's `(long long)` of a double as x86-64 computes it, which is what
-/// Redis answers: out of range or NaN gives the minimum.
-pub(super) fn c_long_long(n: f64) -> i64 {
-    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
-        i64::MIN
-    } else {
-        n as i64
-    }
 }
 
 /// A script's result as a reply (Redis's `luaReplyToRedisReply`).
@@ -771,4 +721,75 @@ pub fn on_lua_thread<R>(f: impl FnOnce(Result<&mut Vm, &str>) -> R) -> R {
         Some(Err(e)) => f(Err(e)),
         None => f(Err("ERR the Lua thread has stopped")),
     })
+}
+
+/// One registered function.
+#[derive(Clone)]
+pub struct FunctionDef {
+    pub callback: Function,
+    pub library: String,
+    pub description: Option<Vec<u8>>,
+    pub flags: Vec<&'static str>,
+}
+
+impl FunctionDef {
+    pub fn no_writes(&self) -> bool {
+        self.flags.contains(&"no-writes")
+    }
+}
+
+/// The libraries and their functions (on the Lua thread).
+#[derive(Default)]
+pub struct Registry {
+    /// Library name → its code, as loaded.
+    pub libraries: BTreeMap<String, Arc<[u8]>>,
+    pub functions: BTreeMap<String, FunctionDef>,
+    /// The libraries were read back from the store.
+    pub(super) restored: bool,
+}
+
+/// One script to run.
+pub struct Job {
+    pub shared: Arc<Shared>,
+    pub sha: String,
+    pub body: Arc<[u8]>,
+    pub keys: Vec<Vec<u8>>,
+    pub argv: Vec<Vec<u8>>,
+    pub db: usize,
+    /// The calling client's protocol: the reply is composed in it.
+    pub version: Version,
+    pub read_only: bool,
+    /// FCALL: the registered function to run instead of the body.
+    pub function: Option<String>,
+    /// The staging of the transaction the script runs in (EVAL inside
+    /// MULTI): its writes join the transaction's. `None`: a staging of
+    /// its own, written at its end.
+    pub staging: Option<Arc<nvdepot_cache::staging::Staging>>,
+}
+
+/// What a script left.
+pub struct Outcome {
+    /// Its reply, composed.
+    pub reply: Vec<u8>,
+    /// Keys written that may wake blocked clients.
+    pub wakes: Vec<(usize, Vec<u8>)>,
+    /// It compiled (SCRIPT LOAD caches only then).
+    pub compiled: bool,
+    /// The log position its writes must reach on the device before the
+    /// reply is sent (their durability was deferred).
+    pub owed: Option<u64>,
+}
+
+impl Outcome {
+    /// A script that did not run: only an error reply.
+    pub fn error(version: Version, msg: &str) -> Outcome {
+        let mut reply = Vec::new();
+        Reply::new(&mut reply, version).error(msg);
+        Outcome {
+            reply,
+            wakes: Vec::new(),
+            compiled: false,
+            owed: None,
+        }
+    }
 }

@@ -17,11 +17,15 @@
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use mlua::{ffi, Function, Lua, Table};
-use nvdepot_resp::{Item, Reader, Reply, Version};
+use nvdepot_cache::staging::Staging;
+use nvdepot_resp::{errors, Item, Reader, Reply, Version};
 
-use super::lua::{error_text, Running};
+use super::script_state::ScriptState;
+use super::session::Shared;
 
 /// A reply buffer grown past this is dropped after the call instead of
 /// kept for the next one.
@@ -175,7 +179,7 @@ unsafe fn call(
     } else {
         Version::Resp2
     };
-    super::script::call_from_script(run, &args, &mut Reply::new(reply, version))
+    call_from_script(run, &args, &mut Reply::new(reply, version))
 }
 
 /// `{err = text}`, Redis's error table.
@@ -285,6 +289,229 @@ unsafe fn push_value(state: *mut ffi::lua_State, reader: &mut Reader<'_>, depth:
         }
     }
     true
+}
+
+/// Commands a script may not call (Redis's `noscript` flag, and the
+/// session-bound commands nvdepot serves only to clients).
+fn refused_in_scripts(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"EVAL"
+            | b"EVALSHA"
+            | b"EVAL_RO"
+            | b"EVALSHA_RO"
+            | b"FCALL"
+            | b"FCALL_RO"
+            | b"SCRIPT"
+            | b"FUNCTION"
+            | b"MULTI"
+            | b"EXEC"
+            | b"DISCARD"
+            | b"WATCH"
+            | b"UNWATCH"
+            | b"SUBSCRIBE"
+            | b"UNSUBSCRIBE"
+            | b"PSUBSCRIBE"
+            | b"PUNSUBSCRIBE"
+            | b"SSUBSCRIBE"
+            | b"SUNSUBSCRIBE"
+            | b"AUTH"
+            | b"HELLO"
+            | b"RESET"
+            | b"QUIT"
+            | b"SHUTDOWN"
+            | b"SAVE"
+            | b"BGSAVE"
+            | b"WAIT"
+            | b"CLIENT"
+            | b"CONFIG"
+            | b"CLUSTER"
+            | b"CLUSTERX"
+            | b"READONLY"
+            | b"READWRITE"
+            | b"ASKING"
+            | b"DEBUG"
+            | b"SWAPDB"
+            | b"INFO"
+            | b"BLPOP"
+            | b"BRPOP"
+            | b"BRPOPLPUSH"
+            | b"BLMOVE"
+            | b"BZPOPMIN"
+            | b"BZPOPMAX"
+            | b"BZMPOP"
+    )
+}
+
+/// Runs one command a script calls (`redis.call`), composing its reply
+/// into `r`; an error for the script (Redis's wording, without the
+/// code) if the call itself is refused.
+pub(super) fn call_from_script(
+    run: &mut Running,
+    args: &[&[u8]],
+    r: &mut Reply<'_>,
+) -> Result<(), String> {
+    let upper = super::args::upper(args[0]);
+    let name: &[u8] = &upper;
+    let Some(spec) = super::commands::find(name) else {
+        return Err("Unknown Redis command called from script".into());
+    };
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
+        return Err("Wrong number of args calling Redis command from script".into());
+    }
+    if refused_in_scripts(name) {
+        return Err("This Redis command is not allowed from script".into());
+    }
+    if matches!(name, b"XREAD" | b"XREADGROUP")
+        && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"))
+    {
+        return Err(format!(
+            "{} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(name).to_ascii_lowercase()
+        ));
+    }
+    if spec.write {
+        if run.read_only {
+            return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        run.state.wrote.store(true, Ordering::Release);
+    }
+    let shared = Arc::clone(&run.shared);
+    shared.monitors.feed(run.db, || "lua".into(), args);
+    if let Some(cluster) = &shared.cluster {
+        let keys = super::commands::keys(name, args);
+        if !matches!(cluster.route(&keys, false), super::cluster::Route::Local) {
+            return Err("Script attempted to access a non local key in a cluster node".into());
+        }
+    }
+    match name {
+        b"PING" => match args.get(1) {
+            Some(m) => r.bulk(m),
+            None => r.simple("PONG"),
+        },
+        b"ECHO" => r.bulk(args[1]),
+        b"TIME" => super::admin::time(r),
+        b"SELECT" => match super::args::int_arg(args[1]) {
+            Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
+                run.db = db as usize;
+                r.ok();
+            }
+            Some(_) => r.error(errors::INVALID_DB),
+            None => r.error(errors::NOT_INTEGER),
+        },
+        // Run here, not through `complete`: with the script's staging
+        // current all the same (its writes count; a flush drops them).
+        b"DBSIZE" => {
+            let staged = Arc::clone(&run.staging);
+            let n = nvdepot_cache::staging::stage(&staged, || shared.store.dbsize(run.db));
+            r.integer(n as i64)
+        }
+        b"PUBLISH" => r.integer(shared.hub.publish(args[1], args[2]) as i64),
+        b"SPUBLISH" => r.integer(shared.hub.spublish(args[1], args[2]) as i64),
+        b"FLUSHDB" | b"FLUSHALL" => {
+            let staged = Arc::clone(&run.staging);
+            nvdepot_cache::staging::stage(&staged, || {
+                super::keys::flush(&shared, run.db, name == b"FLUSHALL", r)
+            })
+        }
+        b"COMMAND" => super::commands::command(args, r),
+        // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
+        b"BLMPOP" => {
+            let mut a: Vec<&[u8]> = vec![b"LMPOP"];
+            a.extend_from_slice(&args[2..]);
+            let db = run.db;
+            complete(
+                run,
+                std::pin::pin!(super::keys::execute(&shared, db, b"LMPOP", &a, r)),
+            );
+        }
+        _ => {
+            let db = run.db;
+            // The keymiss wrapper holds the command pinned, not moved
+            // into it (the command's future is 5 KB).
+            let command = std::pin::pin!(super::keys::execute(&shared, db, name, args, r));
+            let command = super::notify::reporting_misses(
+                &shared.store,
+                shared.notifies(super::notify::KEY_MISS),
+                name,
+                args,
+                command,
+            );
+            if !complete(run, std::pin::pin!(command)) {
+                return Err("Unknown Redis command called from script".into());
+            }
+        }
+    }
+    if super::blocking::may_wake(name) {
+        for k in super::commands::keys(name, args) {
+            run.wakes.push((run.db, k.to_vec()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a called command to completion: on a worker, driven on its ring
+/// with the durability of its puts deferred to the script's end (only
+/// while it is polled: the worker's other tasks run in between); on the
+/// Lua thread, with blocking IO inside the script's deferral.
+/// The command comes pinned where it is made: its future (the largest of
+/// every command's) is not moved again, here or into each wrapper.
+fn complete<F: std::future::Future>(
+    run: &mut Running,
+    command: std::pin::Pin<&mut F>,
+) -> F::Output {
+    if !nvdepot_io::uring::in_runtime() {
+        return crate::block_on(command);
+    }
+    // The ring's other tasks, run while the command waits, are not the
+    // script's: only the command is polled with the script's staging.
+    let staged = nvdepot_cache::staging::stage_async(&run.staging, command);
+    let (out, owed) = nvdepot_cache::staging::hidden(|| {
+        nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(staged))
+    });
+    run.owed = run.owed.max(owed);
+    out
+}
+
+/// What the calls of the script running now need.
+pub(super) struct Running {
+    /// Where the script's writes wait for its end (see `Vm::run`).
+    pub staging: Arc<Staging>,
+    pub shared: Arc<Shared>,
+    pub db: usize,
+    pub read_only: bool,
+    /// `redis.setresp`: the protocol the called commands answer in.
+    pub resp3: bool,
+    /// Keys of commands that may wake blocked clients, signalled after.
+    pub wakes: Vec<(usize, Vec<u8>)>,
+    pub state: Arc<ScriptState>,
+    /// The highest log position the calls' puts deferred their durability
+    /// to (on a worker, where each call defers its own: see `run`).
+    pub owed: Option<u64>,
+}
+
+pub(super) fn error_text(msg: &[u8]) -> Vec<u8> {
+    let (code, rest): (&[u8], &[u8]) = if let Some(m) = msg.strip_prefix(b"-") {
+        match m.iter().position(|&b| b == b' ') {
+            Some(i) => (&m[..i], &m[i + 1..]),
+            None => (b"ERR", m),
+        }
+    } else {
+        (b"ERR", msg)
+    };
+    let mut rest = rest;
+    while let Some((&last, init)) = rest.split_last() {
+        if last == b'\r' || last == b'\n' {
+            rest = init;
+        } else {
+            break;
+        }
+    }
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(rest);
+    out
 }
 
 #[cfg(test)]

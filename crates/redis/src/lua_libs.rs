@@ -1,7 +1,8 @@
 //! The libraries Redis adds to its Lua: `bit` (LuaBitOp's semantics) and
 //! `cjson` (encode and decode with lua-cjson's formatting), and Lua 5.1's
 //! number formatting (`%.14g`), which both and the reply conversions use.
-//! (`cmsgpack` is in `lua_msgpack.rs`, `struct` in `lua_struct.rs`.)
+//! (`cmsgpack` is in `lua_msgpack.rs`, `struct` in `lua_struct.rs`, over
+//! this file's helpers.)
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value as LuaValue};
 
@@ -9,6 +10,9 @@ use mlua::{LightUserData, Lua, MultiValue, Table, Value as LuaValue};
 /// default).
 const JSON_DEPTH_MAX: usize = 1000;
 
+/// Installs `bit` and `cjson`, and what every library's functions need
+/// to raise their errors (`cmsgpack` and `struct`, which use these
+/// helpers, are installed by the VM through [`raising_table`]).
 pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     // For the bootstrap's own C-framed functions (it removes them).
@@ -21,14 +25,6 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     )?;
     g.set("bit", raising_table(lua, bit(lua)?)?)?;
     g.set("cjson", raising_table(lua, cjson(lua)?)?)?;
-    g.set(
-        "cmsgpack",
-        raising_table(lua, super::lua_msgpack::library(lua)?)?,
-    )?;
-    g.set(
-        "struct",
-        raising_table(lua, super::lua_struct::library(lua)?)?,
-    )?;
     Ok(())
 }
 
@@ -63,7 +59,7 @@ pub(super) fn one(v: LuaValue) -> MultiValue {
 }
 
 /// Every function of `t` wrapped by [`raising`].
-fn raising_table(lua: &Lua, t: Table) -> mlua::Result<Table> {
+pub(super) fn raising_table(lua: &Lua, t: Table) -> mlua::Result<Table> {
     // SAFETY: `wrap` and `raising` follow the Lua C API's rules (see
     // them).
     let wrap = unsafe { lua.create_c_function(wrap)? };
@@ -622,6 +618,26 @@ impl Parser<'_> {
                 _ => out.push(b),
             }
         }
+    }
+}
+
+/// A Lua string or number as bytes (numbers as Lua prints them).
+pub(super) fn text(v: &LuaValue) -> Option<Vec<u8>> {
+    match v {
+        LuaValue::String(s) => Some(s.as_bytes().to_vec()),
+        LuaValue::Integer(n) => Some(super::lua_libs::lua_number_text(*n as f64).into_bytes()),
+        LuaValue::Number(n) => Some(super::lua_libs::lua_number_text(*n).into_bytes()),
+        _ => None,
+    }
+}
+
+/// C's `(long long)` of a double as x86-64 computes it, which is what
+/// Redis answers: out of range or NaN gives the minimum.
+pub(super) fn c_long_long(n: f64) -> i64 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
     }
 }
 

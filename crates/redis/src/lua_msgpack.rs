@@ -71,7 +71,7 @@ fn encode(v: &LuaValue, out: &mut Vec<u8>, level: usize) {
         LuaValue::Number(n) => {
             let n = *n;
             // C's `(int64_t)n == n` on x86-64 (out of range is not).
-            if super::lua::c_long_long(n) as f64 == n {
+            if super::lua_libs::c_long_long(n) as f64 == n {
                 encode_int(n as i64, out);
             } else if f64::from(n as f32) == n || n.is_nan() {
                 out.push(0xca);

@@ -131,7 +131,7 @@ fn number(v: Option<&LuaValue>, arg: usize, func: &str) -> Result<f64, String> {
 /// (a number as Lua prints it).
 fn string_arg(args: &MultiValue, i: usize, func: &str) -> Result<Vec<u8>, String> {
     match args.get(i) {
-        Some(v) => super::lua::text(v).ok_or_else(|| {
+        Some(v) => super::lua_libs::text(v).ok_or_else(|| {
             format!(
                 "bad argument #{} to '{func}' (string expected, got {})",
                 i + 1,

@@ -19,47 +19,14 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use parking_lot::Mutex;
-use sha1::{Digest, Sha1};
 
 use nvdepot_resp::{errors, Reply, Version};
 
 use super::session::{RespSession, Shared};
 
 use super::args::arity;
-use super::lua::Vm;
-use super::script_state::{ScriptState, SPIN};
-
-/// One script to run.
-pub struct Job {
-    pub shared: Arc<Shared>,
-    pub sha: String,
-    pub body: Arc<[u8]>,
-    pub keys: Vec<Vec<u8>>,
-    pub argv: Vec<Vec<u8>>,
-    pub db: usize,
-    /// The calling client's protocol: the reply is composed in it.
-    pub version: Version,
-    pub read_only: bool,
-    /// FCALL: the registered function to run instead of the body.
-    pub function: Option<String>,
-    /// The staging of the transaction the script runs in (EVAL inside
-    /// MULTI): its writes join the transaction's. `None`: a staging of
-    /// its own, written at its end.
-    pub staging: Option<Arc<nvdepot_cache::staging::Staging>>,
-}
-
-/// What a script left.
-pub struct Outcome {
-    /// Its reply, composed.
-    pub reply: Vec<u8>,
-    /// Keys written that may wake blocked clients.
-    pub wakes: Vec<(usize, Vec<u8>)>,
-    /// It compiled (SCRIPT LOAD caches only then).
-    pub compiled: bool,
-    /// The log position its writes must reach on the device before the
-    /// reply is sent (their durability was deferred).
-    pub owed: Option<u64>,
-}
+use super::lua::{Job, Outcome, Vm};
+use super::script_state::{sha1_hex, ScriptState, SPIN};
 
 /// Work for the Lua thread and where to leave its outcome.
 pub struct Work {
@@ -118,20 +85,6 @@ impl Work {
     }
 }
 
-impl Outcome {
-    /// A script that did not run: only an error reply.
-    pub fn error(version: Version, msg: &str) -> Outcome {
-        let mut reply = Vec::new();
-        Reply::new(&mut reply, version).error(msg);
-        Outcome {
-            reply,
-            wakes: Vec::new(),
-            compiled: false,
-            owed: None,
-        }
-    }
-}
-
 #[derive(Default)]
 struct Done {
     slot: Mutex<(Option<Outcome>, Option<Waker>)>,
@@ -171,195 +124,6 @@ impl Done {
         })
         .await
     }
-}
-
-/// A script's name: the SHA1 of its body, in lower-case hex.
-pub fn sha1_hex(body: &[u8]) -> String {
-    let digest = Sha1::digest(body);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Commands a script may not call (Redis's `noscript` flag, and the
-/// session-bound commands nvdepot serves only to clients).
-fn refused_in_scripts(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"EVAL"
-            | b"EVALSHA"
-            | b"EVAL_RO"
-            | b"EVALSHA_RO"
-            | b"FCALL"
-            | b"FCALL_RO"
-            | b"SCRIPT"
-            | b"FUNCTION"
-            | b"MULTI"
-            | b"EXEC"
-            | b"DISCARD"
-            | b"WATCH"
-            | b"UNWATCH"
-            | b"SUBSCRIBE"
-            | b"UNSUBSCRIBE"
-            | b"PSUBSCRIBE"
-            | b"PUNSUBSCRIBE"
-            | b"SSUBSCRIBE"
-            | b"SUNSUBSCRIBE"
-            | b"AUTH"
-            | b"HELLO"
-            | b"RESET"
-            | b"QUIT"
-            | b"SHUTDOWN"
-            | b"SAVE"
-            | b"BGSAVE"
-            | b"WAIT"
-            | b"CLIENT"
-            | b"CONFIG"
-            | b"CLUSTER"
-            | b"CLUSTERX"
-            | b"READONLY"
-            | b"READWRITE"
-            | b"ASKING"
-            | b"DEBUG"
-            | b"SWAPDB"
-            | b"INFO"
-            | b"BLPOP"
-            | b"BRPOP"
-            | b"BRPOPLPUSH"
-            | b"BLMOVE"
-            | b"BZPOPMIN"
-            | b"BZPOPMAX"
-            | b"BZMPOP"
-    )
-}
-
-/// Runs one command a script calls (`redis.call`), composing its reply
-/// into `r`; an error for the script (Redis's wording, without the
-/// code) if the call itself is refused.
-pub(super) fn call_from_script(
-    run: &mut super::lua::Running,
-    args: &[&[u8]],
-    r: &mut Reply<'_>,
-) -> Result<(), String> {
-    let upper = super::args::upper(args[0]);
-    let name: &[u8] = &upper;
-    let Some(spec) = super::commands::find(name) else {
-        return Err("Unknown Redis command called from script".into());
-    };
-    let n = args.len() as i32;
-    if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
-        return Err("Wrong number of args calling Redis command from script".into());
-    }
-    if refused_in_scripts(name) {
-        return Err("This Redis command is not allowed from script".into());
-    }
-    if matches!(name, b"XREAD" | b"XREADGROUP")
-        && args.iter().any(|a| a.eq_ignore_ascii_case(b"BLOCK"))
-    {
-        return Err(format!(
-            "{} command is not allowed with BLOCK option from scripts",
-            String::from_utf8_lossy(name).to_ascii_lowercase()
-        ));
-    }
-    if spec.write {
-        if run.read_only {
-            return Err("Write commands are not allowed from read-only scripts.".into());
-        }
-        run.state.wrote.store(true, Ordering::Release);
-    }
-    let shared = Arc::clone(&run.shared);
-    shared.monitors.feed(run.db, || "lua".into(), args);
-    if let Some(cluster) = &shared.cluster {
-        let keys = super::commands::keys(name, args);
-        if !matches!(cluster.route(&keys, false), super::cluster::Route::Local) {
-            return Err("Script attempted to access a non local key in a cluster node".into());
-        }
-    }
-    match name {
-        b"PING" => match args.get(1) {
-            Some(m) => r.bulk(m),
-            None => r.simple("PONG"),
-        },
-        b"ECHO" => r.bulk(args[1]),
-        b"TIME" => super::admin::time(r),
-        b"SELECT" => match super::args::int_arg(args[1]) {
-            Some(db) if db >= 0 && (db as usize) < shared.store.databases() => {
-                run.db = db as usize;
-                r.ok();
-            }
-            Some(_) => r.error(errors::INVALID_DB),
-            None => r.error(errors::NOT_INTEGER),
-        },
-        // Run here, not through `complete`: with the script's staging
-        // current all the same (its writes count; a flush drops them).
-        b"DBSIZE" => {
-            let staged = Arc::clone(&run.staging);
-            let n = nvdepot_cache::staging::stage(&staged, || shared.store.dbsize(run.db));
-            r.integer(n as i64)
-        }
-        b"PUBLISH" => r.integer(shared.hub.publish(args[1], args[2]) as i64),
-        b"SPUBLISH" => r.integer(shared.hub.spublish(args[1], args[2]) as i64),
-        b"FLUSHDB" | b"FLUSHALL" => {
-            let staged = Arc::clone(&run.staging);
-            nvdepot_cache::staging::stage(&staged, || {
-                super::keys::flush(&shared, run.db, name == b"FLUSHALL", r)
-            })
-        }
-        b"COMMAND" => super::commands::command(args, r),
-        // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
-        b"BLMPOP" => {
-            let mut a: Vec<&[u8]> = vec![b"LMPOP"];
-            a.extend_from_slice(&args[2..]);
-            let db = run.db;
-            complete(
-                run,
-                std::pin::pin!(super::keys::execute(&shared, db, b"LMPOP", &a, r)),
-            );
-        }
-        _ => {
-            let db = run.db;
-            // The keymiss wrapper holds the command pinned, not moved
-            // into it (the command's future is 5 KB).
-            let command = std::pin::pin!(super::keys::execute(&shared, db, name, args, r));
-            let command = super::notify::reporting_misses(
-                &shared.store,
-                shared.notifies(super::notify::KEY_MISS),
-                name,
-                args,
-                command,
-            );
-            if !complete(run, std::pin::pin!(command)) {
-                return Err("Unknown Redis command called from script".into());
-            }
-        }
-    }
-    if super::blocking::may_wake(name) {
-        for k in super::commands::keys(name, args) {
-            run.wakes.push((run.db, k.to_vec()));
-        }
-    }
-    Ok(())
-}
-
-/// Runs a called command to completion: on a worker, driven on its ring
-/// with the durability of its puts deferred to the script's end (only
-/// while it is polled: the worker's other tasks run in between); on the
-/// Lua thread, with blocking IO inside the script's deferral.
-/// The command comes pinned where it is made: its future (the largest of
-/// every command's) is not moved again, here or into each wrapper.
-fn complete<F: std::future::Future>(
-    run: &mut super::lua::Running,
-    command: std::pin::Pin<&mut F>,
-) -> F::Output {
-    if !nvdepot_io::uring::in_runtime() {
-        return crate::block_on(command);
-    }
-    // The ring's other tasks, run while the command waits, are not the
-    // script's: only the command is polled with the script's staging.
-    let staged = nvdepot_cache::staging::stage_async(&run.staging, command);
-    let (out, owed) = nvdepot_cache::staging::hidden(|| {
-        nvdepot_io::uring::drive(nvdepot_engine::defer_durability_async(staged))
-    });
-    run.owed = run.owed.max(owed);
-    out
 }
 
 /// A script's shebang (`#!lua flags=no-writes,…`): whether it forbids

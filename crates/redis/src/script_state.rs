@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use sha1::{Digest, Sha1};
 
 /// Work for the Lua thread: it finds the thread's VM itself
 /// (`lua::on_lua_thread`), so that this state names nothing of the VM or
@@ -94,4 +95,10 @@ impl ScriptState {
             (e.0)();
         }
     }
+}
+
+/// A script's name: the SHA1 of its body, in lower-case hex.
+pub fn sha1_hex(body: &[u8]) -> String {
+    let digest = Sha1::digest(body);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
