@@ -86,5 +86,9 @@ fn no_file_imports_itself_through_others() {
         .filter_map(|m| circle_through(&graph, m))
         .map(|c| c.join(" -> "))
         .collect();
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
 }
