@@ -183,3 +183,29 @@ fn resp_binding_answers_device_faults_per_request() {
     let v = run(resp.get(0, b"k6", now)).unwrap().expect("k6");
     assert_eq!(v.data(), &[6u8; 600][..]);
 }
+
+/// KEYS, SCAN and the expiry sweep of a database that holds nothing read
+/// nothing (the engine would read the whole log to find a namespace's
+/// records): with every device read failing, the empty database answers
+/// at once and the full one reports the error.
+#[test]
+fn an_empty_database_is_scanned_without_reading_the_device() {
+    use nvdepot_cache::resp::RespStore;
+    let dev = Arc::new(MemDevice::named("scandev", 32 * MIB, 512));
+    let mut opts = CacheStore::default_options().segment_bytes(MIB);
+    opts.sync = true;
+    opts.background_gc = false;
+    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
+        .expect("open");
+    let resp = RespStore::new(CacheStore::over(store, 0), 2).unwrap();
+    use nvdepot_io::uring::run_ready as run;
+    for i in 0..50u32 {
+        run(resp.set(0, format!("k{i}").as_bytes(), &[i as u8; 600], 0)).unwrap();
+    }
+    assert_eq!(resp.keys(0, 1_000).unwrap().len(), 50);
+    dev.fail_reads_at(0..32 * MIB);
+    assert_eq!(resp.keys(1, 1_000).unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(resp.expiry_scan(1, 1_000).unwrap(), (Vec::new(), 0));
+    let err = resp.keys(0, 1_000).unwrap_err();
+    assert!(err.to_string().contains("scandev"), "{err}");
+}

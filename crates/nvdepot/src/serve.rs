@@ -82,8 +82,9 @@ pub struct ServeArgs {
     #[arg(long)]
     cluster_enabled: bool,
     /// Seconds between background sweeps removing expired keys (a scan of
-    /// the store, made only when keys with an expiry exist); 0: off (they
-    /// are still removed when read).
+    /// the store, made only when keys with an expiry exist; longer once a
+    /// pass takes over a quarter of it); 0: off (they are still removed
+    /// when read).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     expiry_sweep_secs: u64,
     /// Where the cluster state (node id, topology) is kept. Default:

@@ -7,7 +7,10 @@
 //! or the last pass saw keys with an expiry still to come, one thread
 //! scans each database's records (sequential reads of the log; GC waits
 //! meanwhile) and removes the keys found expired, each by an atomic update
-//! that deletes only if the key is still expired then.
+//! that deletes only if the key is still expired then. A pass that took
+//! more than a quarter of the interval stretches the rest before the next
+//! to three times its length ([`rest_after`]), so the sweep keeps at most
+//! a quarter of the time however large the store.
 //!
 //! The same thread drops the pages of paged collections that are gone
 //! (deleted, overwritten, expired): a pass over a database's pages
@@ -55,21 +58,37 @@ impl Sweeper {
     }
 }
 
+/// The share of the time the sweep may spend in its passes: at most a
+/// quarter, as Redis's active expiry takes at most 25 % of its CPU
+/// (`ACTIVE_EXPIRE_CYCLE_SLOW_TIME_PERC`).
+const BUSY_PERCENT_MAX: u32 = 25;
+
+/// How long the sweep rests after a pass that took `spent`: the
+/// interval, or longer once passes take more than a quarter of it, so
+/// that a store too large to read in a fraction of the interval is not
+/// read end to end over and over (a pass of 60 s rests 180 s).
+fn rest_after(interval: Duration, spent: Duration) -> Duration {
+    let busy = BUSY_PERCENT_MAX;
+    interval.max(spent * (100 - busy) / busy)
+}
+
 fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
     let (mut seen_writes, mut pending) = (0u64, 0u64);
     // Per database, `paged_owner_changes` as the last page sweep that
     // finished began (none yet: the first pass after a start sweeps, for
     // pages a collection left dead before it).
     let mut swept_at: Vec<Option<u64>> = Vec::new();
+    let mut rest = interval;
     loop {
         let start = Instant::now();
-        while start.elapsed() < interval {
+        while start.elapsed() < rest {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(50).min(interval));
+            std::thread::sleep(Duration::from_millis(50).min(rest));
         }
         let Some(store) = store.upgrade() else { return };
+        let began = Instant::now();
         swept_at.resize(store.databases(), None);
         for (db, swept) in swept_at.iter_mut().enumerate() {
             let changes = store.paged_owner_changes();
@@ -102,6 +121,11 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
         }
         // The passes' scan buffers are not kept until the next one.
         nvdepot_io::AlignedBuf::release_recycled();
+        let spent = began.elapsed();
+        rest = rest_after(interval, spent);
+        if rest > interval {
+            debug!("sweep: a pass took {spent:?}, the next comes in {rest:?}");
+        }
     }
 }
 
@@ -124,4 +148,24 @@ fn sweep(store: &RespStore, stop: &AtomicBool) -> Result<(u64, u64), nvdepot_cac
         }
     }
     Ok((removed, live))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_pass_rests_three_times_its_length() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(rest_after(minute, Duration::from_millis(5)), minute);
+        assert_eq!(rest_after(minute, Duration::from_secs(20)), minute);
+        assert_eq!(
+            rest_after(minute, Duration::from_secs(30)),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            rest_after(minute, Duration::from_secs(100)),
+            Duration::from_secs(300)
+        );
+    }
 }
