@@ -5,6 +5,11 @@
 //! EXISTS) run their keys' calls together (reads in flight at once, writes
 //! sharing one group commit): each key is atomic, the command as a whole
 //! is not (Redis runs it in one step).
+//!
+//! `execute` is also the dispatch of every data command: what it does not
+//! run itself it hands to the type files in turn (the connection and
+//! server commands are dispatched by `face.rs`). `needs_exclusive` says
+//! which data commands take the gate's exclusive pass.
 
 use nvdepot_cache::resp::{unix_now_ms, Change, Kind, Updated, Value};
 use nvdepot_cache::Error;

@@ -252,7 +252,6 @@ fn skips_slowlog(name: &[u8]) -> bool {
 impl Observed {
     /// `SLOWLOG GET [count] | LEN | RESET | HELP`.
     pub(super) fn slowlog_command(&self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let o = self;
         let sub = args.get(1).map(|a| a.to_ascii_uppercase());
         match (sub.as_deref(), args.len()) {
             (Some(b"GET"), 2 | 3) => {
@@ -266,7 +265,7 @@ impl Observed {
                         _ => return r.error("ERR count should be greater than or equal to -1"),
                     },
                 };
-                let log = o.slowlog.lock();
+                let log = self.slowlog.lock();
                 let n = if count == -1 {
                     log.len()
                 } else {
@@ -286,9 +285,9 @@ impl Observed {
                     r.bulk(&e.name);
                 }
             }
-            (Some(b"LEN"), 2) => r.integer(o.slowlog.lock().len() as i64),
+            (Some(b"LEN"), 2) => r.integer(self.slowlog.lock().len() as i64),
             (Some(b"RESET"), 2) => {
-                o.slowlog.lock().clear();
+                self.slowlog.lock().clear();
                 r.ok();
             }
             (Some(b"HELP"), 2) => r.simple_lines(&[
@@ -316,11 +315,10 @@ impl Observed {
     /// `LATENCY LATEST | HISTORY event | RESET [event…] | DOCTOR | HELP`
     /// (the `command` event: commands past `latency-monitor-threshold`).
     pub(super) fn latency_command(&self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let o = self;
         let sub = args.get(1).map(|a| a.to_ascii_uppercase());
         match (sub.as_deref(), args.len()) {
             (Some(b"LATEST"), 2) => {
-                let events = o.latency.lock();
+                let events = self.latency.lock();
                 r.array(events.len());
                 for (name, e) in events.iter() {
                     let (t, ms) = e.samples.back().copied().unwrap_or((0, 0));
@@ -332,7 +330,7 @@ impl Observed {
                 }
             }
             (Some(b"HISTORY"), 3) => {
-                let events = o.latency.lock();
+                let events = self.latency.lock();
                 let name = String::from_utf8_lossy(args[2]).to_lowercase();
                 match events.get(name.as_str()) {
                     None => r.array(0),
@@ -347,7 +345,7 @@ impl Observed {
                 }
             }
             (Some(b"RESET"), _) => {
-                let mut events = o.latency.lock();
+                let mut events = self.latency.lock();
                 let n = if args.len() == 2 {
                     let n = events.len();
                     events.clear();
@@ -364,7 +362,7 @@ impl Observed {
                 r.integer(n as i64);
             }
             (Some(b"DOCTOR"), 2) => {
-                let events = o.latency.lock();
+                let events = self.latency.lock();
                 let text = if events.is_empty() {
                     "Dave, no latency spike was observed during the lifetime of this Redis \
                      instance, not in the slightest bit. I honestly think you ought to sleep \
