@@ -815,6 +815,18 @@ impl RespStore {
         self.page_sweeps.load(Ordering::Relaxed)
     }
 
+    /// Removes `key` (DEL): whether it was live (an expired one is
+    /// removed too, but does not count).
+    pub async fn delete(&self, db: usize, key: &[u8], now_ms: u64) -> Result<bool, Error> {
+        let (live, _) = self
+            .update(db, key, now_ms, |cur| match cur {
+                Some(_) => (Change::Delete, true),
+                None => (Change::Keep, false),
+            })
+            .await?;
+        Ok(live)
+    }
+
     /// One atomic read-modify-write of `key`: `decide` sees the live value
     /// (an expired one is absent, and is removed if `decide` keeps it).
     pub async fn update<R>(

@@ -30,6 +30,19 @@ fn open(dev: Arc<MemDevice>, create: bool) -> Connection<MemcacheStorage> {
     )
 }
 
+/// The Redis binding (two databases) over a new 32 MiB fault-injecting
+/// device named `name`, with no DRAM tier: every read goes to the device.
+fn resp_store(name: &'static str) -> (Arc<MemDevice>, nvdepot_cache::resp::RespStore) {
+    let dev = Arc::new(MemDevice::named(name, 32 * MIB, 512));
+    let mut opts = CacheStore::default_options().segment_bytes(MIB);
+    opts.sync = true;
+    opts.background_gc = false;
+    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
+        .expect("open");
+    let resp = nvdepot_cache::resp::RespStore::new(CacheStore::over(store, 0), 2).unwrap();
+    (dev, resp)
+}
+
 /// One request, its reply (the storage never waits off a runtime).
 fn call(conn: &mut Connection<MemcacheStorage>, req: &str) -> String {
     let mut out = Vec::new();
@@ -149,15 +162,7 @@ fn device_errors_answer_server_error_and_the_connection_goes_on() {
 /// fails that SET and every later write, reads go on.
 #[test]
 fn resp_binding_answers_device_faults_per_request() {
-    use nvdepot_cache::resp::RespStore;
-    let dev = Arc::new(MemDevice::named("respdev", 32 * MIB, 512));
-    let mut opts = CacheStore::default_options().segment_bytes(MIB);
-    opts.sync = true;
-    opts.background_gc = false;
-    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
-        .expect("open");
-    // No DRAM tier: every GET reads the device.
-    let resp = RespStore::new(CacheStore::over(store, 0), 2).unwrap();
+    let (dev, resp) = resp_store("respdev");
     let now = 1_000;
     use nvdepot_io::uring::run_ready as run;
     for i in 0..50u32 {
@@ -190,14 +195,7 @@ fn resp_binding_answers_device_faults_per_request() {
 /// at once and the full one reports the error.
 #[test]
 fn an_empty_database_is_scanned_without_reading_the_device() {
-    use nvdepot_cache::resp::RespStore;
-    let dev = Arc::new(MemDevice::named("scandev", 32 * MIB, 512));
-    let mut opts = CacheStore::default_options().segment_bytes(MIB);
-    opts.sync = true;
-    opts.background_gc = false;
-    let store = Store::open_devices(vec![dev.clone() as Arc<dyn Device>], &opts.create_bytes(0))
-        .expect("open");
-    let resp = RespStore::new(CacheStore::over(store, 0), 2).unwrap();
+    let (dev, resp) = resp_store("scandev");
     use nvdepot_io::uring::run_ready as run;
     for i in 0..50u32 {
         run(resp.set(0, format!("k{i}").as_bytes(), &[i as u8; 600], 0)).unwrap();

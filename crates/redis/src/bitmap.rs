@@ -8,10 +8,9 @@ use nvdepot_cache::resp::{Change, Kind, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::session::Shared;
-
 use super::args::arity;
 use super::notify;
+use super::session::Shared;
 
 const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 /// Redis's `proto-max-bulk-len`: offsets address at most this many bytes.

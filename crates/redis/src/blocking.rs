@@ -23,13 +23,12 @@ use nvdepot_cache::resp::unix_now_ms;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::session::{RespSession, Shared};
-
 use super::args::arity;
 use super::blocked::{timeout_arg, Cancel, Deadline, Waiter};
 use super::list::{len_of, pop_n, End};
 use super::list_move::{lmove, try_mpop, MPop};
 use super::notify;
+use super::session::{RespSession, Shared};
 
 /// The blocking commands.
 pub fn is_blocking(name: &[u8]) -> bool {

@@ -15,10 +15,9 @@ use nvdepot_cache::resp::RespStore;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::session::Shared;
-
 use super::args::arity;
 use super::geohash::{self, Search, Shape};
+use super::session::Shared;
 use super::zset::{self, Peek, Range, RangeQuery, ScoreRange};
 use super::zset_pages::{self, Answer, Query};
 use super::zset_value::{Limits, ZSet};

@@ -17,10 +17,9 @@ use nvdepot_cache::resp::{Change, Kind, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::session::Shared;
-
 use super::args::arity;
 use super::notify;
+use super::session::Shared;
 
 const HDR: usize = 16;
 const P: u32 = 14;

@@ -15,12 +15,11 @@ use nvdepot_cache::resp::{unix_now_ms, Change, Kind, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
-use super::session::Shared;
-
 use super::args::{arity, int_arg};
 use super::glob;
 use super::join::{join_all, last_of_each};
 use super::notify;
+use super::session::Shared;
 
 fn storage_error(r: &mut Reply<'_>, e: &Error) {
     r.error(format!("ERR {e}"));
@@ -140,20 +139,13 @@ pub async fn execute(
             if !arity(args, 2, Some(2), r) {
                 return true;
             }
-            store.get(db, args[1], now).await.map(|v| {
-                let c = &shared.counters;
-                match v {
-                    Some(v) if v.kind() != Kind::String => r.error(errors::WRONGTYPE),
-                    Some(v) => {
-                        c.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        r.bulk(v.data());
-                    }
-                    None => {
-                        c.misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        r.null();
-                    }
-                }
-            })
+            super::strings::get_string(shared, db, args[1], now)
+                .await
+                .map(|v| match v {
+                    Err(e) => r.error(e),
+                    Ok(Some(v)) => r.bulk(v.data()),
+                    Ok(None) => r.null(),
+                })
         }
         b"SET" => set(shared, db, args, now, r).await,
         // GETSET is SET … GET (the old value back, the expiry dropped).
@@ -378,30 +370,22 @@ pub async fn execute(
             }
             let keys = &args[1..];
             let last = last_of_each(keys);
-            let deletes = last.iter().map(|&i| {
-                store.update(db, keys[i], now, |cur| match cur {
-                    Some(_) => (Change::Delete, true),
-                    None => (Change::Keep, false),
-                })
-            });
-            let done: Result<Vec<_>, _> = join_all(deletes).await.into_iter().collect();
+            let deletes = last.iter().map(|&i| store.delete(db, keys[i], now));
+            let done: Result<Vec<bool>, _> = join_all(deletes).await.into_iter().collect();
             // An expired key is removed too, but does not count.
             done.map(|d| {
                 if shared.notifies(notify::GENERIC) {
                     // Events in the order Redis deletes: each key at its
                     // first mention.
-                    let mut live: std::collections::HashMap<&[u8], bool> = last
-                        .iter()
-                        .zip(&d)
-                        .map(|(&i, (l, _))| (keys[i], *l))
-                        .collect();
+                    let mut live: std::collections::HashMap<&[u8], bool> =
+                        last.iter().zip(&d).map(|(&i, &l)| (keys[i], l)).collect();
                     for key in keys {
                         if live.remove(key) == Some(true) {
                             shared.notify(notify::GENERIC, "del", db, key);
                         }
                     }
                 }
-                r.integer(d.iter().filter(|(live, _)| *live).count() as i64)
+                r.integer(d.iter().filter(|&&live| live).count() as i64)
             })
         }
         // TOUCH: a read that only counts (the read marks the access).

@@ -22,11 +22,10 @@ use parking_lot::Mutex;
 
 use nvdepot_resp::{errors, Reply, Version};
 
-use super::session::{RespSession, Shared};
-
 use super::args::arity;
 use super::lua::{Job, Outcome, Vm};
 use super::script_state::{sha1_hex, ScriptState, SPIN};
+use super::session::{RespSession, Shared};
 
 /// Work for the Lua thread and where to leave its outcome.
 pub struct Work {

@@ -11,13 +11,12 @@
 
 use std::cmp::Ordering;
 
-use nvdepot_cache::resp::{unix_now_ms, Change, Kind};
+use nvdepot_cache::resp::Kind;
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::session::Shared;
-
 use super::args::{arity, int_arg};
+use super::session::Shared;
 
 enum Source {
     List(Vec<Vec<u8>>),
@@ -121,7 +120,7 @@ pub async fn sort(
             order.reverse();
         }
     } else {
-        let weights = match weights(shared, db, &elements, by, alpha).await? {
+        let weights = match weights(shared, db, &elements, by, alpha, now).await? {
             Ok(w) => w,
             Err(()) => {
                 r.error("ERR One or more scores can't be converted into double");
@@ -149,7 +148,7 @@ pub async fn sort(
             out.push(Some(elements[i].clone()));
         }
         for pattern in &gets {
-            out.push(lookup(shared, db, pattern, &elements[i]).await?);
+            out.push(lookup(shared, db, pattern, &elements[i], now).await?);
         }
     }
     match store {
@@ -168,14 +167,7 @@ pub async fn sort(
             let n = list.len();
             if n == 0 {
                 // An empty result deletes the destination (DEL's event).
-                let (removed, _) = shared
-                    .store
-                    .update(db, dest, now, |cur| match cur {
-                        Some(_) => (Change::Delete, true),
-                        None => (Change::Keep, false),
-                    })
-                    .await?;
-                if removed {
+                if shared.store.delete(db, dest, now).await? {
                     shared.notify(super::notify::GENERIC, "del", db, dest);
                 }
             } else {
@@ -245,11 +237,12 @@ async fn weights(
     elements: &[Vec<u8>],
     by: Option<&[u8]>,
     alpha: bool,
+    now: u64,
 ) -> Result<Result<Vec<Weight>, ()>, Error> {
     let mut out = Vec::with_capacity(elements.len());
     for e in elements {
         let looked = match by {
-            Some(p) => lookup(shared, db, p, e).await?,
+            Some(p) => lookup(shared, db, p, e, now).await?,
             None => None,
         };
         out.push(if alpha {
@@ -308,6 +301,7 @@ async fn lookup(
     db: usize,
     pattern: &[u8],
     element: &[u8],
+    now: u64,
 ) -> Result<Option<Vec<u8>>, Error> {
     let pattern = c_str(pattern);
     if pattern == b"#" {
@@ -324,24 +318,12 @@ async fn lookup(
     let key = [&pattern[..star], c_str(element), suffix].concat();
     // GET or HGET, whatever each key's layout: a key of another type
     // finds nothing, as in Redis.
-    let now = unix_now_ms();
     match field {
-        None => {
-            let v = shared.store.get(db, &key, now).await?;
-            // Counted as GET counts it (a key of another type is not).
-            let c = &shared.counters;
-            match v {
-                Some(v) if v.kind() != Kind::String => Ok(None),
-                Some(v) => {
-                    c.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Ok(Some(v.data().to_vec()))
-                }
-                None => {
-                    c.misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Ok(None)
-                }
-            }
-        }
+        None => Ok(super::strings::get_string(shared, db, &key, now)
+            .await?
+            .ok()
+            .flatten()
+            .map(|v| v.data().to_vec())),
         Some(f) => {
             let mut scratch = Vec::new();
             let mut r = Reply::new(&mut scratch, nvdepot_resp::Version::Resp2);

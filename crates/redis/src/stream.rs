@@ -8,12 +8,11 @@ use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::session::Shared;
-
 use super::args::arity;
 use super::key_locks::KeyGuard;
 use super::list_pages::{self, commit_records, Stop};
 use super::notify;
+use super::session::Shared;
 use super::stream_log::{
     decode, interval_end, interval_start, parse_add_or_trim, parse_id, Entry, Id, IdForm, Stream,
     INVALID_ID,

@@ -10,11 +10,34 @@ use nvdepot_cache::resp::{Change, Kind, RespStore, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
-use super::session::Shared;
-
 use super::args::{arity, format_float, int_arg, parse_float};
 use super::join::{join_all, last_of_each};
 use super::notify;
+use super::session::Shared;
+
+/// GET's read of `key`: its value if it holds a string (`Ok(None)`:
+/// absent), WRONGTYPE for another type; counted in `keyspace_hits` /
+/// `keyspace_misses` as Redis's `lookupKeyRead` counts (a key of another
+/// type is neither).
+pub async fn get_string(
+    shared: &Shared,
+    db: usize,
+    key: &[u8],
+    now: u64,
+) -> Result<Result<Option<Value>, &'static str>, Error> {
+    let c = &shared.counters;
+    Ok(match shared.store.get(db, key, now).await? {
+        Some(v) if v.kind() != Kind::String => Err(errors::WRONGTYPE),
+        Some(v) => {
+            c.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(Some(v))
+        }
+        None => {
+            c.misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(None)
+        }
+    })
+}
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {

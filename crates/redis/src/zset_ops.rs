@@ -10,12 +10,11 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 use rand::Rng;
 
-use super::session::Shared;
-
 use super::args::arity;
 use super::notify;
 use super::paged_scan;
 use super::scan::ScanOptions;
+use super::session::Shared;
 use super::zset::{self, parse_score, read, update};
 use super::zset_pages;
 use super::zset_value::{reply_items, reply_score, Limits, ZSet};
