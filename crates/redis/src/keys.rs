@@ -85,21 +85,14 @@ pub async fn execute(
     {
         return true;
     }
-    if name.first() == Some(&b'X')
-        && answered(
-            super::stream::execute(shared, db, name, args, now, r).await,
-            r,
-        )
-    {
-        return true;
-    }
-    if name.first() == Some(&b'X')
-        && answered(
-            super::stream_groups::execute(shared, db, name, args, now, r).await,
-            r,
-        )
-    {
-        return true;
+    if name.first() == Some(&b'X') {
+        let done = match super::stream::execute(shared, db, name, args, now, r).await {
+            Some(done) => Some(done),
+            None => super::stream_groups::execute(shared, db, name, args, now, r).await,
+        };
+        if answered(done, r) {
+            return true;
+        }
     }
     if name.first() == Some(&b'Z') {
         let done = match super::zset::execute(shared, db, name, args, now, r).await {
