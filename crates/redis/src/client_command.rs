@@ -38,8 +38,6 @@ pub(super) const CLIENT_HELP: &[&str] = &[
     "      Kill connections authenticated by <username>.",
     "    * SKIPME (YES|NO)",
     "      Skip killing current connection (default: yes).",
-    "    * ID <client-id>",
-    "      Kill connections by client id.",
     "LIST [options ...]",
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",

@@ -1,10 +1,8 @@
 //! The command table: every command `nvdepot serve` knows, with Redis 7.0's
-//! arity, key positions and flags. It answers `COMMAND` (which cluster
-//! clients such as redis-py's `RedisCluster` read to find a command's
-//! keys), checks queued commands' arity inside `MULTI`, and gives cluster
-//! routing each command's keys.
-
-use nvdepot_resp::{errors, Reply};
+//! arity, key positions and flags. It names what `COMMAND` describes
+//! (`command_info.rs`, from Redis's own descriptions), checks queued
+//! commands' arity inside `MULTI`, and gives cluster routing each
+//! command's keys.
 
 /// One command, as Redis's `COMMAND` describes it.
 pub struct Spec {
@@ -277,6 +275,122 @@ pub const COMMANDS: &[Spec] = &[
     spec("FUNCTION", -2, 0, 0, 0),
 ];
 
+/// The subcommands implemented, by lower-case full name as Redis 7.0's
+/// `COMMAND LIST` names them (each described by `command_info`).
+pub const SUBCOMMANDS: &[&str] = &[
+    "client|caching",
+    "client|getname",
+    "client|getredir",
+    "client|help",
+    "client|id",
+    "client|info",
+    "client|kill",
+    "client|list",
+    "client|no-evict",
+    "client|pause",
+    "client|reply",
+    "client|setname",
+    "client|tracking",
+    "client|trackinginfo",
+    "client|unblock",
+    "client|unpause",
+    "cluster|addslots",
+    "cluster|addslotsrange",
+    "cluster|bumpepoch",
+    "cluster|count-failure-reports",
+    "cluster|countkeysinslot",
+    "cluster|delslots",
+    "cluster|delslotsrange",
+    "cluster|failover",
+    "cluster|flushslots",
+    "cluster|forget",
+    "cluster|getkeysinslot",
+    "cluster|help",
+    "cluster|info",
+    "cluster|keyslot",
+    "cluster|links",
+    "cluster|meet",
+    "cluster|myid",
+    "cluster|nodes",
+    "cluster|replicas",
+    "cluster|replicate",
+    "cluster|reset",
+    "cluster|saveconfig",
+    "cluster|set-config-epoch",
+    "cluster|setslot",
+    "cluster|shards",
+    "cluster|slaves",
+    "cluster|slots",
+    "command|count",
+    "command|docs",
+    "command|getkeys",
+    "command|getkeysandflags",
+    "command|help",
+    "command|info",
+    "command|list",
+    "config|get",
+    "config|help",
+    "config|resetstat",
+    "config|rewrite",
+    "config|set",
+    "function|delete",
+    "function|dump",
+    "function|flush",
+    "function|help",
+    "function|kill",
+    "function|list",
+    "function|load",
+    "function|restore",
+    "function|stats",
+    "latency|doctor",
+    "latency|help",
+    "latency|history",
+    "latency|latest",
+    "latency|reset",
+    "memory|doctor",
+    "memory|help",
+    "memory|malloc-stats",
+    "memory|purge",
+    "memory|stats",
+    "memory|usage",
+    "module|help",
+    "module|list",
+    "module|load",
+    "module|loadex",
+    "module|unload",
+    "object|encoding",
+    "object|freq",
+    "object|help",
+    "object|idletime",
+    "object|refcount",
+    "pubsub|channels",
+    "pubsub|help",
+    "pubsub|numpat",
+    "pubsub|numsub",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
+    "script|debug",
+    "script|exists",
+    "script|flush",
+    "script|help",
+    "script|kill",
+    "script|load",
+    "slowlog|get",
+    "slowlog|help",
+    "slowlog|len",
+    "slowlog|reset",
+    "xgroup|create",
+    "xgroup|createconsumer",
+    "xgroup|delconsumer",
+    "xgroup|destroy",
+    "xgroup|help",
+    "xgroup|setid",
+    "xinfo|consumers",
+    "xinfo|groups",
+    "xinfo|help",
+    "xinfo|stream",
+];
+
 /// The slot of command `name` (upper case) in [`COMMANDS`] (a hash probe:
 /// every command run looks itself up, for `INFO commandstats`).
 pub fn index(name: &[u8]) -> Option<usize> {
@@ -337,139 +451,6 @@ pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
         i += i64::from(c.step.max(1));
     }
     out
-}
-
-/// `COMMAND`'s entry for one command, as Redis 7.0 lays it out: name,
-/// arity, flags, first key, last key, step, ACL categories, tips, key
-/// specifications, subcommands (the last four empty here).
-fn describe(c: &Spec, r: &mut Reply<'_>) {
-    r.array(10);
-    r.bulk(c.name.to_ascii_lowercase().as_bytes());
-    r.integer(i64::from(c.arity));
-    r.array(1);
-    r.simple(if c.write { "write" } else { "readonly" });
-    r.integer(i64::from(c.first));
-    r.integer(i64::from(c.last));
-    r.integer(i64::from(c.step));
-    for _ in 0..4 {
-        r.array(0);
-    }
-}
-
-/// `COMMAND`, `COMMAND COUNT`, `COMMAND INFO name…`, `COMMAND DOCS`.
-pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
-    match args.get(1).map(|a| a.to_ascii_uppercase()).as_deref() {
-        None => {
-            r.array(COMMANDS.len());
-            for c in COMMANDS {
-                describe(c, r);
-            }
-        }
-        Some(b"COUNT") => r.integer(COMMANDS.len() as i64),
-        Some(b"INFO") => {
-            r.array(args.len() - 2);
-            for name in &args[2..] {
-                match find(&name.to_ascii_uppercase()) {
-                    Some(c) => describe(c, r),
-                    None => r.null_array(),
-                }
-            }
-        }
-        Some(b"DOCS") => r.map(0),
-        Some(b"LIST") => list(args, r),
-        Some(b"GETKEYS" | b"GETKEYSANDFLAGS") if args.len() >= 3 => {
-            let flags = args[1].eq_ignore_ascii_case(b"GETKEYSANDFLAGS");
-            let name = args[2].to_ascii_uppercase();
-            let Some(spec) = find(&name) else {
-                return r.error("ERR Invalid command specified");
-            };
-            let cmd = &args[2..];
-            let ok = if spec.arity >= 0 {
-                cmd.len() == spec.arity as usize
-            } else {
-                cmd.len() >= spec.arity.unsigned_abs() as usize
-            };
-            if !ok {
-                return r.error("ERR Invalid number of arguments specified for command");
-            }
-            let found = keys(&name, cmd);
-            if found.is_empty() {
-                return r.error("ERR The command has no key arguments");
-            }
-            r.array(found.len());
-            for k in found {
-                if flags {
-                    r.array(2);
-                    r.bulk(k);
-                    r.array(1);
-                    r.simple(if spec.write { "RW" } else { "RO" });
-                } else {
-                    r.bulk(k);
-                }
-            }
-        }
-        Some(b"HELP") if args.len() == 2 => r.simple_lines(&[
-            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "(no subcommand)",
-            "    Return details about all Redis commands.",
-            "COUNT",
-            "    Return the total number of commands in this Redis server.",
-            "LIST",
-            "    Return a list of all commands in this Redis server.",
-            "INFO [<command-name> ...]",
-            "    Return details about multiple Redis commands.",
-            "    If no command names are given, documentation details for all",
-            "    commands are returned.",
-            "DOCS [<command-name> ...]",
-            "    Return documentation details about multiple Redis commands.",
-            "    If no command names are given, documentation details for all",
-            "    commands are returned.",
-            "GETKEYS <full-command>",
-            "    Return the keys from a full Redis command.",
-            "GETKEYSANDFLAGS <full-command>",
-            "    Return the keys and the access flags from a full Redis command.",
-            "HELP",
-            "    Prints this help.",
-        ]),
-        Some(b"GETKEYS" | b"GETKEYSANDFLAGS" | b"HELP") => {
-            r.error(errors::wrong_sub_arity("command", args[1]))
-        }
-        Some(_) => r.error(errors::unknown_subcommand("COMMAND", args[1])),
-    }
-}
-
-/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`.
-/// No modules; ACL categories are the two this table knows (`read`,
-/// `write`; `keyspace` and the rest are not tracked, so they list none).
-fn list(args: &[&[u8]], r: &mut Reply<'_>) {
-    let names = COMMANDS.iter().map(|c| (c, c.name.to_ascii_lowercase()));
-    let chosen: Vec<String> = match args.len() {
-        2 => names.map(|(_, n)| n).collect(),
-        5 if args[2].eq_ignore_ascii_case(b"FILTERBY") => {
-            let value = args[4].to_ascii_lowercase();
-            match args[3].to_ascii_uppercase().as_slice() {
-                b"MODULE" => Vec::new(),
-                b"ACLCAT" => names
-                    .filter(|(c, _)| match value.as_slice() {
-                        b"write" => c.write,
-                        b"read" => !c.write && c.first > 0,
-                        _ => false,
-                    })
-                    .map(|(_, n)| n)
-                    .collect(),
-                b"PATTERN" => names
-                    .filter(|(_, n)| super::glob::matches(&value, n.as_bytes()))
-                    .map(|(_, n)| n)
-                    .collect(),
-                _ => return r.error(errors::SYNTAX),
-            }
-        }
-        _ => return r.error(errors::SYNTAX),
-    };
-    r.array(chosen.len());
-    for n in chosen {
-        r.bulk(n.as_bytes());
-    }
 }
 
 /// The keys of a SORT command: the sorted key and a STORE destination

@@ -144,7 +144,24 @@ impl RespSession {
                 self.shared.counters.reset();
                 r.ok();
             }
-            Some(b"GET" | b"SET" | b"RESETSTAT") => {
+            Some(b"REWRITE") if args.len() == 2 => {
+                // No configuration file: the settings are the command line's.
+                r.error("ERR The server is running without a config file")
+            }
+            Some(b"HELP") if args.len() == 2 => r.simple_lines(&[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Prints this help.",
+            ]),
+            Some(b"GET" | b"SET" | b"RESETSTAT" | b"REWRITE" | b"HELP") => {
                 r.error(errors::wrong_sub_arity("config", args[1]))
             }
             Some(_) => r.error(errors::unknown_subcommand("CONFIG", args[1])),

@@ -365,6 +365,10 @@ impl RespSession {
             r.error(errors::NOAUTH);
             return;
         }
+        if let Some(e) = super::command_info::subcommand_refusal(&name, args) {
+            r.error(e);
+            return;
+        }
         if let Some(cluster) = &shared.cluster {
             let asking = std::mem::take(&mut self.asking);
             if let Some(e) = cluster::redirect(&shared.store, cluster, &name, args, asking).await {
@@ -474,7 +478,7 @@ impl RespSession {
                 }
             }
             b"CLIENT" => self.client(args, &mut r),
-            b"COMMAND" => super::commands::command(args, &mut r),
+            b"COMMAND" => super::command_info::command(args, &mut r),
             b"INFO" => {
                 let sections: Vec<String> = args[1..]
                     .iter()

@@ -36,6 +36,8 @@ mod client_command;
 mod clients;
 pub mod cluster;
 mod combine;
+mod command_info;
+mod command_keys;
 mod commands;
 mod compact;
 mod config;

@@ -415,7 +415,7 @@ pub(super) fn call_from_script(
                 super::keys::flush(&shared, run.db, name == b"FLUSHALL", r)
             })
         }
-        b"COMMAND" => super::commands::command(args, r),
+        b"COMMAND" => super::command_info::command(args, r),
         // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
         b"BLMPOP" => {
             let mut a: Vec<&[u8]> = vec![b"LMPOP"];

@@ -159,8 +159,16 @@ impl RespSession {
                         r.error(errors::wrong_arity(args[0]));
                     }
                     Some(_) => {
-                        match super::cluster::queue_redirect(shared.cluster.as_deref(), name, args)
-                        {
+                        let refusal =
+                            super::command_info::subcommand_refusal(name, args).or_else(|| {
+                                super::cluster::queue_redirect(
+                                    shared.cluster.as_deref(),
+                                    name,
+                                    args,
+                                )
+                                .map(String::into_bytes)
+                            });
+                        match refusal {
                             Some(e) => {
                                 multi.refused = true;
                                 r.error(&e);

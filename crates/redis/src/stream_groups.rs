@@ -78,6 +78,7 @@ fn sub_arity(sub: &[u8]) -> Option<i64> {
         b"CREATE" | b"SETID" => -5,
         b"DESTROY" => 4,
         b"CREATECONSUMER" | b"DELCONSUMER" => 5,
+        b"HELP" => 2,
         _ => return None,
     })
 }
@@ -105,6 +106,28 @@ async fn xgroup(
         r.error(format!(
             "ERR wrong number of arguments for 'xgroup|{lower}' command"
         ));
+        return Ok(());
+    }
+    if sub.as_slice() == b"HELP" {
+        r.simple_lines(&[
+            "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CREATE <key> <groupname> <id|$> [option]",
+            "    Create a new consumer group. Options are:",
+            "    * MKSTREAM",
+            "      Create the empty stream if it does not exist.",
+            "    * ENTRIESREAD entries_read",
+            "      Set the group's entries_read counter (internal use).",
+            "CREATECONSUMER <key> <groupname> <consumer>",
+            "    Create a new consumer in the specified group.",
+            "DELCONSUMER <key> <groupname> <consumer>",
+            "    Remove the specified consumer.",
+            "DESTROY <key> <groupname>",
+            "    Remove the specified group.",
+            "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+            "    Set the current group ID and entries_read counter.",
+            "HELP",
+            "    Prints this help.",
+        ]);
         return Ok(());
     }
     let bad_sub = || {
