@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the Redis face's payload readers for N seconds
+# Runs every fuzz target of the Redis face (RESTORE's payload readers,
+# COMMAND GETKEYS's key search) for N seconds
 # each (default 20), from the committed seeds (DUMP payloads of every
 # type, written by redis-server 7.0). Needs a nightly toolchain and
 # cargo-fuzz. Usage: ./smoke.sh [seconds]
 set -euo pipefail
 cd "$(dirname "$0")"
 secs="${1:-20}"
-for target in restore; do
+for target in restore command_keys; do
     echo "== fuzz redis $target for ${secs}s"
     mkdir -p "corpus/$target"
     cp -n "seeds/$target"/* "corpus/$target/" 2>/dev/null || true

@@ -420,6 +420,47 @@ mod tests {
         assert_eq!(listed, from_subcommands);
     }
 
+    /// Random command lines for every implemented command and
+    /// subcommand, built from words that steer the key searches (counts,
+    /// STORE, STREAMS, GET, …): GETKEYS answers each with one reply and
+    /// never panics (the fuzz target `command_keys` searches further).
+    #[test]
+    fn getkeys_answers_any_command_line() {
+        use rand::{Rng, SeedableRng};
+        let words: [&[u8]; 16] = [
+            b"0",
+            b"1",
+            b"2",
+            b"3",
+            b"-1",
+            b"99999999999999999999",
+            b"k",
+            b"STORE",
+            b"STREAMS",
+            b"GET",
+            b"BY",
+            b"LIMIT",
+            b"SET",
+            b"GROUP",
+            b"STOREDIST",
+            b"",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let names: Vec<String> = top_level()
+            .chain(SUBCOMMANDS.iter().map(|s| s.replace('|', " ")))
+            .collect();
+        for name in &names {
+            for _ in 0..40 {
+                let mut line: Vec<u8> = name.clone().into_bytes();
+                for _ in 0..rng.gen_range(0..8) {
+                    line.push(b' ');
+                    line.extend_from_slice(words[rng.gen_range(0..words.len())]);
+                }
+                crate::fuzzing::command_getkeys(&line);
+            }
+        }
+    }
+
     #[test]
     fn every_description_reads_back_whole() {
         let table = described();

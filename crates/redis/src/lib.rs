@@ -135,6 +135,23 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
 pub mod fuzzing {
     use super::rdb_object::{Object, Thresholds};
 
+    /// `COMMAND GETKEYS` and `GETKEYSANDFLAGS` over any command line
+    /// (`data` split at spaces): never a panic, always one whole reply.
+    pub fn command_getkeys(data: &[u8]) {
+        let words: Vec<&[u8]> = data.split(|&b| b == b' ').take(64).collect();
+        for sub in [&b"GETKEYS"[..], b"GETKEYSANDFLAGS"] {
+            let mut argv: Vec<&[u8]> = vec![b"COMMAND", sub];
+            argv.extend(&words);
+            let mut out = Vec::new();
+            let mut r = nvdepot_resp::Reply::new(&mut out, nvdepot_resp::Version::Resp3);
+            super::command_info::command(&argv, &mut r);
+            let (_, used) = nvdepot_resp::parse_value(&out)
+                .expect("a RESP reply")
+                .expect("a whole reply");
+            assert_eq!(used, out.len(), "one reply");
+        }
+    }
+
     /// RESTORE's object reader over any bytes (the payload's footer
     /// already checked): never a panic; an object it reads writes back
     /// (DUMP's encoding) to bytes it reads again to the same encoding.
