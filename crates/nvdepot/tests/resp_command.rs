@@ -302,4 +302,16 @@ fn every_container_helps_and_refuses_as_redis_does() {
     for line in ["CONFIG REWRITE", "CONFIG REWRITE x"] {
         assert_eq!(call(&mut ours, line), call(&mut theirs, line), "{line}");
     }
+    // Scripts' calls are checked alike (Redis's scriptCall): an unknown
+    // subcommand, a subcommand's wrong argument count.
+    for script in [
+        "return redis.pcall('object', 'nosuch', 'k')",
+        "return redis.pcall('object', 'encoding')",
+        "return redis.pcall('xinfo', 'help', 'x')",
+        "return redis.pcall('object', 'help')",
+        "return redis.pcall('xgroup', 'help')",
+    ] {
+        let line = ["EVAL", script, "0"];
+        assert_eq!(ours.call(&line), theirs.call(&line), "{script}");
+    }
 }

@@ -25,6 +25,9 @@ static DATA: &[u8] = include_bytes!("../data/commands-7.0.resp");
 struct Described {
     info: &'static [u8],
     docs: &'static [u8],
+    /// The entry's arity (read once: checked before every container
+    /// command runs).
+    arity: i64,
 }
 
 const WELL_FORMED: &str = "data/commands-7.0.resp is well-formed RESP3 (tested)";
@@ -46,7 +49,16 @@ fn described() -> &'static HashMap<&'static str, Described> {
             let name = std::str::from_utf8(name).expect(WELL_FORMED);
             let info = value_bytes(&mut r);
             let docs = value_bytes(&mut r);
-            table.insert(name, Described { info, docs });
+            let mut fields = Reader::new(info);
+            let (
+                Ok(Some(Item::Array(10))),
+                Ok(Some(Item::Bulk(_))),
+                Ok(Some(Item::Integer(arity))),
+            ) = (fields.read(), fields.read(), fields.read())
+            else {
+                panic!("{WELL_FORMED}");
+            };
+            table.insert(name, Described { info, docs, arity });
         }
         table
     })
@@ -302,36 +314,63 @@ const CONTAINERS: &[&str] = &[
     "PUBSUB", "SCRIPT", "SLOWLOG", "XGROUP", "XINFO",
 ];
 
-/// Redis's checks before a container command runs (`processCommand`):
-/// an unknown subcommand, or a subcommand given the wrong number of
-/// arguments, is refused with Redis's error; `None` for anything else.
-/// `name` is `args[0]` upper-cased.
-pub fn subcommand_refusal(name: &[u8], args: &[&[u8]]) -> Option<Vec<u8>> {
-    let container = CONTAINERS.iter().find(|c| c.as_bytes() == name)?;
-    let Some(sub) = args.get(1) else {
-        // The container alone: its own arity (COMMAND's allows it).
-        let lower = container.to_ascii_lowercase();
-        return (!arity_fits(&lower, 1))
-            .then(|| format!("ERR wrong number of arguments for '{lower}' command").into_bytes());
+/// Why a container command is refused before it runs.
+pub enum Refused {
+    /// Its second word names no implemented subcommand.
+    UnknownSubcommand,
+    /// The (sub)command's argument count is not its arity; its full name.
+    Arity(String),
+}
+
+/// Redis's checks before a container command runs (`processCommand`,
+/// `scriptCall`): an unknown subcommand, or a subcommand given the wrong
+/// number of arguments. `name` is `args[0]` upper-cased; `Ok` for a
+/// command that is not a container.
+pub fn check_subcommand(name: &[u8], args: &[&[u8]]) -> Result<(), Refused> {
+    let Some(container) = CONTAINERS.iter().find(|c| c.as_bytes() == name) else {
+        return Ok(());
     };
-    let mut full = container.to_ascii_lowercase().into_bytes();
-    full.push(b'|');
-    full.extend(sub.iter().map(u8::to_ascii_lowercase));
-    let full = String::from_utf8(full).ok();
-    match full {
-        Some(full) if implemented(&full) => (!arity_fits(&full, args.len()))
-            .then(|| format!("ERR wrong number of arguments for '{full}' command").into_bytes()),
-        _ => Some(errors::unknown_subcommand(container, sub)),
+    let full = match args.get(1) {
+        // The container alone: its own arity (COMMAND's allows it).
+        None => container.to_ascii_lowercase(),
+        Some(sub) => {
+            let mut full = container.to_ascii_lowercase().into_bytes();
+            full.push(b'|');
+            full.extend(sub.iter().map(u8::to_ascii_lowercase));
+            match String::from_utf8(full) {
+                Ok(full) if implemented(&full) => full,
+                _ => return Err(Refused::UnknownSubcommand),
+            }
+        }
+    };
+    if arity_fits(&full, args.len()) {
+        Ok(())
+    } else {
+        Err(Refused::Arity(full))
+    }
+}
+
+/// [`check_subcommand`]'s refusal as Redis words it to a client.
+pub fn subcommand_refusal(name: &[u8], args: &[&[u8]]) -> Option<Vec<u8>> {
+    match check_subcommand(name, args) {
+        Ok(()) => None,
+        Err(Refused::UnknownSubcommand) => {
+            let container = String::from_utf8_lossy(name);
+            Some(errors::unknown_subcommand(&container, args[1]))
+        }
+        Err(Refused::Arity(full)) => {
+            Some(format!("ERR wrong number of arguments for '{full}' command").into_bytes())
+        }
     }
 }
 
 /// Whether `argc` arguments (the command's words included) fit the arity
 /// Redis gives `full`; true for a command Redis lacks.
 pub fn arity_fits(full: &str, argc: usize) -> bool {
-    match info_value(full).and_then(|v| field(&v, 1).cloned()) {
-        Some(Value::Integer(a)) if a >= 0 => argc as i64 == a,
-        Some(Value::Integer(a)) => argc as i64 >= -a,
-        _ => true,
+    match described().get(full).map(|d| d.arity) {
+        Some(a) if a >= 0 => argc as i64 == a,
+        Some(a) => argc as i64 >= -a,
+        None => true,
     }
 }
 

@@ -360,6 +360,17 @@ pub(super) fn call_from_script(
     if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
         return Err("Wrong number of args calling Redis command from script".into());
     }
+    // A container's subcommand is looked up and checked as Redis's
+    // scriptCall does: unknown, then its arity.
+    match super::command_info::check_subcommand(name, args) {
+        Ok(()) => {}
+        Err(super::command_info::Refused::UnknownSubcommand) => {
+            return Err("Unknown Redis command called from script".into());
+        }
+        Err(super::command_info::Refused::Arity(_)) => {
+            return Err("Wrong number of args calling Redis command from script".into());
+        }
+    }
     if refused_in_scripts(name) {
         return Err("This Redis command is not allowed from script".into());
     }
