@@ -84,6 +84,15 @@ fn same_docs(name: &str, ours: &Value, theirs: &Value) {
     }
 }
 
+/// redis-server and a fresh `nvdepot serve` (its store in the directory
+/// returned with it); `None` where redis-server is not installed.
+fn servers() -> Option<(RefServer, tempfile::TempDir, Server)> {
+    let redis = RefServer::redis_or_skip()?;
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), &[]);
+    Some((redis, dir, server))
+}
+
 /// The value of a one-pair map (or RESP2's two-element array).
 fn only_value(v: &Value) -> Value {
     match v {
@@ -99,11 +108,9 @@ fn call(c: &mut Resp, line: &str) -> Value {
 
 #[test]
 fn command_describes_what_is_implemented_as_redis_does() {
-    let Some(redis) = RefServer::redis_or_skip() else {
+    let Some((redis, _dir, server)) = servers() else {
         return;
     };
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), &[]);
     for protocol in ["2", "3"] {
         let mut ours = Resp::connect(&server);
         let mut theirs = Resp::connect_to(redis.addr);
@@ -171,11 +178,9 @@ fn command_describes_what_is_implemented_as_redis_does() {
 
 #[test]
 fn getkeys_finds_redis_keys_and_flags() {
-    let Some(redis) = RefServer::redis_or_skip() else {
+    let Some((redis, _dir, server)) = servers() else {
         return;
     };
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), &[]);
     let mut ours = Resp::connect(&server);
     let mut theirs = Resp::connect_to(redis.addr);
     let lines = [
@@ -271,11 +276,9 @@ fn getkeys_finds_redis_keys_and_flags() {
 
 #[test]
 fn every_container_helps_and_refuses_as_redis_does() {
-    let Some(redis) = RefServer::redis_or_skip() else {
+    let Some((redis, _dir, server)) = servers() else {
         return;
     };
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), &[]);
     let mut ours = Resp::connect(&server);
     let mut theirs = Resp::connect_to(redis.addr);
     let listed = names(&call(&mut ours, "COMMAND LIST"));

@@ -7,7 +7,8 @@
 //! One file per concern, as Kvrocks's `src/types/redis_*.cc`, in layers
 //! that import only downwards: at the bottom the pieces that know no
 //! session (`args`: reading arguments; `commands`: the command table;
-//! `glob`, `gate`, `join`, `key_locks`, `compact`, the codecs), then the
+//! `command_info` and `command_keys`: COMMAND over Redis 7.0's own
+//! descriptions in `data/`; `glob`, `gate`, `join`, `key_locks`, `compact`, the codecs), then the
 //! server-wide state (`clients`, `blocked`, `hub`, `tracking`, `notify`,
 //! `observe`, `monitor`, `script_state`, `cluster`, `tunables`), then
 //! `session` (`Shared` and `RespSession`, which hold that state), the
@@ -20,8 +21,8 @@
 //! over `compact` (the one-record layout of collections) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (the connections) with `client_command` (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
-//! CONFIG SET may change), `commands` (COMMAND and the key
-//! specifications), [`cluster`] and `migrate` (Redis Cluster), [`expiry`]
+//! CONFIG SET may change), `commands` (the command table: arity and key
+//! positions), [`cluster`] and `migrate` (Redis Cluster), [`expiry`]
 //! (the background sweep), `gate` (the exclusive gate of multi-key
 //! writes), `glob` (Redis's matcher), `join` (bounded joins of per-key
 //! futures).
