@@ -522,6 +522,42 @@ impl RespStore {
         done
     }
 
+    /// Writes pages of `db`'s collections as one crash-atomic batch, only
+    /// while `owner`'s record is at `version` (`None`: absent), and waits
+    /// until they are on the device: the leading part of a paged
+    /// collection too large for one batch, written whole under a stamp no
+    /// record names yet ([`RespStore::commit`] writes its metadata last).
+    /// Pages no metadata names are dead: if this batch does not apply, or
+    /// the metadata never follows (a crash), the page sweep drops them.
+    pub async fn put_pages(
+        &self,
+        db: usize,
+        owner: &[u8],
+        version: Option<u64>,
+        pages: &[(&[u8], &[u8])],
+    ) -> Result<bool, Error> {
+        let envelope = Envelope {
+            flags: 0,
+            expires: 0,
+            marks: 0,
+        };
+        let parts: Vec<[&[u8]; 1]> = pages.iter().map(|(_, d)| [*d]).collect();
+        let ops: Vec<crate::GuardedOp<'_>> = pages
+            .iter()
+            .zip(&parts)
+            .map(|((k, _), p)| (self.pages[db], *k, Some((&p[..], envelope))))
+            .collect();
+        let done = self
+            .cache
+            .write_guarded(&ops, (self.ns(db), owner, version), || {})
+            .await;
+        if !matches!(done, Ok(true)) {
+            // Pages may be left that nothing names: the next sweep runs.
+            self.count_owner_change();
+        }
+        done
+    }
+
     /// Whether a commit of these (key, data length) records fits one
     /// crash-atomic batch.
     pub fn commit_fits(&self, records: impl Iterator<Item = (usize, usize)>) -> bool {

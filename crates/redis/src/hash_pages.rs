@@ -424,8 +424,9 @@ pub struct Whole {
 
 impl Whole {
     /// Commits it under `key` in place of what `version` (`None`:
-    /// nothing) held, one crash-atomic step. `Ok(false)`: the key changed
-    /// since it was read.
+    /// nothing) held, whole or not at all after a crash
+    /// (`paged_commit::commit_whole`). `Ok(false)`: the key changed since it
+    /// was read.
     pub async fn commit(
         &self,
         store: &RespStore,
@@ -435,28 +436,16 @@ impl Whole {
         expire_at_ms: u64,
         held: KeyGuard<'static>,
     ) -> Result<bool, Error> {
-        super::list_pages::ensure_fits(
-            store,
-            key,
-            self.meta.len(),
-            self.pages.iter().map(|(k, d)| (k.len(), d.len())),
-            || format!("a {} of {} elements", self.kind.name(), self.elements),
-        )?;
         let pages: Vec<(&[u8], Option<&[u8]>)> = self
             .pages
             .iter()
             .map(|(k, d)| (k.as_slice(), Some(d.as_slice())))
             .collect();
-        store
-            .commit(
-                db,
-                key,
-                version,
-                Some((self.kind, &self.meta, expire_at_ms)),
-                &pages,
-                move || drop(held),
-            )
-            .await
+        let meta = Some((self.kind, &self.meta[..], expire_at_ms));
+        super::paged_commit::commit_whole(store, db, key, version, meta, &pages, held, || {
+            format!("a {} of {} elements", self.kind.name(), self.elements)
+        })
+        .await
     }
 }
 

@@ -74,6 +74,7 @@ mod monitor;
 mod multi;
 mod notify;
 mod observe;
+mod paged_commit;
 mod paged_scan;
 mod pubsub;
 mod rdb_codec;

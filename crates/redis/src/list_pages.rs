@@ -595,26 +595,6 @@ impl<'a> Edit<'a> {
     }
 }
 
-/// `Err(Error::Envelope)` naming `what` (e.g. "a list of 5 elements")
-/// when a commit of the metadata `meta_len` bytes long and `pages` (key
-/// and data lengths) exceeds what one crash-atomic batch can hold.
-pub fn ensure_fits(
-    store: &RespStore,
-    key: &[u8],
-    meta_len: usize,
-    pages: impl Iterator<Item = (usize, usize)>,
-    what: impl FnOnce() -> String,
-) -> Result<(), Error> {
-    if store.commit_fits(std::iter::once((key.len(), meta_len)).chain(pages)) {
-        Ok(())
-    } else {
-        Err(Error::Envelope(format!(
-            "{} is too large to write as one crash-atomic step",
-            what()
-        )))
-    }
-}
-
 /// Commits a paged collection's change: its metadata (`None` deletes the
 /// key) and page writes (`None` deletes a page), one crash-atomic batch
 /// guarded by the metadata's version; `held`, the key's lock, goes once
@@ -730,23 +710,15 @@ pub async fn write_whole(
         debug_assert!(m.holds());
         Some(m.encode())
     };
-    ensure_fits(
-        store,
-        key,
-        meta.as_ref().map_or(0, Vec::len),
-        writes
-            .iter()
-            .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
-        || format!("a list of {} elements", list.len()),
-    )?;
     let pages: Vec<(&[u8], Option<&[u8]>)> = writes
         .iter()
         .map(|(k, d)| (k.as_slice(), d.as_deref()))
         .collect();
     let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
-    store
-        .commit(db, key, version, meta, &pages, move || drop(held))
-        .await
+    super::paged_commit::commit_whole(store, db, key, version, meta, &pages, held, || {
+        format!("a list of {} elements", list.len())
+    })
+    .await
 }
 
 /// One pass of the sweeper over `db`'s pages: drops every page whose list

@@ -227,9 +227,11 @@ async fn restore(
 }
 
 /// Stores `object` under `key` with expiry `at`, replacing whatever is
-/// there: a list through the list writer (paged when long), any other
-/// collection in the compact layout (paged by its next write), each
-/// shaped as its own commands shape it.
+/// there: a list through the list writer (paged when long); a hash, set
+/// or sorted set compact, or paged when its compact record would pass a
+/// page (as its own writes would have paged it: so a collection of any
+/// size restores, in several batches when one cannot hold it,
+/// `paged_commit::commit_whole`), each shaped as its own commands shape it.
 async fn write(
     store: &RespStore,
     db: usize,
@@ -238,8 +240,9 @@ async fn write(
     at: u64,
     now: u64,
 ) -> Result<(), Error> {
-    let (kind, data) = match object {
-        Object::String(s) => (Kind::String, s),
+    // `large`: a hashtable (skiplist) Redis would not keep in a listpack.
+    let (kind, data, large) = match object {
+        Object::String(s) => (Kind::String, s, false),
         Object::List(items) => {
             let list: VecDeque<Vec<u8>> = items.into();
             return super::list::write_whole(store, db, key, &list, at, now).await;
@@ -249,7 +252,7 @@ async fn write(
                 large: !compact,
                 members,
             };
-            (Kind::Set, record_data(set.change(at)))
+            (Kind::Set, record_data(set.change(at)), !compact)
         }
         Object::Hash { pairs, compact } => (
             Kind::Hash,
@@ -258,6 +261,7 @@ async fn write(
                 items: pairs.into_iter().flat_map(|(f, v)| [f, v]).collect(),
             }
             .encode(),
+            !compact,
         ),
         Object::ZSet { items, compact } => {
             // As ZADD writes it (a compact set's -0 kept as 0, as
@@ -266,10 +270,28 @@ async fn write(
                 large: !compact,
                 items,
             };
-            (Kind::ZSet, record_data(z.change(at)))
+            let data = record_data(z.clone().change(at));
+            if super::zset_pages::should_page(z.large, data.len(), key) {
+                loop {
+                    let (_, version) = store.get_for_write(db, key, now).await?;
+                    if super::zset_pages::convert(store, db, key, version, z.clone(), at).await? {
+                        return Ok(());
+                    }
+                }
+            }
+            (Kind::ZSet, data, z.large)
         }
-        Object::Stream(s) => (Kind::Stream, s.encode()),
+        Object::Stream(s) => (Kind::Stream, s.encode(), false),
     };
+    let hash_like = matches!(kind, Kind::Hash | Kind::Set);
+    if hash_like && super::hash_pages::should_page(large, data.len(), key) {
+        loop {
+            let (_, version) = store.get_for_write(db, key, now).await?;
+            if super::hash_pages::convert(store, kind, db, key, version, &data, at).await? {
+                return Ok(());
+            }
+        }
+    }
     store.set_kind(db, key, kind, &data, at).await
 }
 

@@ -10,7 +10,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::args::arity;
 use super::key_locks::KeyGuard;
-use super::list_pages::{self, commit_records, Stop};
+use super::list_pages::{commit_records, Stop};
 use super::notify;
 use super::session::Shared;
 use super::stream_log::{
@@ -112,7 +112,7 @@ pub(crate) async fn update_loading<T>(
         };
         // A stream stays when emptied (Redis keeps an empty stream).
         let w = stream_pages::writes(key, s.as_mut(), loaded.as_ref());
-        list_pages::ensure_fits(
+        super::paged_commit::ensure_fits(
             store,
             key,
             w.meta.as_ref().map_or(0, Vec::len),

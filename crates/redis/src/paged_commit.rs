@@ -1,0 +1,110 @@
+//! Commits of a paged collection (list, hash, set, sorted set) written
+//! whole: one crash-atomic batch of its metadata and pages when one can
+//! hold them, else its pages first in several batches and its metadata
+//! last; and the refusal of what one batch cannot hold where it must.
+
+use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::Error;
+
+use super::key_locks::KeyGuard;
+
+/// `Err(Error::Envelope)` naming `what` (e.g. "a list of 5 elements")
+/// when a commit of the metadata `meta_len` bytes long and `pages` (key
+/// and data lengths) exceeds what one crash-atomic batch can hold.
+pub fn ensure_fits(
+    store: &RespStore,
+    key: &[u8],
+    meta_len: usize,
+    pages: impl Iterator<Item = (usize, usize)>,
+    what: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    if store.commit_fits(std::iter::once((key.len(), meta_len)).chain(pages)) {
+        Ok(())
+    } else {
+        Err(too_large(what))
+    }
+}
+
+/// The refusal of a write too large for one crash-atomic batch.
+fn too_large(what: impl FnOnce() -> String) -> Error {
+    Error::Envelope(format!(
+        "{} is too large to write as one crash-atomic step",
+        what()
+    ))
+}
+
+/// Commits a collection written whole under `key` in place of what
+/// `version` (`None`: nothing) held: its metadata `meta` (`None`: the
+/// key deleted) and page writes (`None` deletes a page). One crash-atomic
+/// batch when it fits one. A larger one (a big RESTORE, COPY, RENAME,
+/// LINSERT of a list past a segment) writes its new pages first, in
+/// batches each on the device before the next begins, then the metadata
+/// with the last of them and every deletion: the metadata can never
+/// outlive a page it names, so after a crash the collection is whole or
+/// as it was, and the pages of a batch no metadata names (a crash before
+/// the last) are dead, dropped by the page sweep. `held`, the key's
+/// lock, is kept throughout, so the sweep never judges the pages in
+/// flight. Inside a script or EXEC (staged: written as one batch at its
+/// end) a collection too large for one batch is refused, naming `what`.
+/// `Ok(false)`: the key changed since it was read.
+#[allow(clippy::too_many_arguments)]
+pub async fn commit_whole(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    meta: Option<(Kind, &[u8], u64)>,
+    pages: &[(&[u8], Option<&[u8]>)],
+    held: KeyGuard<'static>,
+    what: impl FnOnce() -> String,
+) -> Result<bool, Error> {
+    let meta_len = meta.map_or(0, |m| m.1.len());
+    let lens = |ps: &[(&[u8], Option<&[u8]>)]| {
+        ps.iter()
+            .map(|(k, d)| (k.len(), d.map_or(0, <[u8]>::len)))
+            .collect::<Vec<_>>()
+    };
+    let with_meta = |ps: &[(&[u8], Option<&[u8]>)]| {
+        store.commit_fits(std::iter::once((key.len(), meta_len)).chain(lens(ps)))
+    };
+    let staged = nvdepot_cache::staging::current().is_some();
+    if meta.is_none() || staged || with_meta(pages) {
+        ensure_fits(store, key, meta_len, lens(pages).into_iter(), what)?;
+        return store
+            .commit(db, key, version, meta, pages, move || drop(held))
+            .await;
+    }
+    let (puts, deletes): (Vec<_>, Vec<_>) = pages.iter().copied().partition(|(_, d)| d.is_some());
+    let mut rest = &puts[..];
+    loop {
+        let last: Vec<(&[u8], Option<&[u8]>)> = rest.iter().chain(&deletes).copied().collect();
+        if with_meta(&last) {
+            return store
+                .commit(db, key, version, meta, &last, move || drop(held))
+                .await;
+        }
+        // The longest run of the pages left that one batch holds.
+        let (mut fits, mut over) = (0, rest.len() + 1);
+        while over - fits > 1 {
+            let mid = (fits + over) / 2;
+            if store.commit_fits(lens(&rest[..mid]).into_iter()) {
+                fits = mid;
+            } else {
+                over = mid;
+            }
+        }
+        if fits == 0 {
+            // Not one page fits a batch (records are capped far below):
+            // refused as a batch too large.
+            return Err(too_large(what));
+        }
+        let batch: Vec<(&[u8], &[u8])> = rest[..fits]
+            .iter()
+            .filter_map(|&(k, d)| Some((k, d?)))
+            .collect();
+        if !store.put_pages(db, key, version, &batch).await? {
+            return Ok(false);
+        }
+        rest = &rest[fits..];
+    }
+}
