@@ -243,3 +243,43 @@ fn kill_9_in_a_large_restore_leaves_the_key_whole_or_absent() {
     }
     eprintln!("kill -9 in a large RESTORE: {whole} whole, {absent} absent");
 }
+
+/// A stream past a segment: RESTOREd (kept in one record), then its first
+/// XADD pages it whole under a new stamp, in several batches (it used to
+/// be refused as too large for one).
+#[test]
+fn a_stream_larger_than_a_batch_restores_and_takes_entries() {
+    let Some(redis) = RefServer::redis_or_skip() else {
+        return;
+    };
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut ours = Resp::connect(&server);
+    let mut theirs = Resp::connect_to(redis.addr);
+    let (n, pad) = (60_000u64, "x".repeat(150));
+    for i in 1..=n {
+        let id = format!("{i}-0");
+        theirs.send(&["XADD", "s", &id, "f", &format!("{pad}{i}")]);
+    }
+    for _ in 1..=n {
+        assert!(matches!(theirs.read(), Value::Bulk(Some(_))));
+    }
+    let payload = dump(&mut theirs, "s");
+    let reply = ours.call_bytes(&[b"RESTORE", b"s", b"0", &payload]);
+    assert_eq!(reply, Value::Simple(b"OK".to_vec()));
+    for c in [&mut ours, &mut theirs] {
+        let id = format!("{}-0", n + 1);
+        assert!(matches!(
+            c.call(&["XADD", "s", &id, "f", "new"]),
+            Value::Bulk(Some(_))
+        ));
+    }
+    for probe in [
+        vec!["XLEN", "s"],
+        vec!["XRANGE", "s", "-", "+", "COUNT", "3"],
+        vec!["XREVRANGE", "s", "+", "-", "COUNT", "3"],
+        vec!["XRANGE", "s", "30000", "30002"],
+    ] {
+        assert_eq!(ours.call(&probe), theirs.call(&probe), "{probe:?}");
+    }
+}

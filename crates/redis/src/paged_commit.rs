@@ -35,7 +35,9 @@ fn too_large(what: impl FnOnce() -> String) -> Error {
 
 /// Commits a collection written whole under `key` in place of what
 /// `version` (`None`: nothing) held: its metadata `meta` (`None`: the
-/// key deleted) and page writes (`None` deletes a page). One crash-atomic
+/// key deleted) and page writes (`None` deletes a page). Every page it
+/// writes must carry a stamp no record names yet (a collection written
+/// whole takes a new one): those are what may land before the metadata. One crash-atomic
 /// batch when it fits one. A larger one (a big RESTORE, COPY, RENAME,
 /// LINSERT of a list past a segment) writes its new pages first, in
 /// batches each on the device before the next begins, then the metadata

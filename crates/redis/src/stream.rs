@@ -112,6 +112,29 @@ pub(crate) async fn update_loading<T>(
         };
         // A stream stays when emptied (Redis keeps an empty stream).
         let w = stream_pages::writes(key, s.as_mut(), loaded.as_ref());
+        let what = || {
+            let len = s.as_ref().map_or(0, Stream::len);
+            format!("a change of a stream of {len} entries")
+        };
+        let held: KeyGuard<'static> = held;
+        if loaded.is_none() && !w.pages.is_empty() {
+            // Going paged: every page under a new stamp, so a stream of
+            // any size is written, in several batches if it must be.
+            let meta = w.meta.as_deref().map(|m| (Kind::Stream, m, at));
+            let pages: Vec<(&[u8], Option<&[u8]>)> = w
+                .pages
+                .iter()
+                .map(|(k, d)| (k.as_slice(), d.as_deref()))
+                .collect();
+            match super::paged_commit::commit_whole(
+                store, db, key, version, meta, &pages, held, what,
+            )
+            .await?
+            {
+                true => return Ok(Ok(t)),
+                false => continue,
+            }
+        }
         super::paged_commit::ensure_fits(
             store,
             key,
@@ -119,13 +142,9 @@ pub(crate) async fn update_loading<T>(
             w.pages
                 .iter()
                 .map(|(k, d)| (k.len(), d.as_ref().map_or(0, Vec::len))),
-            || {
-                let len = s.as_ref().map_or(0, Stream::len);
-                format!("a change of a stream of {len} entries")
-            },
+            what,
         )?;
         let meta = w.meta.map(|m| (Kind::Stream, m, at));
-        let held: KeyGuard<'static> = held;
         match commit_records(store, db, key, version, meta, &w.pages, held).await {
             Ok(()) => return Ok(Ok(t)),
             Err(Stop::Retry) => continue,
