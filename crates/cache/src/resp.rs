@@ -61,6 +61,14 @@ impl Kind {
 /// Bytes of the expiry in front of a value.
 const EXPIRY_BYTES: usize = 8;
 
+/// A collection page's envelope: no flags, no expiry of its own (its
+/// collection's metadata holds that).
+const PAGE_ENVELOPE: Envelope = Envelope {
+    flags: 0,
+    expires: 0,
+    marks: 0,
+};
+
 /// A live value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Value {
@@ -475,11 +483,6 @@ impl RespStore {
         let meta_parts = meta.map(|(_, data, _)| [&prefix[..], data]);
         let page_parts: Vec<Option<[&[u8]; 1]>> =
             pages.iter().map(|(_, d)| d.map(|d| [d])).collect();
-        let page_envelope = Envelope {
-            flags: 0,
-            expires: 0,
-            marks: 0,
-        };
         let mut ops: Vec<crate::GuardedOp<'_>> = Vec::with_capacity(1 + pages.len());
         ops.push((
             self.ns(db),
@@ -491,7 +494,7 @@ impl RespStore {
             ops.push((
                 self.pages[db],
                 page_key,
-                parts.as_ref().map(|p| (&p[..], page_envelope)),
+                parts.as_ref().map(|p| (&p[..], PAGE_ENVELOPE)),
             ));
         }
         if expire_at_ms != 0 {
@@ -536,16 +539,11 @@ impl RespStore {
         version: Option<u64>,
         pages: &[(&[u8], &[u8])],
     ) -> Result<bool, Error> {
-        let envelope = Envelope {
-            flags: 0,
-            expires: 0,
-            marks: 0,
-        };
         let parts: Vec<[&[u8]; 1]> = pages.iter().map(|(_, d)| [*d]).collect();
         let ops: Vec<crate::GuardedOp<'_>> = pages
             .iter()
             .zip(&parts)
-            .map(|((k, _), p)| (self.pages[db], *k, Some((&p[..], envelope))))
+            .map(|((k, _), p)| (self.pages[db], *k, Some((&p[..], PAGE_ENVELOPE))))
             .collect();
         let done = self
             .cache

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use nvdepot_resp::Value;
 
-use common::{show_value, temp_dir, RefServer, Resp, Server};
+use common::{serve_beside_redis, show_value, Resp};
 
 fn bulk_text(v: &Value) -> String {
     match v {
@@ -84,15 +84,6 @@ fn same_docs(name: &str, ours: &Value, theirs: &Value) {
     }
 }
 
-/// redis-server and a fresh `nvdepot serve` (its store in the directory
-/// returned with it); `None` where redis-server is not installed.
-fn servers() -> Option<(RefServer, tempfile::TempDir, Server)> {
-    let redis = RefServer::redis_or_skip()?;
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), &[]);
-    Some((redis, dir, server))
-}
-
 /// The value of a one-pair map (or RESP2's two-element array).
 fn only_value(v: &Value) -> Value {
     match v {
@@ -108,7 +99,7 @@ fn call(c: &mut Resp, line: &str) -> Value {
 
 #[test]
 fn command_describes_what_is_implemented_as_redis_does() {
-    let Some((redis, _dir, server)) = servers() else {
+    let Some((redis, _dir, server)) = serve_beside_redis(&[]) else {
         return;
     };
     for protocol in ["2", "3"] {
@@ -178,7 +169,7 @@ fn command_describes_what_is_implemented_as_redis_does() {
 
 #[test]
 fn getkeys_finds_redis_keys_and_flags() {
-    let Some((redis, _dir, server)) = servers() else {
+    let Some((redis, _dir, server)) = serve_beside_redis(&[]) else {
         return;
     };
     let mut ours = Resp::connect(&server);
@@ -276,7 +267,7 @@ fn getkeys_finds_redis_keys_and_flags() {
 
 #[test]
 fn every_container_helps_and_refuses_as_redis_does() {
-    let Some((redis, _dir, server)) = servers() else {
+    let Some((redis, _dir, server)) = serve_beside_redis(&[]) else {
         return;
     };
     let mut ours = Resp::connect(&server);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nvdepot_resp::Value;
 
-use common::{show_value, temp_dir, RefServer, Resp, Server};
+use common::{serve_beside_redis, show_value, temp_dir, RefServer, Resp, Server};
 
 const ARGS: &[&str] = &[
     "--size",
@@ -74,11 +74,9 @@ fn same_on_both(ours: &mut Resp, theirs: &mut Resp, key: &str) -> bool {
 
 #[test]
 fn collections_larger_than_a_batch_restore_whole() {
-    let Some(redis) = RefServer::redis_or_skip() else {
+    let Some((redis, dir, server)) = serve_beside_redis(ARGS) else {
         return;
     };
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), ARGS);
     let mut ours = Resp::connect(&server);
     let mut theirs = Resp::connect_to(redis.addr);
     for (kind, n, width) in [
@@ -249,11 +247,9 @@ fn kill_9_in_a_large_restore_leaves_the_key_whole_or_absent() {
 /// be refused as too large for one).
 #[test]
 fn a_stream_larger_than_a_batch_restores_and_takes_entries() {
-    let Some(redis) = RefServer::redis_or_skip() else {
+    let Some((redis, _dir, server)) = serve_beside_redis(ARGS) else {
         return;
     };
-    let dir = temp_dir();
-    let server = Server::start_serve(&dir.path().join("store"), ARGS);
     let mut ours = Resp::connect(&server);
     let mut theirs = Resp::connect_to(redis.addr);
     let (n, pad) = (60_000u64, "x".repeat(150));

@@ -238,15 +238,8 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
         }
         return;
     };
-    let full = format!("command|{}", String::from_utf8_lossy(&sub));
-    if !implemented(&full) {
-        return r.error(errors::unknown_subcommand("COMMAND", args[1]));
-    }
-    if !arity_fits(&full, args.len()) {
-        return r.error(format!(
-            "ERR wrong number of arguments for '{full}' command"
-        ));
-    }
+    // An unknown subcommand, or a wrong argument count, was refused
+    // before the command ran (`check_subcommand`).
     match sub.as_slice() {
         b"count" => r.integer(COMMANDS.len() as i64),
         b"info" if args.len() == 2 => {
@@ -281,7 +274,7 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
         }
         b"list" => list(args, r),
         b"getkeys" | b"getkeysandflags" => getkeys(&args[2..], sub == b"getkeysandflags", r),
-        _ => r.simple_lines(&[
+        b"help" => r.simple_lines(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "(no subcommand)",
             "    Return details about all Redis commands.",
@@ -304,6 +297,7 @@ pub fn command(args: &[&[u8]], r: &mut Reply<'_>) {
             "HELP",
             "    Prints this help.",
         ]),
+        _ => r.error(errors::unknown_subcommand("COMMAND", args[1])),
     }
 }
 
@@ -330,18 +324,10 @@ pub fn check_subcommand(name: &[u8], args: &[&[u8]]) -> Result<(), Refused> {
     let Some(container) = CONTAINERS.iter().find(|c| c.as_bytes() == name) else {
         return Ok(());
     };
-    let full = match args.get(1) {
+    let full = match args.len() {
         // The container alone: its own arity (COMMAND's allows it).
-        None => container.to_ascii_lowercase(),
-        Some(sub) => {
-            let mut full = container.to_ascii_lowercase().into_bytes();
-            full.push(b'|');
-            full.extend(sub.iter().map(u8::to_ascii_lowercase));
-            match String::from_utf8(full) {
-                Ok(full) if implemented(&full) => full,
-                _ => return Err(Refused::UnknownSubcommand),
-            }
-        }
+        1 => container.to_ascii_lowercase(),
+        _ => by_argv(args).ok_or(Refused::UnknownSubcommand)?,
     };
     if arity_fits(&full, args.len()) {
         Ok(())

@@ -148,7 +148,7 @@ fn key_specs(entry: &Value) -> Vec<KeySpec> {
 /// The keys of `argv` by its command's key specs (Redis's
 /// `getKeysUsingKeySpecs`): positions and flags, or `None` where a spec
 /// does not apply (an invalid or incomplete one).
-fn keys_by_specs(specs: &[KeySpec], argv: &[&[u8]], arity: i64) -> Option<Vec<(usize, u16)>> {
+fn keys_by_specs(specs: &[KeySpec], argv: &[&[u8]]) -> Option<Vec<(usize, u16)>> {
     let argc = argv.len() as i64;
     let mut out = Vec::new();
     for spec in specs {
@@ -221,13 +221,10 @@ fn keys_by_specs(specs: &[KeySpec], argv: &[&[u8]], arity: i64) -> Option<Vec<(u
         if last >= argc || last < first || first >= argc {
             return None;
         }
+        // Inside the arguments, as just checked.
         let mut i = first;
         while i <= last {
-            if i < argc && i >= first {
-                out.push((i as usize, spec.flags));
-            } else if arity >= 0 {
-                return None;
-            }
+            out.push((i as usize, spec.flags));
             i += step.max(1);
         }
         if spec.flags & (1 << INCOMPLETE) != 0 {
@@ -443,7 +440,7 @@ pub fn keys_of(
     // the command's own procedure.
     let variable = specs.iter().any(|s| s.flags & (1 << VARIABLE_FLAGS) != 0);
     let by_specs = if has_keys && !variable {
-        keys_by_specs(&specs, argv, arity)
+        keys_by_specs(&specs, argv)
     } else {
         None
     };

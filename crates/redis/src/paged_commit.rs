@@ -25,6 +25,13 @@ pub fn ensure_fits(
     }
 }
 
+/// The (key, data length) of each page write (a deletion's data: none).
+fn lens<'a>(pages: &'a [(&[u8], Option<&[u8]>)]) -> impl Iterator<Item = (usize, usize)> + 'a {
+    pages
+        .iter()
+        .map(|(k, d)| (k.len(), d.map_or(0, <[u8]>::len)))
+}
+
 /// The refusal of a write too large for one crash-atomic batch.
 fn too_large(what: impl FnOnce() -> String) -> Error {
     Error::Envelope(format!(
@@ -37,17 +44,18 @@ fn too_large(what: impl FnOnce() -> String) -> Error {
 /// `version` (`None`: nothing) held: its metadata `meta` (`None`: the
 /// key deleted) and page writes (`None` deletes a page). Every page it
 /// writes must carry a stamp no record names yet (a collection written
-/// whole takes a new one): those are what may land before the metadata. One crash-atomic
-/// batch when it fits one. A larger one (a big RESTORE, COPY, RENAME,
-/// LINSERT of a list past a segment) writes its new pages first, in
-/// batches each on the device before the next begins, then the metadata
-/// with the last of them and every deletion: the metadata can never
-/// outlive a page it names, so after a crash the collection is whole or
-/// as it was, and the pages of a batch no metadata names (a crash before
-/// the last) are dead, dropped by the page sweep. `held`, the key's
-/// lock, is kept throughout, so the sweep never judges the pages in
-/// flight. Inside a script or EXEC (staged: written as one batch at its
-/// end) a collection too large for one batch is refused, naming `what`.
+/// whole takes a new one): those are what may land before the metadata.
+/// One crash-atomic batch when it fits one. A larger one (a big RESTORE,
+/// a conversion to pages, LINSERT or LREM of a list past a segment)
+/// writes its new pages first, in batches each on the device before the
+/// next begins, then the metadata with the last of them and every
+/// deletion: the metadata can never outlive a page it names, so after a
+/// crash the collection is whole or as it was, and the pages of a batch
+/// no metadata names (a crash before the last) are dead, dropped by the
+/// page sweep. `held`, the key's lock, is kept throughout, so the sweep
+/// never judges the pages in flight. Inside a script or EXEC, and in
+/// RENAME, COPY and MOVE (staged: written as one batch at the end), a
+/// collection too large for one batch is refused, naming `what`.
 /// `Ok(false)`: the key changed since it was read.
 #[allow(clippy::too_many_arguments)]
 pub async fn commit_whole(
@@ -61,17 +69,15 @@ pub async fn commit_whole(
     what: impl FnOnce() -> String,
 ) -> Result<bool, Error> {
     let meta_len = meta.map_or(0, |m| m.1.len());
-    let lens = |ps: &[(&[u8], Option<&[u8]>)]| {
-        ps.iter()
-            .map(|(k, d)| (k.len(), d.map_or(0, <[u8]>::len)))
-            .collect::<Vec<_>>()
-    };
     let with_meta = |ps: &[(&[u8], Option<&[u8]>)]| {
         store.commit_fits(std::iter::once((key.len(), meta_len)).chain(lens(ps)))
     };
-    let staged = nvdepot_cache::staging::current().is_some();
-    if meta.is_none() || staged || with_meta(pages) {
-        ensure_fits(store, key, meta_len, lens(pages).into_iter(), what)?;
+    let one_batch = with_meta(pages);
+    if one_batch || meta.is_none() || nvdepot_cache::staging::current().is_some() {
+        // One batch: it fits, or it must (a deletion; staged writes).
+        if !one_batch {
+            return Err(too_large(what));
+        }
         return store
             .commit(db, key, version, meta, pages, move || drop(held))
             .await;
@@ -89,7 +95,7 @@ pub async fn commit_whole(
         let (mut fits, mut over) = (0, rest.len() + 1);
         while over - fits > 1 {
             let mid = (fits + over) / 2;
-            if store.commit_fits(lens(&rest[..mid]).into_iter()) {
+            if store.commit_fits(lens(&rest[..mid])) {
                 fits = mid;
             } else {
                 over = mid;

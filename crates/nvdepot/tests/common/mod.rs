@@ -327,6 +327,16 @@ impl Drop for RefServer {
     }
 }
 
+/// redis-server (as [`RefServer::redis_or_skip`]) and a fresh `nvdepot
+/// serve` with `args` (its store in the directory returned with it), for
+/// a differential test; `None` where redis-server is not installed.
+pub fn serve_beside_redis(args: &[&str]) -> Option<(RefServer, tempfile::TempDir, Server)> {
+    let redis = RefServer::redis_or_skip()?;
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), args);
+    Some((redis, dir, server))
+}
+
 /// A TCP port of 127.0.0.1 free right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
