@@ -93,8 +93,10 @@ fn only_value(v: &Value) -> Value {
     }
 }
 
+/// Runs a line of words split at spaces (`''`: an empty argument).
 fn call(c: &mut Resp, line: &str) -> Value {
-    c.call(&line.split(' ').collect::<Vec<_>>())
+    let words = line.split(' ').map(|w| if w == "''" { "" } else { w });
+    c.call(&words.collect::<Vec<_>>())
 }
 
 #[test]
@@ -193,6 +195,13 @@ fn getkeys_finds_redis_keys_and_flags() {
         "SORT k BY w:* LIMIT 0 1 GET # STORE d",
         "SORT k STORE d1 STORE d2",
         "SORT_RO k BY x",
+        "MIGRATE h 1 k 0 5",
+        "MIGRATE h 1 '' 0 5 KEYS a b",
+        "MIGRATE h 1 '' 0 5 COPY AUTH keys KEYS a",
+        "MIGRATE h 1 '' 0 5 AUTH2 u keys KEYS a",
+        "MIGRATE h 1 k 0 5 KEYS a",
+        "MIGRATE h 1 k 0 5 REPLACE",
+        "RESTORE-ASKING k 0 p",
         "EVAL x 0",
         "EVAL x 2 a b c",
         "EVAL x 3 a b",

@@ -263,6 +263,7 @@ const PROCEDURES: &[&str] = &[
     "xreadgroup",
     "set",
     "bitfield",
+    "migrate",
 ];
 
 /// C's `atoi`: leading blanks, a sign, digits up to the first other byte.
@@ -307,6 +308,13 @@ fn keys_by_procedure(full: &str, argv: &[&[u8]]) -> Vec<(usize, u16)> {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop"
         | "bzmpop" => counted(0, 2, 3),
         "sort_ro" => vec![(1, ro_access)],
+        "migrate" => {
+            let rw_access_delete = flag("RW") | flag("access") | flag("delete");
+            super::commands::migrate_keys(argv)
+                .filter(|&i| i < argv.len())
+                .map(|i| (i, rw_access_delete))
+                .collect()
+        }
         "sort" => {
             let mut keys = vec![(1, ro_access)];
             let mut store = None;

@@ -111,6 +111,8 @@ pub const COMMANDS: &[Spec] = &[
     write("MOVE", 3, 1, 1, 1),
     spec("DUMP", 2, 1, 1, 1),
     write("RESTORE", -4, 1, 1, 1),
+    write("RESTORE-ASKING", -4, 1, 1, 1),
+    write("MIGRATE", -6, 3, 3, 1),
     spec("OBJECT", -2, 2, 2, 1),
     spec("TYPE", 2, 1, 1, 1),
     write("EXPIRE", -3, 1, 1, 1),
@@ -433,6 +435,9 @@ pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
     if name == b"SORT" {
         return sort_keys(args);
     }
+    if name == b"MIGRATE" {
+        return args.get(migrate_keys(args)).unwrap_or_default().to_vec();
+    }
     let Some(c) = find(name) else {
         return Vec::new();
     };
@@ -451,6 +456,30 @@ pub fn keys<'a>(name: &[u8], args: &[&'a [u8]]) -> Vec<&'a [u8]> {
         i += i64::from(c.step.max(1));
     }
     out
+}
+
+/// Where a MIGRATE command's keys are in `args`, as Redis's
+/// `migrateGetKeys`: the key argument, or every argument after `KEYS`
+/// (skipping the options' arguments before it); none if `KEYS` comes
+/// with a key argument that is not empty.
+pub fn migrate_keys(args: &[&[u8]]) -> std::ops::Range<usize> {
+    let mut i = 6;
+    while i < args.len() {
+        let a = args[i];
+        if a.eq_ignore_ascii_case(b"KEYS") {
+            if args.get(3).is_some_and(|k| !k.is_empty()) {
+                return 0..0;
+            }
+            return i + 1..args.len();
+        }
+        if a.eq_ignore_ascii_case(b"AUTH") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"AUTH2") {
+            i += 2;
+        }
+        i += 1;
+    }
+    3..4
 }
 
 /// The keys of a SORT command: the sorted key and a STORE destination

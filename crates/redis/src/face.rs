@@ -48,6 +48,7 @@ impl RespFace {
             observed: Default::default(),
             pause: Default::default(),
             monitors: Default::default(),
+            migrate_sockets: Default::default(),
             shutdown,
         });
         shared.observed.configure(&shared.tunables);
@@ -370,7 +371,7 @@ impl RespSession {
             return;
         }
         if let Some(cluster) = &shared.cluster {
-            let asking = std::mem::take(&mut self.asking);
+            let asking = std::mem::take(&mut self.asking) || name.as_slice() == b"RESTORE-ASKING";
             if let Some(e) = cluster::redirect(&shared.store, cluster, &name, args, asking).await {
                 r.error(&e);
                 return;

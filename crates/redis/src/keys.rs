@@ -58,7 +58,11 @@ pub async fn execute(
     {
         return true;
     }
-    if name == b"DUMP" || name == b"RESTORE" {
+    if name == b"MIGRATE" {
+        let done = super::migrate_keys::migrate(shared, db, args, now, r).await;
+        return answered(Some(done), r);
+    }
+    if matches!(name, b"DUMP" | b"RESTORE" | b"RESTORE-ASKING") {
         return answered(
             super::restore::execute(shared, db, name, args, now, r).await,
             r,

@@ -29,17 +29,15 @@
 //! then sends every node the new topology (`CLUSTERX SETNODES`, version
 //! + 1).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
 
 use nvdepot_cache::resp::{unix_now_ms, Change, Kind};
-use nvdepot_resp::{parse_value, Reply, Value};
+use nvdepot_resp::{Reply, Value};
 use tracing::{info, warn};
 
 use super::block_on;
 use super::cluster::{keys_in_slots, parse_slots, Cluster, MigrationStatus};
+use super::node_client::{encode, Client};
 use super::session::Shared;
 
 /// `CLUSTERX <subcommand> …`.
@@ -295,81 +293,4 @@ fn move_batch(shared: &Shared, dst: &mut Client, keys: &[Vec<u8>]) -> Result<u64
         deleted += u64::from(gone);
     }
     Ok(deleted)
-}
-
-/// Appends a command as a RESP multibulk.
-fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-/// A blocking RESP2 connection to another node.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    fn connect(addr: &str, password: Option<&str>) -> Result<Client, String> {
-        let stream = TcpStream::connect(addr).map_err(|e| format!("connecting to {addr}: {e}"))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        let mut c = Client {
-            stream,
-            buf: Vec::new(),
-        };
-        if let Some(p) = password {
-            c.expect_ok(&[b"AUTH", p.as_bytes()])?;
-        }
-        Ok(c)
-    }
-
-    fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.stream
-            .write_all(bytes)
-            .map_err(|e| format!("sending to the destination: {e}"))
-    }
-
-    fn read(&mut self) -> Result<Value, String> {
-        loop {
-            match parse_value(&self.buf) {
-                Ok(Some((v, n))) => {
-                    self.buf.drain(..n);
-                    return Ok(v);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(format!("destination sent bad RESP: {e:?}")),
-            }
-            let mut chunk = [0u8; 16 << 10];
-            let n = self
-                .stream
-                .read(&mut chunk)
-                .map_err(|e| format!("reading from the destination: {e}"))?;
-            if n == 0 {
-                return Err("the destination closed the connection".into());
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn expect_ok(&mut self, args: &[&[u8]]) -> Result<(), String> {
-        let mut out = Vec::new();
-        encode(&mut out, args);
-        self.send(&out)?;
-        match self.read()? {
-            Value::Simple(s) if s == b"OK" => Ok(()),
-            Value::Error(e) => Err(format!(
-                "destination refused {}: {}",
-                String::from_utf8_lossy(args[1]),
-                String::from_utf8_lossy(&e)
-            )),
-            other => Err(format!("destination answered {other:?}")),
-        }
-    }
 }

@@ -21,7 +21,9 @@ use super::session::Shared;
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {
-    name == b"RESTORE"
+    // MIGRATE too: Redis's blocks the server until the target answered,
+    // so no command sees a key between its copy and its deletion.
+    matches!(name, b"RESTORE" | b"RESTORE-ASKING" | b"MIGRATE")
 }
 
 /// Runs `name` if it is DUMP or RESTORE (`None` if not).
@@ -40,7 +42,9 @@ pub async fn execute(
             }
             Some(dump(&shared.store, db, args[1], now, r).await)
         }
-        b"RESTORE" => {
+        // RESTORE-ASKING: a migrating cluster node's RESTORE, served for
+        // an importing slot as after ASKING (`face.rs`).
+        b"RESTORE" | b"RESTORE-ASKING" => {
             if !arity(args, 4, None, r) {
                 return Some(Ok(()));
             }

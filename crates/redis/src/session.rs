@@ -91,6 +91,8 @@ pub struct Shared {
     pub pause: super::clients::Pause,
     /// The connections in MONITOR.
     pub monitors: super::monitor::Monitors,
+    /// MIGRATE's connections to its targets.
+    pub migrate_sockets: Arc<super::node_client::Sockets>,
     pub(super) shutdown: Shutdown,
 }
 
