@@ -15,6 +15,7 @@
 //! device read, the face's decision, at most one write, atomic per key).
 
 mod access;
+mod db_map;
 mod dram;
 mod envelope;
 pub mod memcache;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nvdepot_engine::Namespace;
 
+use crate::db_map::DbMap;
 use crate::envelope::{Envelope, Item};
 use crate::store::{self, CacheStore, NewItem};
 use crate::Error;
@@ -139,10 +140,10 @@ const OWNER_SHARDS: usize = 64;
 /// The cache store seen as Redis databases.
 pub struct RespStore {
     cache: CacheStore,
-    dbs: Vec<Namespace>,
-    /// Per database, the namespace of its collections' pages (records of
-    /// the paged layout, never keys of the database: `pages<n>`).
-    pages: Vec<Namespace>,
+    /// Per database, the namespace of its keys and that of its
+    /// collections' pages (records of the paged layout, never keys of
+    /// the database), which SWAPDB exchanges.
+    dbs: DbMap,
     /// Bumped by every write of a key hashing to the bucket (WATCH).
     stamps: Box<[AtomicU64]>,
     /// Writes that stored an expiry ([`RespStore::expiring_writes`]).
@@ -263,28 +264,10 @@ impl RespStore {
     /// Redis databases 0..`databases` over `cache`: 0 is the store's
     /// default namespace, n the namespace `db<n>` (created when missing).
     pub fn new(cache: CacheStore, databases: usize) -> Result<RespStore, Error> {
-        let mut dbs = vec![cache.default_namespace()];
-        for n in 1..databases {
-            let name = format!("db{n}");
-            let ns = match cache.engine().namespace(&name) {
-                Some(ns) => ns,
-                None => cache.engine().create_namespace(&name)?,
-            };
-            dbs.push(ns);
-        }
-        let mut pages = Vec::with_capacity(databases);
-        for n in 0..databases {
-            let name = format!("pages{n}");
-            let ns = match cache.engine().namespace(&name) {
-                Some(ns) => ns,
-                None => cache.engine().create_namespace(&name)?,
-            };
-            pages.push(ns);
-        }
+        let dbs = DbMap::open(&cache, databases)?;
         Ok(RespStore {
             cache,
             dbs,
-            pages,
             expiring_writes: AtomicU64::new(0),
             paged_owners: (0..OWNER_SHARDS).map(|_| Mutex::default()).collect(),
             paged_owner_count: AtomicUsize::new(0),
@@ -387,7 +370,7 @@ impl RespStore {
     }
 
     pub fn databases(&self) -> usize {
-        self.dbs.len()
+        self.dbs.databases()
     }
 
     /// The cache store underneath.
@@ -401,7 +384,14 @@ impl RespStore {
     }
 
     fn ns(&self, db: usize) -> Namespace {
-        self.dbs[db]
+        self.dbs.keys(db)
+    }
+
+    /// Exchanges databases `a` and `b` (SWAPDB), durably: see
+    /// `db_map.rs`. The caller runs it alone (no command between), never
+    /// staged.
+    pub async fn swap_databases(&self, a: usize, b: usize) -> Result<(), Error> {
+        self.dbs.swap(&self.cache, a, b).await
     }
 
     /// The live value of `key`, or `None` (absent or expired). An expired
@@ -456,7 +446,7 @@ impl RespStore {
     pub async fn page(&self, db: usize, page_key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         Ok(self
             .cache
-            .get(self.pages[db], page_key)
+            .get(self.dbs.pages(db), page_key)
             .await?
             .map(|it| it.value))
     }
@@ -492,7 +482,7 @@ impl RespStore {
         ));
         for ((page_key, _), parts) in pages.iter().zip(&page_parts) {
             ops.push((
-                self.pages[db],
+                self.dbs.pages(db),
                 page_key,
                 parts.as_ref().map(|p| (&p[..], PAGE_ENVELOPE)),
             ));
@@ -543,7 +533,7 @@ impl RespStore {
         let ops: Vec<crate::GuardedOp<'_>> = pages
             .iter()
             .zip(&parts)
-            .map(|((k, _), p)| (self.pages[db], *k, Some((&p[..], PAGE_ENVELOPE))))
+            .map(|((k, _), p)| (self.dbs.pages(db), *k, Some((&p[..], PAGE_ENVELOPE))))
             .collect();
         let done = self
             .cache
@@ -565,7 +555,7 @@ impl RespStore {
 
     /// Pages stored for `db`'s collections, live and dead (O(1)).
     pub fn page_count(&self, db: usize) -> u64 {
-        self.cache.items(self.pages[db])
+        self.cache.items(self.dbs.pages(db))
     }
 
     /// The page keys of `db`'s collections (a full scan of its pages
@@ -573,7 +563,7 @@ impl RespStore {
     pub fn page_keys(&self, db: usize) -> Result<Vec<Vec<u8>>, Error> {
         let mut keys = Vec::new();
         self.cache
-            .for_each_record(self.pages[db], |key, _| keys.push(key))?;
+            .for_each_record(self.dbs.pages(db), |key, _| keys.push(key))?;
         Ok(keys)
     }
 
@@ -589,7 +579,7 @@ impl RespStore {
     ) -> Result<bool, Error> {
         self.cache
             .write_guarded(
-                &[(self.pages[db], page_key, None)],
+                &[(self.dbs.pages(db), page_key, None)],
                 (self.ns(db), owner, version),
                 || {},
             )
@@ -776,7 +766,8 @@ impl RespStore {
     }
 
     fn owners(&self, db: usize, key: &[u8]) -> (u64, MutexGuard<'_, HashMap<u64, u64>>) {
-        let h = owner_hash(db, key);
+        // By the namespace pair, which a SWAPDB does not change.
+        let h = owner_hash(self.dbs.pair(db), key);
         let shard = &self.paged_owners[(h >> 58) as usize % OWNER_SHARDS];
         // A map of hashes to stamps, never half changed.
         (h, shard.lock().unwrap_or_else(|p| p.into_inner()))
@@ -951,7 +942,7 @@ impl RespStore {
         let done = self
             .cache
             .clear(self.ns(db))
-            .and_then(|()| self.cache.clear(self.pages[db]));
+            .and_then(|()| self.cache.clear(self.dbs.pages(db)));
         // Every key of the database changed (stamps are not per database:
         // the others' watchers abort too, which costs only a retry).
         for s in self.stamps.iter() {

@@ -314,7 +314,7 @@ fn migrate_answers_and_moves_as_redis_does() {
     }
 
     // What each target now holds, by Redis's own digest of each value.
-    let mut holds = |port: u16| {
+    let holds = |port: u16| {
         let mut c = Resp::connect_to(format!("127.0.0.1:{port}").parse().unwrap());
         let mut all = Vec::new();
         for db in ["0", "1", "3", "5", "7"] {

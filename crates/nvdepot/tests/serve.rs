@@ -694,10 +694,6 @@ fn client_list_kill_reset_and_config_as_redis() {
         info.contains(" db=0 ") && info.contains(" resp=2"),
         "{info}"
     );
-    match a.call(&["SWAPDB", "0", "1"]) {
-        Value::Error(e) => assert!(e.starts_with(b"ERR SWAPDB is not supported")),
-        other => panic!("{other:?}"),
-    }
     // Killing oneself answers, then closes.
     assert_eq!(
         a.call(&["CLIENT", "KILL", "SKIPME", "no"]),

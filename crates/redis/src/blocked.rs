@@ -144,6 +144,20 @@ impl Blocked {
         }
     }
 
+    /// Every key of `db` may have elements (SWAPDB): wakes each one's
+    /// first waiter not woken yet, to look again.
+    pub fn signal_db(&self, db: usize) {
+        let q = self.queues.lock();
+        for ((d, _), queue) in q.iter() {
+            if *d != db {
+                continue;
+            }
+            if let Some(w) = queue.iter().find(|w| !w.ready.load(Ordering::Acquire)) {
+                w.wake();
+            }
+        }
+    }
+
     /// `key` may have elements: wakes its first waiter not woken yet.
     pub fn signal(&self, db: usize, key: &[u8]) {
         let q = self.queues.lock();

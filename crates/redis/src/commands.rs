@@ -52,6 +52,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("DBSIZE", 1, 0, 0, 0),
     write("FLUSHDB", -1, 0, 0, 0),
     write("FLUSHALL", -1, 0, 0, 0),
+    write("SWAPDB", 3, 0, 0, 0),
     spec("TIME", 1, 0, 0, 0),
     write("SORT", -2, 1, 1, 1),
     spec("SORT_RO", -2, 1, 1, 1),

@@ -519,15 +519,7 @@ impl RespSession {
                 shared.shutdown.trigger();
                 self.close = true;
             }
-            b"SWAPDB" => {
-                if arity(args, 3, Some(3), &mut r) {
-                    r.error(
-                        "ERR SWAPDB is not supported by nvdepot: each database is a namespace \
-                         of the store on the device, and swapping them is not an atomic step \
-                         there",
-                    );
-                }
-            }
+            b"SWAPDB" => super::swapdb::swapdb(&shared, args, &mut r).await,
             b"SLOWLOG" => shared.observed.slowlog_command(args, &mut r),
             b"MONITOR" => {
                 if arity(args, 1, Some(1), &mut r) {

@@ -887,6 +887,7 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::hyperloglog::needs_exclusive(name)
         || super::geo::needs_exclusive(name)
         || name == b"LCS"
+        || name == b"SWAPDB"
         // Its reads of the key and of its patterns' keys see one state.
         || name == b"SORT"
         || name == b"SORT_RO"

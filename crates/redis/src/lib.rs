@@ -95,6 +95,7 @@ mod stream_log;
 mod stream_pages;
 mod stream_readgroup;
 mod strings;
+mod swapdb;
 mod tracking;
 mod tunables;
 mod types;
