@@ -47,6 +47,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NUM", default_value_t = 10000,
           value_parser = clap::value_parser!(u32).range(1..))]
     maxclients: u32,
+    /// Seconds a client may stay idle before it is closed (Redis's
+    /// `timeout`; 0: never); `CONFIG SET timeout` changes it.
+    #[arg(long, value_name = "SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
+    timeout: u32,
     /// Databases (`SELECT 0..N-1`), each an engine namespace.
     #[arg(long, value_name = "NUM", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -173,6 +178,7 @@ fn serve(args: ServeArgs) -> Result<(), BoxError> {
                 "everysec"
             },
             maxclients: args.maxclients,
+            timeout_secs: args.timeout,
             bind: args.bind.join(" "),
         },
         cluster,

@@ -44,6 +44,7 @@ impl Clients {
             blocked: Mutex::new(None),
             created: Instant::now(),
             last_ms: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
             db: AtomicU64::new(0),
             resp: AtomicU8::new(2),
             multi: AtomicI64::new(-1),
@@ -75,6 +76,24 @@ impl Clients {
     pub(super) fn all(&self) -> Vec<Arc<Client>> {
         self.map.lock().values().cloned().collect()
     }
+
+    /// Closes the connections idle for more than `timeout_ms` (CONFIG
+    /// `timeout`), as Redis's `clientsCronHandleTimeout`: not one that is
+    /// blocked (its own timeout rules), subscribed, or monitoring
+    /// (`monitoring(id)`), nor one running a command. How many it closed.
+    pub(super) fn close_idle(&self, timeout_ms: u64, monitoring: impl Fn(u64) -> bool) -> usize {
+        let mut closed = 0;
+        for c in self.all() {
+            let idle = c.idle_ms().is_some_and(|ms| ms > timeout_ms);
+            let subscribed =
+                c.subs.load(Ordering::Relaxed) != 0 || c.ssubs.load(Ordering::Relaxed) != 0;
+            if idle && !subscribed && c.blocked.lock().is_none() && !monitoring(c.id) && c.kill() {
+                tracing::debug!("closing idle client id={} addr={}", c.id, c.addr);
+                closed += 1;
+            }
+        }
+        closed
+    }
 }
 
 /// What other connections can see of one connection.
@@ -90,8 +109,10 @@ pub struct Client {
     /// Its wait, while it is blocked (CLIENT KILL and UNBLOCK end it).
     pub(super) blocked: Mutex<Option<Arc<Waiter>>>,
     created: Instant,
-    /// Milliseconds after `created` of its last command.
+    /// Milliseconds after `created` of its last command's start or end.
     last_ms: AtomicU64,
+    /// A command of its is running (never closed as idle then).
+    busy: AtomicBool,
     db: AtomicU64,
     resp: AtomicU8,
     /// Commands queued in MULTI, or -1 outside one.
@@ -148,6 +169,7 @@ impl Client {
     pub(super) fn executed(&self, args: &[&[u8]], multi: Option<usize>) {
         let ms = self.created.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
+        self.busy.store(true, Ordering::Relaxed);
         self.multi
             .store(multi.map_or(-1, |n| n as i64), Ordering::Relaxed);
         let mut cmd = self.cmd.lock();
@@ -159,6 +181,23 @@ impl Client {
                 cmd.extend(sub.iter().map(u8::to_ascii_lowercase));
             }
         }
+    }
+
+    /// Its command ended (its reply composed): idle from now.
+    pub(super) fn finished(&self) {
+        let ms = self.created.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
+        self.busy.store(false, Ordering::Relaxed);
+    }
+
+    /// Milliseconds since its last command started or ended (or since it
+    /// connected); `None` while a command of its runs.
+    fn idle_ms(&self) -> Option<u64> {
+        if self.busy.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = self.created.elapsed().as_millis() as u64;
+        Some(now.saturating_sub(self.last_ms.load(Ordering::Relaxed)))
     }
 
     /// Its line of `CLIENT LIST` (Redis 7.0's fields; the buffer fields,

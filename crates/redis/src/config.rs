@@ -79,7 +79,6 @@ impl RespSession {
                 c.limits.bulk_bytes_max.to_string(),
                 "the store's largest value, fixed when it is created",
             ),
-            p("timeout", "0".into(), "idle clients are never closed"),
             p("notify-keyspace-events", shared.notify.describe(), ""),
             p(
                 "cluster-enabled",

@@ -52,6 +52,11 @@ impl RespFace {
             shutdown,
         });
         shared.observed.configure(&shared.tunables);
+        let timeout = shared.config.timeout_secs.to_string();
+        match super::tunables::Tunables::check("timeout", timeout.as_bytes()) {
+            Ok(v) => shared.tunables.set(&[v]),
+            Err(e) => tracing::warn!("--timeout {timeout}: {e}"),
+        }
         let weak = Arc::downgrade(&shared);
         shared.store.on_expired(Box::new(move |db, key| {
             if let Some(shared) = weak.upgrade() {
@@ -77,7 +82,33 @@ impl RespFace {
         shared
             .store
             .on_modified(Box::new(move |_db, key| tracking.changed(key)));
+        start_clients_cron(Arc::downgrade(&shared));
         RespFace(shared)
+    }
+}
+
+/// Once a second, as Redis's `clientsCron`: closes the clients idle past
+/// CONFIG `timeout` (0: none). Ends with the server's state.
+fn start_clients_cron(shared: std::sync::Weak<Shared>) {
+    let cron = move || loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let timeout = shared.tunables.value("timeout");
+        if timeout > 0 {
+            let monitors = &shared.monitors;
+            let timeout_ms = timeout as u64 * 1000;
+            shared
+                .clients
+                .close_idle(timeout_ms, |id| monitors.contains(id));
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("serve-clients-cron".into())
+        .spawn(cron)
+    {
+        tracing::warn!("no clients cron (CONFIG timeout has no effect): {e}");
     }
 }
 
@@ -244,6 +275,7 @@ impl RespSession {
         use super::clients::Replies;
         let start = out.len();
         self.dispatch_replied(args, out).await;
+        self.client.finished();
         match self.replies {
             Replies::On => {}
             Replies::Off => out.truncate(start),

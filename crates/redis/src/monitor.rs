@@ -34,6 +34,11 @@ impl Monitors {
         self.any.store(true, Ordering::Release);
     }
 
+    /// Whether client `id` monitors.
+    pub fn contains(&self, id: u64) -> bool {
+        self.any.load(Ordering::Acquire) && self.list.lock().iter().any(|(i, _)| *i == id)
+    }
+
     /// Client `id` stops monitoring (RESET, its connection closed).
     pub fn remove(&self, id: u64) {
         if !self.any.load(Ordering::Acquire) {

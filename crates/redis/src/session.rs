@@ -30,6 +30,8 @@ pub struct Config {
     /// `--maxclients`, `--bind` (as `CONFIG GET` reports them).
     pub maxclients: u32,
     pub bind: String,
+    /// `--timeout`: CONFIG `timeout` at start-up.
+    pub timeout_secs: u32,
 }
 
 /// Server-wide counters (`INFO`).
