@@ -897,3 +897,34 @@ fn reads_inside_scripts_and_exec_see_their_own_writes_as_redis() {
         assert_eq!(show(&a), show(&b), "step {step}: after");
     }
 }
+
+/// MEMORY from a script, as redis-server answers it: HELP, errors and a
+/// missing key the same; USAGE of a key an integer there too (its size
+/// is this store's), and of a key the script itself wrote.
+#[test]
+fn memory_from_scripts() {
+    let Some((redis, _dir, server)) = common::serve_beside_redis(&[]) else {
+        return;
+    };
+    let mut both = [Resp::connect_to(redis.addr), Resp::connect(&server)];
+    let eval = |c: &mut Resp, body: &str| c.call(&["EVAL", body, "1", "k"]);
+    for body in [
+        "return redis.call('MEMORY', 'HELP')",
+        "return redis.call('MEMORY', 'USAGE', KEYS[1])",
+        "return redis.pcall('MEMORY', 'NOSUCH')",
+        "return redis.pcall('MEMORY', 'USAGE')",
+        "return redis.pcall('MEMORY', 'USAGE', KEYS[1], 'SAMPLES')",
+        "return redis.pcall('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '-1')",
+        "return redis.pcall('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', 'x')",
+        "return redis.pcall('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '0', 'SAMPLES', '3')",
+        "return redis.pcall('MEMORY', 'USAGE', KEYS[1], 'BOGUS', '3')",
+        "return redis.call('MEMORY', 'PURGE')",
+    ] {
+        let [a, b] = &mut both;
+        assert_eq!(show(&eval(a, body)), show(&eval(b, body)), "{body}");
+    }
+    let body = "redis.call('SET', KEYS[1], 'v') return redis.call('MEMORY', 'USAGE', KEYS[1])";
+    for c in &mut both {
+        assert!(matches!(eval(c, body), Value::Integer(n) if n > 0));
+    }
+}

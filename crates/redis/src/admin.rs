@@ -12,7 +12,7 @@ use nvdepot_resp::{errors, Reply};
 
 use super::client_command::CLIENT_HELP;
 use super::clients::Replies;
-use super::session::{RespSession, REDIS_VERSION};
+use super::session::{RespSession, Shared, REDIS_VERSION};
 
 /// Commands a write pause holds besides the `write` ones (Redis 7.0: the
 /// ones that may replicate).
@@ -122,95 +122,106 @@ impl RespSession {
         r.integer(0);
         r.array(0);
     }
+}
 
-    /// `MEMORY USAGE key [SAMPLES n] | STATS | DOCTOR | MALLOC-STATS |
-    /// PURGE | HELP`.
-    pub(super) async fn memory(&self, args: &[&[u8]], r: &mut Reply<'_>) {
-        let sub = args.get(1).map(|a| a.to_ascii_uppercase());
-        match (sub.as_deref(), args.len()) {
-            (Some(b"USAGE"), 3 | 5) => {
-                if args.len() == 5 && !args[3].eq_ignore_ascii_case(b"SAMPLES") {
+/// `MEMORY USAGE key [SAMPLES n] | STATS | DOCTOR | MALLOC-STATS |
+/// PURGE | HELP` (`db`: the caller's database; from a session or a
+/// script).
+pub(super) async fn memory(shared: &Shared, db: usize, args: &[&[u8]], r: &mut Reply<'_>) {
+    let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+    match (sub.as_deref(), args.len()) {
+        (Some(b"USAGE"), 3..) => {
+            // Redis's option loop: `SAMPLES n`, any number of times.
+            let mut j = 3;
+            while j < args.len() {
+                if !args[j].eq_ignore_ascii_case(b"SAMPLES") || j + 1 == args.len() {
                     return r.error(errors::SYNTAX);
                 }
-                let store = &self.shared.store;
-                match store.get(self.db, args[2], unix_now_ms()).await {
-                    // The key's record on the device: key, value (a paged
-                    // collection's metadata, not its pages) and the
-                    // record's header and index entry.
-                    Ok(Some(v)) => r.integer((args[2].len() + v.data().len() + 48) as i64),
-                    Ok(None) => r.null(),
-                    Err(e) => r.error(format!("ERR {e}")),
+                match super::args::int_arg(args[j + 1]) {
+                    None => return r.error(errors::NOT_INTEGER),
+                    Some(n) if n < 0 => return r.error(errors::SYNTAX),
+                    Some(_) => {}
                 }
+                j += 2;
             }
-            (Some(b"STATS"), 2) => {
-                let m = process_memory();
-                let s = &self.shared;
-                let engine = s.store.cache().engine().stats();
-                let dbs: Vec<(usize, u64)> = (0..s.store.databases())
-                    .map(|db| (db, s.store.dbsize(db)))
-                    .filter(|&(_, n)| n > 0)
-                    .collect();
-                let keys: u64 = dbs.iter().map(|&(_, n)| n).sum();
-                r.map(9 + dbs.len());
-                let int = |r: &mut Reply<'_>, k: &str, v: u64| {
-                    r.bulk(k.as_bytes());
-                    r.integer(v as i64);
-                };
-                int(r, "peak.allocated", m.peak);
-                int(r, "total.allocated", m.rss);
-                int(r, "startup.allocated", 0);
-                int(r, "replication.backlog", 0);
-                int(r, "clients.slaves", 0);
-                int(r, "clients.normal", 0);
-                int(r, "aof.buffer", 0);
-                for (db, n) in dbs {
-                    r.bulk(format!("db.{db}").as_bytes());
-                    r.map(2);
-                    int(
-                        r,
-                        "overhead.hashtable.main",
-                        engine.index_memory_bytes / keys.max(1) * n,
-                    );
-                    int(r, "overhead.hashtable.expires", 0);
-                }
-                int(r, "keys.count", keys);
+            let store = &shared.store;
+            match store.get(db, args[2], unix_now_ms()).await {
+                // The key's record on the device: key, value (a paged
+                // collection's metadata, not its pages) and the
+                // record's header and index entry.
+                Ok(Some(v)) => r.integer((args[2].len() + v.data().len() + 48) as i64),
+                Ok(None) => r.null(),
+                Err(e) => r.error(format!("ERR {e}")),
+            }
+        }
+        (Some(b"STATS"), 2) => {
+            let m = process_memory();
+            let s = shared;
+            let engine = s.store.cache().engine().stats();
+            let dbs: Vec<(usize, u64)> = (0..s.store.databases())
+                .map(|db| (db, s.store.dbsize(db)))
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            let keys: u64 = dbs.iter().map(|&(_, n)| n).sum();
+            r.map(9 + dbs.len());
+            let int = |r: &mut Reply<'_>, k: &str, v: u64| {
+                r.bulk(k.as_bytes());
+                r.integer(v as i64);
+            };
+            int(r, "peak.allocated", m.peak);
+            int(r, "total.allocated", m.rss);
+            int(r, "startup.allocated", 0);
+            int(r, "replication.backlog", 0);
+            int(r, "clients.slaves", 0);
+            int(r, "clients.normal", 0);
+            int(r, "aof.buffer", 0);
+            for (db, n) in dbs {
+                r.bulk(format!("db.{db}").as_bytes());
+                r.map(2);
                 int(
                     r,
-                    "keys.bytes-per-key",
-                    engine.index_memory_bytes / keys.max(1),
+                    "overhead.hashtable.main",
+                    engine.index_memory_bytes / keys.max(1) * n,
                 );
+                int(r, "overhead.hashtable.expires", 0);
             }
-            (Some(b"DOCTOR"), 2) => r.verbatim(
-                "txt",
-                b"Hi Sam, I can't find any memory issue in your instance. I can only account \
-                  for what occurs on this base.\n",
-            ),
-            (Some(b"MALLOC-STATS"), 2) => {
-                r.verbatim("txt", b"Stats not supported for the current allocator\n")
-            }
-            (Some(b"PURGE"), 2) => r.ok(),
-            (Some(b"HELP"), 2) => r.simple_lines(&[
-                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "DOCTOR",
-                "    Return memory problems reports.",
-                "MALLOC-STATS",
-                "    Return internal statistics report from the memory allocator.",
-                "PURGE",
-                "    Attempt to purge dirty pages for reclamation by the allocator.",
-                "STATS",
-                "    Return information about the memory usage of the server.",
-                "USAGE <key> [SAMPLES <count>]",
-                "    Return memory in bytes used by <key> and its value. Nested values are",
-                "    sampled up to <count> times (default: 5, 0 means sample all).",
-                "HELP",
-                "    Prints this help.",
-            ]),
-            (Some(b"USAGE" | b"STATS" | b"DOCTOR" | b"MALLOC-STATS" | b"PURGE" | b"HELP"), _) => {
-                r.error(errors::wrong_sub_arity("memory", args[1]))
-            }
-            (Some(_), _) => r.error(errors::unknown_subcommand("MEMORY", args[1])),
-            (None, _) => r.error(errors::wrong_arity(args[0])),
+            int(r, "keys.count", keys);
+            int(
+                r,
+                "keys.bytes-per-key",
+                engine.index_memory_bytes / keys.max(1),
+            );
         }
+        (Some(b"DOCTOR"), 2) => r.verbatim(
+            "txt",
+            b"Hi Sam, I can't find any memory issue in your instance. I can only account \
+              for what occurs on this base.\n",
+        ),
+        (Some(b"MALLOC-STATS"), 2) => {
+            r.verbatim("txt", b"Stats not supported for the current allocator\n")
+        }
+        (Some(b"PURGE"), 2) => r.ok(),
+        (Some(b"HELP"), 2) => r.simple_lines(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Prints this help.",
+        ]),
+        (Some(b"USAGE" | b"STATS" | b"DOCTOR" | b"MALLOC-STATS" | b"PURGE" | b"HELP"), _) => {
+            r.error(errors::wrong_sub_arity("memory", args[1]))
+        }
+        (Some(_), _) => r.error(errors::unknown_subcommand("MEMORY", args[1])),
+        (None, _) => r.error(errors::wrong_arity(args[0])),
     }
 }
 

@@ -568,7 +568,7 @@ impl RespSession {
                     self.role(&mut r)
                 }
             }
-            b"MEMORY" => self.memory(args, &mut r).await,
+            b"MEMORY" => super::admin::memory(&shared, self.db, args, &mut r).await,
             b"MODULE" => super::admin::module(args, &mut r),
             b"LOLWUT" => super::admin::lolwut(&mut r),
             b"BGREWRITEAOF" => {

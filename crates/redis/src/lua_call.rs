@@ -427,6 +427,13 @@ pub(super) fn call_from_script(
             })
         }
         b"COMMAND" => super::command_info::command(args, r),
+        b"MEMORY" => {
+            let db = run.db;
+            complete(
+                run,
+                std::pin::pin!(super::admin::memory(&shared, db, args, r)),
+            );
+        }
         // Redis 7.0 lets BLMPOP run in a script, as LMPOP.
         b"BLMPOP" => {
             let mut a: Vec<&[u8]> = vec![b"LMPOP"];

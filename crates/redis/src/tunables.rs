@@ -58,9 +58,6 @@ const SPECS: &[Spec] = &[
         -2,
     ),
     spec("list-compress-depth", None, Kind::Integer, 0, INT_MAX, 0),
-    // Not an encoding: seconds a client may stay idle before it is
-    // closed (0: never), read by the clients' cron (`clients.rs`).
-    spec("timeout", None, Kind::Integer, 0, INT_MAX, 0),
     spec(
         "set-max-intset-entries",
         None,
@@ -138,6 +135,9 @@ const SPECS: &[Spec] = &[
         LONG_MAX,
         5000,
     ),
+    // Not an encoding: seconds a client may stay idle before it is
+    // closed (0: never), read by the clients' cron (`clients.rs`).
+    spec("timeout", None, Kind::Integer, 0, INT_MAX, 0),
 ];
 
 const fn spec(
