@@ -104,19 +104,13 @@ impl DbMap {
     pub(crate) async fn swap(&self, cache: &CacheStore, a: usize, b: usize) -> Result<(), Error> {
         let mut pairs: Vec<usize> = (0..self.pair_of.len()).map(|d| self.pair(d)).collect();
         pairs.swap(a, b);
-        let raw = envelope::encode(&encode(&pairs), RECORD_ENVELOPE, 0);
+        let raw = envelope::encode(&encode(&pairs), Envelope::default(), 0);
         cache.put_raw(self.map, MAP_KEY, &raw).await?;
         self.pair_of[a].store(pairs[a], Ordering::Release);
         self.pair_of[b].store(pairs[b], Ordering::Release);
         Ok(())
     }
 }
-
-const RECORD_ENVELOPE: Envelope = Envelope {
-    flags: 0,
-    expires: 0,
-    marks: 0,
-};
 
 /// The map record: its version, then the pair of each database as a
 /// little-endian u16.

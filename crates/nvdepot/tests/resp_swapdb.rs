@@ -7,12 +7,15 @@
 //! page sweep, and its pages are swept once it is deleted there.
 
 mod common;
+#[path = "shapes/resp.rs"]
+mod shapes;
 
 use std::time::{Duration, Instant};
 
 use nvdepot_resp::Value;
 
 use common::{serve_beside_redis, show_value, temp_dir, Resp, Server};
+use shapes::{nvdepot_stat, pages, Conn};
 
 fn both(c: &mut [Resp; 2], args: &[&str]) -> String {
     let theirs = show_value(&c[0].call(args));
@@ -111,27 +114,14 @@ fn swapdb_answers_and_swaps_as_redis_does() {
     assert!(exec.contains("SWAPDB inside MULTI"), "{exec}");
 }
 
-fn info_field(c: &mut Resp, name: &str) -> u64 {
-    let info = show_value(&c.call(&["INFO", "nvdepot"]));
-    let at = info
-        .find(&format!("{name}:"))
-        .unwrap_or_else(|| panic!("{info}"));
-    info[at + name.len() + 1..]
-        .split(|ch: char| !ch.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// Waits for a page sweep after `after` sweeps; the pages left.
-fn swept(c: &mut Resp, after: u64) -> u64 {
+fn swept(c: &mut Conn, after: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while info_field(c, "page_sweeps") <= after {
-        assert!(Instant::now() < deadline, "no page sweep");
+    while nvdepot_stat(c, "page_sweeps") <= after {
+        assert!(Instant::now() < deadline, "no page sweep after {after}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    info_field(c, "collection_pages")
+    pages(c)
 }
 
 #[test]
@@ -156,20 +146,21 @@ fn swapdb_is_durable_and_keeps_paged_collections_whole() {
     c.call(&["SET", "a", "one"]);
     c.call(&["SELECT", "0"]);
     c.call(&["SET", "a", "zero"]);
-    let pages = info_field(&mut c, "collection_pages");
-    assert!(pages > 1, "the list is paged: {pages} pages");
+    let paged = pages(&mut Conn::connect("nvdepot", server.addr));
+    assert!(paged > 1, "the list is paged: {paged} pages");
     assert_eq!(show_value(&c.call(&["SWAPDB", "0", "1"])), "+OK");
     server.kill_9();
 
     let server = Server::start_serve(&data, &args);
     let mut c = Resp::connect(&server);
+    let mut stats = Conn::connect("nvdepot", server.addr);
     assert_eq!(c.call(&["GET", "a"]), Value::Bulk(Some(b"one".to_vec())));
     assert_eq!(c.call(&["LLEN", "big"]), Value::Integer(5000));
     c.call(&["SELECT", "1"]);
     assert_eq!(c.call(&["GET", "a"]), Value::Bulk(Some(b"zero".to_vec())));
     c.call(&["SELECT", "0"]);
     // The sweep after the start keeps every live page.
-    assert_eq!(swept(&mut c, 0), pages);
+    assert_eq!(swept(&mut stats, 0), paged);
     let v = c.call(&["LINDEX", "big", "4321"]);
     assert_eq!(v, Value::Bulk(Some(b"item-4321".to_vec())));
     // Swapped back and forth, then deleted where it is now: its pages go.
@@ -177,8 +168,8 @@ fn swapdb_is_durable_and_keeps_paged_collections_whole() {
     assert_eq!(show_value(&c.call(&["SWAPDB", "0", "2"])), "+OK");
     c.call(&["SELECT", "1"]);
     assert_eq!(c.call(&["LLEN", "big"]), Value::Integer(5000));
-    let sweeps = info_field(&mut c, "page_sweeps");
+    let sweeps = nvdepot_stat(&mut stats, "page_sweeps");
     assert_eq!(c.call(&["DEL", "big"]), Value::Integer(1));
-    assert_eq!(swept(&mut c, sweeps), 0);
+    assert_eq!(swept(&mut stats, sweeps), 0);
     assert_eq!(server.terminate(), 0);
 }

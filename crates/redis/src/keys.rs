@@ -888,6 +888,9 @@ pub(super) fn needs_exclusive(name: &[u8]) -> bool {
         || super::geo::needs_exclusive(name)
         || name == b"LCS"
         || name == b"SWAPDB"
+        // As Redis's blocks the server until the target answered: no
+        // command sees a key between its copy and its deletion.
+        || name == b"MIGRATE"
         // Its reads of the key and of its patterns' keys see one state.
         || name == b"SORT"
         || name == b"SORT_RO"

@@ -226,21 +226,19 @@ impl Transfer {
             }
             // The AUTH and SELECT replies: an error in either fails every
             // key, as Redis checks them with each RESTORE's.
+            let preamble = usize::from(!self.auth.is_empty()) + usize::from(select);
             let mut first_error = None;
             let mut preamble_failed = false;
-            for sent in [!self.auth.is_empty(), select] {
-                if !sent {
-                    continue;
-                }
+            for _ in 0..preamble {
                 match conn.client.read() {
                     Ok(Value::Error(e)) => {
                         first_error.get_or_insert(e);
                     }
                     Ok(_) => {}
-                    Err(_) => preamble_failed = true,
-                }
-                if preamble_failed {
-                    break;
+                    Err(_) => {
+                        preamble_failed = true;
+                        break;
+                    }
                 }
             }
             if preamble_failed {

@@ -21,9 +21,7 @@ use super::session::Shared;
 
 /// Commands that need the exclusive pass.
 pub fn needs_exclusive(name: &[u8]) -> bool {
-    // MIGRATE too: Redis's blocks the server until the target answered,
-    // so no command sees a key between its copy and its deletion.
-    matches!(name, b"RESTORE" | b"RESTORE-ASKING" | b"MIGRATE")
+    matches!(name, b"RESTORE" | b"RESTORE-ASKING")
 }
 
 /// Runs `name` if it is DUMP or RESTORE (`None` if not).
