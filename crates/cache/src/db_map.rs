@@ -11,6 +11,7 @@
 //! identity.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use nvdepot_engine::Namespace;
 
@@ -36,6 +37,10 @@ pub(crate) struct DbMap {
     databases: usize,
     /// Where the permutation is kept (`dbmap`).
     map: Namespace,
+    /// Held (shared) by a pass of the page sweep over one database, which
+    /// judges pages by their owners and must find both in one pair
+    /// throughout; a swap takes it exclusively to change the pairs.
+    stable: RwLock<()>,
 }
 
 impl DbMap {
@@ -75,6 +80,7 @@ impl DbMap {
             pair_of: pairs.into_iter().map(AtomicUsize::new).collect(),
             databases,
             map,
+            stable: RwLock::new(()),
         })
     }
 
@@ -97,6 +103,11 @@ impl DbMap {
         self.pages[self.pair(db)]
     }
 
+    /// No swap happens while the guard is held.
+    pub(crate) fn hold(&self) -> RwLockReadGuard<'_, ()> {
+        self.stable.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Exchanges databases `a` and `b`: the new permutation is on the
     /// device when this returns `Ok`, and visible from then on. The caller
     /// keeps every command out meanwhile (Redis's SWAPDB runs alone). Not
@@ -106,6 +117,8 @@ impl DbMap {
         pairs.swap(a, b);
         let raw = envelope::encode(&encode(&pairs), Envelope::default(), 0);
         cache.put_raw(self.map, MAP_KEY, &raw).await?;
+        // Between two passes of the page sweep (it holds `stable`).
+        let _changing = self.stable.write().unwrap_or_else(|e| e.into_inner());
         self.pair_of[a].store(pairs[a], Ordering::Release);
         self.pair_of[b].store(pairs[b], Ordering::Release);
         Ok(())

@@ -387,6 +387,12 @@ impl RespStore {
         self.dbs.keys(db)
     }
 
+    /// Keeps every database in its namespaces while held (no SWAPDB
+    /// completes meanwhile): for a pass of the page sweep.
+    pub fn hold_databases(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.dbs.hold()
+    }
+
     /// Exchanges databases `a` and `b` (SWAPDB), durably: see
     /// `db_map.rs`. The caller runs it alone (no command between), never
     /// staged.

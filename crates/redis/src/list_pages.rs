@@ -726,7 +726,14 @@ pub async fn write_whole(
 /// overwritten, expired, or written whole again). Each drop is guarded by
 /// the owner's version as read, so a list written meanwhile keeps its
 /// pages. Returns how many pages it dropped.
+// The guard is a std lock held across the pass's awaits: the sweep runs on
+// its own thread (`block_on`), and SWAPDB only waits for the pass to end.
+#[allow(clippy::await_holding_lock)]
 pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, Error> {
+    // One pair of namespaces throughout: a SWAPDB in the middle would have
+    // this pass judge one pair's pages by another's owners (noting them
+    // under the wrong pair, so their death went uncounted).
+    let _same_pair = store.hold_databases();
     store.count_page_sweep();
     let mut dropped = 0;
     // Per list (key, stamp): dead or not, and its owner's version.
