@@ -397,18 +397,17 @@ pub const SUBCOMMANDS: &[&str] = &[
 /// The slot of command `name` (upper case) in [`COMMANDS`] (a hash probe:
 /// every command run looks itself up, for `INFO commandstats`).
 pub fn index(name: &[u8]) -> Option<usize> {
-    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static [u8], usize>> =
-        std::sync::OnceLock::new();
+    static BY_NAME: std::sync::OnceLock<super::name_map::NameMap> = std::sync::OnceLock::new();
     BY_NAME
         .get_or_init(|| {
-            COMMANDS
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.name.as_bytes(), i))
-                .collect()
+            super::name_map::NameMap::new(
+                COMMANDS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.name.as_bytes(), i)),
+            )
         })
         .get(name)
-        .copied()
 }
 
 /// The spec of command `name` (upper case).

@@ -73,6 +73,7 @@ mod migrate;
 mod migrate_keys;
 mod monitor;
 mod multi;
+mod name_map;
 mod node_client;
 mod notify;
 mod observe;

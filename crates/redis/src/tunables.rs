@@ -6,6 +6,8 @@
 //! collection types read the thresholds to name their encodings as Redis
 //! would (OBJECT ENCODING).
 
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use parking_lot::Mutex;
 
 /// How a setting's value is written.
@@ -158,15 +160,19 @@ const fn spec(
     }
 }
 
-/// The settings' current values.
+/// The settings' current values: each read alone without a lock (a
+/// script reads `busy-reply-threshold` per run); `CONFIG SET` of several
+/// at once holds `setting` so two never interleave.
 pub struct Tunables {
-    values: Mutex<Vec<i64>>,
+    values: Vec<AtomicI64>,
+    setting: Mutex<()>,
 }
 
 impl Default for Tunables {
     fn default() -> Self {
         Tunables {
-            values: Mutex::new(SPECS.iter().map(|s| s.default).collect()),
+            values: SPECS.iter().map(|s| AtomicI64::new(s.default)).collect(),
+            setting: Mutex::new(()),
         }
     }
 }
@@ -175,9 +181,10 @@ impl Tunables {
     /// Every (name, value) pair, aliases included, as `CONFIG GET` lists
     /// them.
     pub fn all(&self) -> Vec<(&'static str, String)> {
-        let values = self.values.lock();
+        let _setting = self.setting.lock();
         let mut out = Vec::new();
-        for (s, v) in SPECS.iter().zip(values.iter()) {
+        for (s, v) in SPECS.iter().zip(self.values.iter()) {
+            let v = v.load(Ordering::Relaxed);
             out.push((s.name, v.to_string()));
             if let Some(a) = s.alias {
                 out.push((a, v.to_string()));
@@ -215,22 +222,33 @@ impl Tunables {
     /// The current value of setting `name` (a known name).
     pub fn value(&self, name: &str) -> i64 {
         let i = index_of(name).expect("a known setting");
-        self.values.lock()[i]
+        self.values[i].load(Ordering::Relaxed)
     }
 
     /// Sets checked values (all of one `CONFIG SET`, at once).
     pub fn set(&self, checked: &[(usize, i64)]) {
-        let mut values = self.values.lock();
+        let _setting = self.setting.lock();
         for &(i, v) in checked {
-            values[i] = v;
+            self.values[i].store(v, Ordering::Relaxed);
         }
     }
 }
 
 fn index_of(name: &str) -> Option<usize> {
-    SPECS
-        .iter()
-        .position(|s| s.name == name || s.alias == Some(name))
+    static BY_NAME: std::sync::OnceLock<super::name_map::NameMap> = std::sync::OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            let names = SPECS
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.name.as_bytes(), i));
+            let aliases = SPECS
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((s.alias?.as_bytes(), i)));
+            super::name_map::NameMap::new(names.chain(aliases))
+        })
+        .get(name.as_bytes())
 }
 
 fn range(s: &Spec) -> String {
