@@ -18,12 +18,6 @@
 //! exiting, so the next open restores the index checkpoint instead of
 //! scanning the log.
 
-/// The servers allocate per request (replies, scripts' Lua objects,
-/// staged writes) from several threads at once; mimalloc's thread-local
-/// free lists serve that with less CPU than glibc's arenas.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod bench;
 mod bench_engine;
 mod bench_index;
