@@ -93,9 +93,10 @@ impl Entry {
     }
 }
 
-/// The map's keys are already xxh3 hashes of the item keys.
+/// For maps whose keys are already hashes (xxh3 of the item keys here;
+/// the Redis face's name tables too): the key is its own hash.
 #[derive(Default)]
-struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {

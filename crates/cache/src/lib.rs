@@ -24,7 +24,7 @@ pub mod staging;
 mod store;
 
 pub use access::{Access, AccessTable};
-pub use dram::{DramTier, DramTierStats};
+pub use dram::{DramTier, DramTierStats, IdHasher};
 pub use envelope::{Envelope, Item, ItemRef, ENVELOPE_BYTES};
 pub use store::{unix_now, BatchItem, CacheStore, Change, GuardedOp, NewItem, Updated};
 

@@ -50,49 +50,11 @@ pub async fn execute(
     let store = &*shared.store;
     let now = unix_now_ms();
     let cluster = shared.cluster.is_some();
-    // The string and key commands answered below in `own` skip the
-    // families' chain (each family's `execute` checks the name and
-    // declines): the most common commands, found first. A name missing
-    // here still reaches `own` after the chain.
-    if matches!(
-        name,
-        b"APPEND"
-            | b"DECR"
-            | b"DECRBY"
-            | b"DEL"
-            | b"EXISTS"
-            | b"EXPIRE"
-            | b"EXPIREAT"
-            | b"EXPIRETIME"
-            | b"GET"
-            | b"GETDEL"
-            | b"GETEX"
-            | b"GETRANGE"
-            | b"GETSET"
-            | b"INCR"
-            | b"INCRBY"
-            | b"KEYS"
-            | b"MGET"
-            | b"MSET"
-            | b"PERSIST"
-            | b"PEXPIRE"
-            | b"PEXPIREAT"
-            | b"PEXPIRETIME"
-            | b"PSETEX"
-            | b"PTTL"
-            | b"RANDOMKEY"
-            | b"SCAN"
-            | b"SET"
-            | b"SETEX"
-            | b"SETNX"
-            | b"STRLEN"
-            | b"SUBSTR"
-            | b"TOUCH"
-            | b"TTL"
-            | b"TYPE"
-            | b"UNLINK"
-    ) {
-        return own(shared, db, name, args, now, r).await;
+    // The string and key commands of `own` first, before the families'
+    // chain (each family's `execute` checks the name and declines): the
+    // most common commands skip it, and no name is answered by both.
+    if own(shared, db, name, args, now, r).await {
+        return true;
     }
     if (name.starts_with(b"BIT") || name == b"SETBIT" || name == b"GETBIT")
         && answered(
@@ -175,7 +137,7 @@ pub async fn execute(
     {
         return true;
     }
-    own(shared, db, name, args, now, r).await
+    false
 }
 
 /// The string and key commands this file answers itself; `false` if

@@ -4,31 +4,14 @@
 //! name cost more than the rest of the lookup).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
+use nvdepot_cache::IdHasher;
 use xxhash_rust::xxh3::xxh3_64;
-
-/// The map's keys are already xxh3 hashes.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
 
 pub struct NameMap {
     /// (name, position) by the name's hash.
-    by_hash: HashMap<u64, (&'static [u8], usize), BuildHasherDefault<Prehashed>>,
+    by_hash: HashMap<u64, (&'static [u8], usize), BuildHasherDefault<IdHasher>>,
 }
 
 impl NameMap {
