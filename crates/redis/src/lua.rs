@@ -14,7 +14,7 @@
 //! the gate while it runs.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use nvdepot_resp::{Reply, Version};
 
 use super::lua_call::{error_text, Running};
 use super::lua_libs::{c_long_long, text};
-use super::script_state::{LuaTask, SPIN};
+use super::script_state::{LuaTask, ScriptState, Sha, ShaMap, SPIN};
 use super::session::Shared;
 
 /// Instructions between two checks of the time limit and SCRIPT KILL.
@@ -133,7 +133,7 @@ lua_setmetatable(_G, {
 /// The VM and the scripts compiled into it.
 pub struct Vm {
     pub(super) lua: Lua,
-    compiled: HashMap<String, Function>,
+    compiled: ShaMap<Function>,
     /// The script running, for `redis.call` (see `lua_call.rs`).
     calls: Rc<super::lua_call::Calls>,
     run: Function,
@@ -145,6 +145,44 @@ pub struct Vm {
     flushed: u64,
     /// Scripts run since the last collection step.
     since_gc: u32,
+    /// The script the count hook watches (set for each run).
+    watch: Rc<Watch>,
+}
+
+/// What the count hook, installed once per VM, checks every
+/// [`HOOK_EVERY`] instructions: the script running (none: nothing to do)
+/// and when it started. Installing the hook for each script cost an
+/// allocation and two `lua_sethook`s per script.
+#[derive(Default)]
+struct Watch {
+    running: RefCell<Option<(Instant, Arc<ScriptState>)>>,
+    on_worker: std::cell::Cell<bool>,
+}
+
+impl Watch {
+    /// The hook: past `busy-reply-threshold` the script is marked busy
+    /// (on a worker, the worker's other connections are served between
+    /// instructions); SCRIPT KILL stops it.
+    fn check(&self) -> mlua::Result<VmState> {
+        let Some((started, state)) = self.running.borrow().clone() else {
+            return Ok(VmState::Continue);
+        };
+        let elapsed = started.elapsed().as_millis() as u64;
+        if elapsed >= state.threshold_ms.load(Ordering::Relaxed) {
+            state.busy.store(true, Ordering::Release);
+            if self.on_worker.get() {
+                // As Redis's processEventsWhileBlocked: the worker's other
+                // connections are answered BUSY (and may send SCRIPT
+                // KILL) while this runs.
+                staging::hidden(nvdepot_io::uring::pump);
+            }
+        }
+        if state.kill.swap(false, Ordering::AcqRel) {
+            state.killed.store(true, Ordering::Release);
+            return Err(mlua::Error::runtime(super::script_state::KILLED));
+        }
+        Ok(VmState::Continue)
+    }
 }
 
 impl Vm {
@@ -288,21 +326,38 @@ impl Vm {
         lua.load(BOOTSTRAP).set_name("=nvdepot").exec()?;
         let run: Function = g.raw_get("__nv_run")?;
         let run_fn: Function = g.raw_get("__nv_run_fn")?;
+        let watch = Rc::new(Watch::default());
+        let hook_watch = Rc::clone(&watch);
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| hook_watch.check(),
+        );
         Ok(Vm {
             lua,
-            compiled: HashMap::new(),
+            compiled: ShaMap::default(),
             calls,
             run,
             run_fn,
             registry: Default::default(),
             flushed: 0,
             since_gc: 0,
+            watch,
         })
     }
 
     /// Runs one EVAL/EVALSHA job: the reply, composed in the client's
     /// protocol.
     pub fn run(&mut self, job: Job) -> Outcome {
+        let mut out = Vec::new();
+        let mut outcome = self.run_into(job, &mut out);
+        outcome.reply = out;
+        outcome
+    }
+
+    /// [`Vm::run`] with the reply appended to `out` (the outcome's own
+    /// `reply` left empty): a script on a worker composes straight into
+    /// its connection's reply buffer.
+    pub fn run_into(&mut self, job: Job, out: &mut Vec<u8>) -> Outcome {
         let state = Arc::clone(&job.shared.scripts);
         let flushes = state.flushes.load(Ordering::Acquire);
         if flushes != self.flushed {
@@ -310,8 +365,7 @@ impl Vm {
             self.flushed = flushes;
             self.lua.gc_collect().ok();
         }
-        let mut out = Vec::new();
-        let mut r = Reply::new(&mut out, job.version);
+        let mut r = Reply::new(out, job.version);
         let mut read_only = job.read_only;
         let f = if let Some(name) = &job.function {
             self.restore_functions(&job.shared);
@@ -324,7 +378,7 @@ impl Vm {
                 None => {
                     r.error("ERR Function not found");
                     return Outcome {
-                        reply: out,
+                        reply: Vec::new(),
                         wakes: Vec::new(),
                         compiled: false,
                         owed: None,
@@ -333,7 +387,7 @@ impl Vm {
                 Some((_, false)) if job.read_only => {
                     r.error("ERR Can not execute a script with write flag using *_ro command.");
                     return Outcome {
-                        reply: out,
+                        reply: Vec::new(),
                         wakes: Vec::new(),
                         compiled: false,
                         owed: None,
@@ -351,7 +405,7 @@ impl Vm {
                     let chunk = self.lua.load(&job.body[..]).set_name("@user_script");
                     match chunk.into_function() {
                         Ok(f) => {
-                            self.compiled.insert(job.sha.clone(), f.clone());
+                            self.compiled.insert(job.sha, f.clone());
                             f
                         }
                         Err(e) => {
@@ -360,7 +414,7 @@ impl Vm {
                                 compile_message(&e)
                             ));
                             return Outcome {
-                                reply: out,
+                                reply: Vec::new(),
                                 wakes: Vec::new(),
                                 compiled: false,
                                 owed: None,
@@ -373,7 +427,7 @@ impl Vm {
         if let Err(e) = self.set_args(&job) {
             r.error(format!("ERR {e}"));
             return Outcome {
-                reply: out,
+                reply: Vec::new(),
                 wakes: Vec::new(),
                 compiled: true,
                 owed: None,
@@ -397,29 +451,9 @@ impl Vm {
             state: Arc::clone(&state),
             owed: None,
         });
-        let started = Instant::now();
-        let limit_state = Arc::clone(&state);
         let on_worker = nvdepot_io::uring::in_runtime();
-        self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| {
-                let elapsed = started.elapsed().as_millis() as u64;
-                if elapsed >= limit_state.threshold_ms.load(Ordering::Relaxed) {
-                    limit_state.busy.store(true, Ordering::Release);
-                    if on_worker {
-                        // As Redis's processEventsWhileBlocked: the
-                        // worker's other connections are answered BUSY
-                        // (and may send SCRIPT KILL) while this runs.
-                        staging::hidden(nvdepot_io::uring::pump);
-                    }
-                }
-                if limit_state.kill.swap(false, Ordering::AcqRel) {
-                    limit_state.killed.store(true, Ordering::Release);
-                    return Err(mlua::Error::runtime(super::script_state::KILLED));
-                }
-                Ok(VmState::Continue)
-            },
-        );
+        self.watch.on_worker.set(on_worker);
+        *self.watch.running.borrow_mut() = Some((Instant::now(), Arc::clone(&state)));
         // The script's puts wait for their durability once, after it
         // (see `nvdepot_engine::defer_durability`). On a worker each call
         // defers its own (`lua_call::call_from_script`): a deferral around
@@ -438,7 +472,7 @@ impl Vm {
         } else {
             staging::stage(&staging, || nvdepot_engine::defer_durability(call))
         };
-        self.lua.remove_hook();
+        *self.watch.running.borrow_mut() = None;
         let running = self.calls.running.borrow_mut().take();
         let mut owed = owed.max(running.as_ref().and_then(|r| r.owed));
         if own_staging && !staging.is_empty() {
@@ -454,7 +488,7 @@ impl Vm {
             if let Err(e) = done {
                 r.error(format!("ERR the script's writes could not be written: {e}"));
                 return Outcome {
-                    reply: out,
+                    reply: Vec::new(),
                     wakes: running.map(|r| r.wakes).unwrap_or_default(),
                     compiled: true,
                     owed,
@@ -477,7 +511,7 @@ impl Vm {
                 e.extend_from_slice(
                     format!(
                         " script: {}, on {}:{}.",
-                        job.function.as_deref().unwrap_or(&job.sha),
+                        job.function.as_deref().unwrap_or(job.sha.as_str()),
                         source.map_or_else(
                             || "?".into(),
                             |s| String::from_utf8_lossy(&s).into_owned()
@@ -502,7 +536,7 @@ impl Vm {
             self.lua.gc_step_kbytes(GC_CYCLE_PERIOD as i32).ok();
         }
         Outcome {
-            reply: out,
+            reply: Vec::new(),
             wakes: running.map(|r| r.wakes).unwrap_or_default(),
             compiled: true,
             owed,
@@ -511,13 +545,13 @@ impl Vm {
 
     /// Compiles a script without running it (SCRIPT LOAD): the error
     /// reply's text if it does not compile.
-    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<(), String> {
+    pub fn compile(&mut self, sha: &Sha, body: &[u8]) -> Result<(), String> {
         if self.compiled.contains_key(sha) {
             return Ok(());
         }
         match self.lua.load(body).set_name("@user_script").into_function() {
             Ok(f) => {
-                self.compiled.insert(sha.to_string(), f);
+                self.compiled.insert(*sha, f);
                 Ok(())
             }
             Err(e) => Err(format!(
@@ -531,7 +565,7 @@ impl Vm {
     /// through the C API: mlua's tables and strings cost 4 % of a 3-call
     /// script's CPU.
     fn set_args(&self, job: &Job) -> mlua::Result<()> {
-        let lists: [(&[u8], &[Vec<u8>]); 2] = [(b"KEYS", &job.keys), (b"ARGV", &job.argv)];
+        let lists: [(&[u8], &Args<'_>); 2] = [(b"KEYS", &job.keys), (b"ARGV", &job.argv)];
         // SAFETY: uses at most three stack slots (name, table, item), which
         // `exec_raw` checked; nothing here owns memory, so a memory error
         // (a longjmp to `exec_raw`'s protected call) skips no destructor.
@@ -541,7 +575,8 @@ impl Vm {
                     ffi::lua_pushlstring(state, name.as_ptr() as *const _, name.len());
                     let size = items.len().min(c_int::MAX as usize) as c_int;
                     ffi::lua_createtable(state, size, 0);
-                    for (i, a) in items.iter().enumerate() {
+                    for i in 0..items.len() {
+                        let a = items.get(i);
                         ffi::lua_pushlstring(state, a.as_ptr() as *const _, a.len());
                         ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
                     }
@@ -662,7 +697,7 @@ thread_local! {
 /// clients). The caller holds the exclusive pass of the gate, so no other
 /// command runs until the script ends; the script's calls are driven on
 /// this thread's ring (`nvdepot_io::uring::drive`).
-pub fn run_here(job: Job) -> Outcome {
+pub fn run_here(job: Job, out: &mut Vec<u8>) -> Outcome {
     WORKER_VM.with(|cell| {
         let mut vm = cell.borrow_mut();
         if vm.is_none() {
@@ -674,7 +709,7 @@ pub fn run_here(job: Job) -> Outcome {
                 }
             }
         }
-        vm.as_mut().expect("made above").run(job)
+        vm.as_mut().expect("made above").run_into(job, out)
     })
 }
 
@@ -749,12 +784,12 @@ pub struct Registry {
 }
 
 /// One script to run.
-pub struct Job {
+pub struct Job<'a> {
     pub shared: Arc<Shared>,
-    pub sha: String,
+    pub sha: Sha,
     pub body: Arc<[u8]>,
-    pub keys: Vec<Vec<u8>>,
-    pub argv: Vec<Vec<u8>>,
+    pub keys: Args<'a>,
+    pub argv: Args<'a>,
     pub db: usize,
     /// The calling client's protocol: the reply is composed in it.
     pub version: Version,
@@ -765,6 +800,52 @@ pub struct Job {
     /// MULTI): its writes join the transaction's. `None`: a staging of
     /// its own, written at its end.
     pub staging: Option<Arc<nvdepot_cache::staging::Staging>>,
+}
+
+impl Job<'_> {
+    /// The job with its arguments copied: for the Lua thread.
+    pub fn owned(self) -> Job<'static> {
+        Job {
+            shared: self.shared,
+            sha: self.sha,
+            body: self.body,
+            keys: self.keys.owned(),
+            argv: self.argv.owned(),
+            db: self.db,
+            version: self.version,
+            read_only: self.read_only,
+            function: self.function,
+            staging: self.staging,
+        }
+    }
+}
+
+/// A script's KEYS or ARGV: the client's arguments where they lie for a
+/// script run on its worker, copies for one sent to the Lua thread.
+pub enum Args<'a> {
+    Borrowed(&'a [&'a [u8]]),
+    Owned(Vec<Vec<u8>>),
+}
+
+impl Args<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Args::Borrowed(a) => a.len(),
+            Args::Owned(a) => a.len(),
+        }
+    }
+
+    pub fn get(&self, i: usize) -> &[u8] {
+        match self {
+            Args::Borrowed(a) => a[i],
+            Args::Owned(a) => &a[i],
+        }
+    }
+
+    /// The same arguments, owned.
+    pub fn owned(&self) -> Args<'static> {
+        Args::Owned((0..self.len()).map(|i| self.get(i).to_vec()).collect())
+    }
 }
 
 /// What a script left.

@@ -23,8 +23,8 @@ use parking_lot::Mutex;
 use nvdepot_resp::{errors, Reply, Version};
 
 use super::args::arity;
-use super::lua::{Job, Outcome, Vm};
-use super::script_state::{sha1_hex, ScriptState, SPIN};
+use super::lua::{Args, Job, Outcome, Vm};
+use super::script_state::{ScriptState, Sha, SPIN};
 use super::session::{RespSession, Shared};
 
 /// Work for the Lua thread and where to leave its outcome.
@@ -34,8 +34,8 @@ pub struct Work {
 }
 
 enum What {
-    Eval(Job),
-    Load(String, Arc<[u8]>),
+    Eval(Job<'static>),
+    Load(Sha, Arc<[u8]>),
     /// A FUNCTION subcommand: its arguments, the client's protocol.
     Function(Arc<Shared>, Vec<Vec<u8>>, Version),
 }
@@ -180,15 +180,18 @@ impl RespSession {
         let by_sha = matches!(name, b"EVALSHA" | b"EVALSHA_RO");
         let fcall = matches!(name, b"FCALL" | b"FCALL_RO");
         let (sha, body) = if fcall {
-            (String::new(), Arc::from(&b""[..]))
+            (Sha::NONE, Arc::from(&b""[..]))
         } else if by_sha {
-            let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-            match shared.scripts.bodies.lock().get(&sha) {
-                Some(b) => (sha, Arc::clone(b)),
+            let found = Sha::parse(args[1]).and_then(|sha| {
+                let bodies = shared.scripts.bodies.lock();
+                bodies.get(&sha).map(|b| (sha, Arc::clone(b)))
+            });
+            match found {
+                Some(found) => found,
                 None => return r.error("NOSCRIPT No matching script. Please use EVAL."),
             }
         } else {
-            let sha = sha1_hex(args[1]);
+            let sha = Sha::of(args[1]);
             let body: Arc<[u8]> = Arc::from(args[1]);
             (sha, body)
         };
@@ -204,10 +207,10 @@ impl RespSession {
         let keys_end = 3 + numkeys as usize;
         let job = Job {
             shared: Arc::clone(&shared),
-            sha: sha.clone(),
+            sha,
             body: run_body,
-            keys: args[3..keys_end].iter().map(|a| a.to_vec()).collect(),
-            argv: args[keys_end..].iter().map(|a| a.to_vec()).collect(),
+            keys: Args::Borrowed(&args[3..keys_end]),
+            argv: Args::Borrowed(&args[keys_end..]),
             db: self.db,
             version: self.version(),
             read_only: no_writes || name.ends_with(b"_RO"),
@@ -221,12 +224,15 @@ impl RespSession {
         state.killed.store(false, Ordering::Release);
         state.wrote.store(false, Ordering::Release);
         state.running.store(true, Ordering::Release);
+        // The reply is composed straight into the connection's buffer
+        // (at `at`); messages the script sends this client go before it.
+        let at = r.out.len();
         let outcome = if !fcall && nvdepot_io::uring::in_runtime() {
-            super::lua::run_here(job)
+            super::lua::run_here(job, r.out)
         } else {
             let done = Arc::new(Done::default());
             Work {
-                what: What::Eval(job),
+                what: What::Eval(job.owned()),
                 done: Arc::clone(&done),
             }
             .send(state);
@@ -241,9 +247,12 @@ impl RespSession {
         if outcome.compiled && !by_sha && !fcall {
             state.bodies.lock().entry(sha).or_insert(body);
         }
-        // The script's messages to this client go before its reply.
-        self.take_messages(r.out);
         r.out.extend_from_slice(&outcome.reply);
+        let mut messages = Vec::new();
+        self.take_messages(&mut messages);
+        if !messages.is_empty() {
+            r.out.splice(at..at, messages);
+        }
         for (db, key) in &outcome.wakes {
             shared.blocked.signal(*db, key);
         }
@@ -283,7 +292,7 @@ impl RespSession {
                 if args.len() != 3 {
                     return wrong(r);
                 }
-                let sha = sha1_hex(args[2]);
+                let sha = Sha::of(args[2]);
                 let body: Arc<[u8]> = Arc::from(args[2]);
                 let (_, stripped) = match shebang(&body) {
                     Ok(s) => s,
@@ -291,10 +300,7 @@ impl RespSession {
                 };
                 let done = Arc::new(Done::default());
                 Work {
-                    what: What::Load(
-                        sha.clone(),
-                        stripped.map_or_else(|| Arc::clone(&body), Arc::from),
-                    ),
+                    what: What::Load(sha, stripped.map_or_else(|| Arc::clone(&body), Arc::from)),
                     done: Arc::clone(&done),
                 }
                 .send(state);
@@ -302,8 +308,8 @@ impl RespSession {
                 if !outcome.compiled {
                     return r.error(&outcome.reply);
                 }
-                state.bodies.lock().insert(sha.clone(), body);
-                r.bulk(sha.as_bytes());
+                state.bodies.lock().insert(sha, body);
+                r.bulk(sha.as_str().as_bytes());
             }
             b"EXISTS" => {
                 if args.len() < 3 {
@@ -312,8 +318,8 @@ impl RespSession {
                 let bodies = state.bodies.lock();
                 r.array(args.len() - 2);
                 for a in &args[2..] {
-                    let sha = String::from_utf8_lossy(a).to_ascii_lowercase();
-                    r.integer(i64::from(bodies.contains_key(&sha)));
+                    let cached = Sha::parse(a).is_some_and(|sha| bodies.contains_key(&sha));
+                    r.integer(i64::from(cached));
                 }
             }
             b"FLUSH" => {

@@ -33,7 +33,7 @@ pub const BUSY: &str =
 
 /// The server's scripts: the cache and the state of the one running.
 pub struct ScriptState {
-    pub(super) bodies: Mutex<HashMap<String, Arc<[u8]>>>,
+    pub(super) bodies: Mutex<ShaMap<Arc<[u8]>>>,
     jobs: Mutex<Option<Sender<LuaTask>>>,
     /// Bumped by SCRIPT FLUSH: the Lua thread drops what it compiled.
     pub flushes: AtomicU64,
@@ -99,6 +99,56 @@ impl ScriptState {
 
 /// A script's name: the SHA1 of its body, in lower-case hex.
 pub fn sha1_hex(body: &[u8]) -> String {
-    let digest = Sha1::digest(body);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    Sha::of(body).as_str().to_string()
+}
+
+/// A script's SHA1 as its 40 lower-case hex digits: the key of the script
+/// cache and of each VM's compiled scripts. A fixed array, hashed by its
+/// first 16 digits (a SHA1 is uniform): EVALSHA finds its script without
+/// an allocation or a hash of the whole name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Sha([u8; 40]);
+
+/// The maps keyed by [`Sha`].
+pub type ShaMap<V> = HashMap<Sha, V, std::hash::BuildHasherDefault<nvdepot_cache::IdHasher>>;
+
+impl Sha {
+    /// The SHA1 of `body`.
+    pub fn of(body: &[u8]) -> Sha {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; 40];
+        for (i, b) in Sha1::digest(body).iter().enumerate() {
+            hex[2 * i] = HEX[usize::from(b >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        Sha(hex)
+    }
+
+    /// The name a client gave (EVALSHA, SCRIPT EXISTS), lower-cased; `None`
+    /// if it is not 40 characters long, when no script can have it.
+    pub fn parse(name: &[u8]) -> Option<Sha> {
+        let hex: [u8; 40] = name.try_into().ok()?;
+        Some(Sha(hex.map(|b| b.to_ascii_lowercase())))
+    }
+
+    /// No script's name: where a FUNCTION's job has none.
+    pub const NONE: Sha = Sha([b'0'; 40]);
+
+    pub fn as_str(&self) -> &str {
+        // Made of hex digits or a client's bytes that are 40 long; a name
+        // that is not UTF-8 shows lossy nowhere: only `of`'s are shown.
+        std::str::from_utf8(&self.0).unwrap_or("?")
+    }
+}
+
+impl std::hash::Hash for Sha {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // The first 16 hex digits' 64 bits (a name that is not hex still
+        // hashes, to something).
+        let prefix = self.0[..16].iter().fold(0u64, |h, &b| {
+            let nibble = (b & 0x0f) + 9 * (b >> 6);
+            (h << 4) | u64::from(nibble & 0x0f)
+        });
+        state.write_u64(prefix);
+    }
 }

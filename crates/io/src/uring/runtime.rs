@@ -130,6 +130,7 @@ impl Builder {
             current: Cell::new(MAIN_TASK),
             driving: Cell::new(false),
             driven_woken: Cell::new(false),
+            driven_waker: std::cell::OnceCell::new(),
             caller_woken: Cell::new(false),
             remote: Arc::new(Remote {
                 queue: Mutex::new(Vec::new()),
@@ -210,6 +211,10 @@ pub(crate) struct Core {
     /// A [`drive`] is running (inside the poll of `current`).
     driving: Cell<bool>,
     driven_woken: Cell<bool>,
+    /// The waker of [`drive`]'s future, made once: a script's every
+    /// `redis.call` is a `drive`, and a waker made per call was an
+    /// allocation each.
+    driven_waker: std::cell::OnceCell<Waker>,
     /// The task that called [`drive`] or [`pump`] was woken meanwhile:
     /// it is queued again when the call returns.
     caller_woken: Cell<bool>,
@@ -387,13 +392,13 @@ pub fn drive<F: Future>(future: F) -> F::Output {
     }
     let caller = core.current.get();
     let _exit = Exit(&core, caller);
-    let waker = core.waker(DRIVEN_TASK);
+    let waker = core.driven_waker.get_or_init(|| core.waker(DRIVEN_TASK));
     let mut future = std::pin::pin!(future);
     core.driven_woken.set(true);
     loop {
         if core.driven_woken.replace(false) {
             core.stats.borrow_mut().polls += 1;
-            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(waker)) {
                 // No submission here: what is queued (other tasks' sends,
                 // what the future started) goes with the loop turn's own
                 // `io_uring_enter`, as every task's does. A script's
