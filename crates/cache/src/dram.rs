@@ -80,6 +80,14 @@ impl Entry {
         self.ns == ns && self.key() == key
     }
 
+    fn item_ref(&self) -> ItemRef<'_> {
+        ItemRef {
+            value: &self.data[self.key_len as usize..],
+            envelope: self.envelope,
+            cas: self.cas,
+        }
+    }
+
     fn item(&self) -> Item {
         Item {
             value: self.data[self.key_len as usize..].to_vec(),
@@ -223,6 +231,34 @@ impl DramTier {
             drop(shard);
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(item);
+        }
+        let epoch = shard.epoch;
+        drop(shard);
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        Err(epoch)
+    }
+
+    /// [`DramTier::get`] lending the item to `f` instead of copying it
+    /// out: for reads of a few of its bytes (EXISTS, TTL, TYPE), which
+    /// copied whole values, however large, to learn their type and
+    /// expiry. `f` runs under the shard's lock: it must be short.
+    pub fn get_with<R>(
+        &self,
+        ns: u32,
+        key: &[u8],
+        f: impl FnOnce(ItemRef<'_>) -> R,
+    ) -> Result<R, u64> {
+        if self.shard_bytes_max == 0 {
+            return Err(0);
+        }
+        let (h, shard) = self.shard(ns, key);
+        let mut shard = shard.lock();
+        if let Some(e) = shard.map.get_mut(&h).filter(|e| e.is(ns, key)) {
+            e.referenced = true;
+            let out = f(e.item_ref());
+            drop(shard);
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(out);
         }
         let epoch = shard.epoch;
         drop(shard);

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nvdepot_engine::Namespace;
 
 use crate::db_map::DbMap;
-use crate::envelope::{Envelope, Item};
+use crate::envelope::{Envelope, Item, ItemRef};
 use crate::store::{self, CacheStore, NewItem};
 use crate::Error;
 
@@ -224,6 +224,22 @@ fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
     Ok((at == 0 || at > now_ms).then_some(v))
 }
 
+/// An item's type and expiry (see [`live`], which checks the same).
+fn head_of(item: ItemRef<'_>) -> Result<(Kind, u64), Error> {
+    let kind = Kind::from_code(item.envelope.flags);
+    match (kind, item.value.get(..EXPIRY_BYTES)) {
+        (Some(kind), Some(expiry)) => Ok((
+            kind,
+            u64::from_le_bytes(expiry.try_into().expect("8 bytes")),
+        )),
+        _ => Err(Error::Envelope(format!(
+            "not a Redis item (type {}, {} bytes)",
+            item.envelope.flags,
+            item.value.len()
+        ))),
+    }
+}
+
 /// The hash under which `key` of `db` is noted in
 /// [`RespStore::mark_paged`]'s set.
 fn owner_hash(db: usize, key: &[u8]) -> u64 {
@@ -422,6 +438,30 @@ impl RespStore {
             }
         }
         Ok(value)
+    }
+
+    /// What EXISTS, TTL and TYPE read of `key`: its type and expiry (Unix
+    /// ms, 0 = never), or `None` (absent or expired), read without a copy
+    /// of its value and without marking an access (Redis's
+    /// `LOOKUP_NOTOUCH`: OBJECT IDLETIME goes on counting). An expired key
+    /// is removed and a miss reported, as by [`RespStore::get`].
+    pub async fn head(
+        &self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<(Kind, u64)>, Error> {
+        let Some(head) = self.cache.get_with(self.ns(db), key, head_of).await? else {
+            self.missed(db, key);
+            return Ok(None);
+        };
+        let (kind, at) = head?;
+        if at != 0 && at <= now_ms {
+            self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
+            self.missed(db, key);
+            return Ok(None);
+        }
+        Ok(Some((kind, at)))
     }
 
     /// For a write decided outside the update step: the live value of

@@ -191,6 +191,38 @@ impl CacheStore {
         }
     }
 
+    /// [`CacheStore::get`] for a read of a few of the item's bytes: `f`
+    /// sees the item borrowed where the DRAM tier keeps it, not copied out
+    /// (a tier miss reads the record and caches it, as `get` does).
+    pub async fn get_with<R>(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        f: impl FnOnce(ItemRef<'_>) -> R,
+    ) -> Result<Option<R>, Error> {
+        if let Some(staging) = staging::current() {
+            let item = self.get_in(&staging, ns, key).await?;
+            return Ok(item.map(|item| f(item.borrowed())));
+        }
+        let mut f = Some(f);
+        let lent = self
+            .dram
+            .get_with(ns.id(), key, |item| (f.take().expect("called once"))(item));
+        let epoch = match lent {
+            Ok(out) => return Ok(Some(out)),
+            Err(epoch) => epoch,
+        };
+        let f = f.expect("not called on a miss");
+        match self.store.get_versioned_async(ns, key).await? {
+            Some((raw, version)) => {
+                let item = envelope::decode(raw, version)?;
+                self.dram.fill(ns.id(), key, &item, epoch);
+                Ok(Some(f(item.borrowed())))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// [`CacheStore::get`] of the engine's item (the DRAM tier's copy of
     /// it), whatever is staged.
     pub(crate) async fn get_unstaged(

@@ -124,6 +124,38 @@ fn strings_keys_expiry_and_errors_as_redis() {
     assert_eq!(server.terminate(), 0);
 }
 
+/// EXISTS, TYPE and the TTL family read without marking the access, as
+/// Redis's (`LOOKUP_NOTOUCH`): OBJECT IDLETIME goes on counting; GET and
+/// TOUCH reset it. On a value in the DRAM tier they also read without a
+/// copy of it.
+#[test]
+fn exists_type_and_ttl_leave_the_idle_time_alone() {
+    let dir = temp_dir();
+    let server = Server::start_serve(&dir.path().join("store"), ARGS);
+    let mut c = Resp::connect(&server);
+    assert_eq!(c.call(&["SET", "k", "v", "EX", "100"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(c.call(&["EXISTS", "k", "k", "nope"]), Value::Integer(2));
+    assert_eq!(c.call(&["TYPE", "k"]), simple("string"));
+    assert!(matches!(c.call(&["TTL", "k"]), Value::Integer(97..=100)));
+    assert!(matches!(
+        c.call(&["PTTL", "k"]),
+        Value::Integer(97_000..=100_000)
+    ));
+    assert!(matches!(
+        c.call(&["OBJECT", "IDLETIME", "k"]),
+        Value::Integer(2..)
+    ));
+    assert_eq!(c.call(&["TOUCH", "k"]), Value::Integer(1));
+    assert_eq!(c.call(&["OBJECT", "IDLETIME", "k"]), Value::Integer(0));
+    // A key that expired is gone for these as for GET.
+    assert_eq!(c.call(&["SET", "e", "v", "PX", "1"]), simple("OK"));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(c.call(&["EXISTS", "e"]), Value::Integer(0));
+    assert_eq!(c.call(&["TYPE", "e"]), simple("none"));
+    assert_eq!(c.call(&["TTL", "e"]), Value::Integer(-2));
+}
+
 #[test]
 fn requirepass_gates_every_command_but_auth() {
     let dir = temp_dir();

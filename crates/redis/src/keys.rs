@@ -405,14 +405,23 @@ async fn own(
                 r.integer(d.iter().filter(|&&live| live).count() as i64)
             })
         }
-        // TOUCH: a read that only counts (the read marks the access).
-        b"EXISTS" | b"TOUCH" => {
+        // EXISTS reads without marking the access (Redis's NOTOUCH);
+        // TOUCH is a read that only counts (the read marks the access).
+        b"EXISTS" => {
+            if !arity(args, 2, None, r) {
+                return true;
+            }
+            let reads = args[1..].iter().map(|k| store.head(db, k, now));
+            let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
+            // A key named twice counts twice, as in Redis.
+            found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
+        }
+        b"TOUCH" => {
             if !arity(args, 2, None, r) {
                 return true;
             }
             let reads = args[1..].iter().map(|k| store.get(db, k, now));
             let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
-            // A key named twice counts twice, as in Redis.
             found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
         }
         b"TYPE" => {
@@ -420,9 +429,9 @@ async fn own(
                 return true;
             }
             store
-                .get(db, args[1], now)
+                .head(db, args[1], now)
                 .await
-                .map(|v| r.simple(v.map_or("none", |v| v.kind().name())))
+                .map(|v| r.simple(v.map_or("none", |(kind, _)| kind.name())))
         }
         b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" => {
             expire(shared, db, name, args, now, r).await
@@ -431,8 +440,8 @@ async fn own(
             if !arity(args, 2, Some(2), r) {
                 return true;
             }
-            store.get(db, args[1], now).await.map(|v| {
-                let n = match v.map(|v| v.expire_at_ms()) {
+            store.head(db, args[1], now).await.map(|v| {
+                let n = match v.map(|(_, at)| at) {
                     None => -2,
                     Some(0) => -1,
                     Some(at) => match name {
