@@ -339,6 +339,40 @@ impl std::fmt::LowerHex for Sha {
 /// A script that loops is answered BUSY to others past
 /// busy-reply-threshold, stopped by SCRIPT KILL while it has not
 /// written, unkillable once it has (SHUTDOWN then stops the server).
+/// A script's calls see the time fixed at its start, as Redis 7.0's: a key
+/// set to expire in 50 ms lives for the rest of a script that runs 100 ms,
+/// while PTTL counts down by the clock and stops at 0; after the script it
+/// is gone. Compared with redis-server when one is installed.
+#[test]
+fn a_script_sees_the_time_fixed_at_its_start() {
+    const BODY: &str = "redis.call('SET', KEYS[1], 'v', 'PX', 50) \
+        local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
+        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start > 100000 \
+        return {redis.call('EXISTS', KEYS[1]), redis.call('PTTL', KEYS[1]), \
+        redis.call('TTL', KEYS[1]), redis.call('GET', KEYS[1])}";
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("data"),
+        &["--size", "64M", "--segment-size", "4M"],
+    );
+    let mut conns = vec![Resp::connect(&server)];
+    let reference = RefServer::redis_or_skip();
+    if let Some(reference) = &reference {
+        conns.push(Resp::connect_to(reference.addr));
+    }
+    for c in &mut conns {
+        let reply = c.call(&["EVAL", BODY, "1", "fixed"]);
+        let expect = Value::Array(Some(vec![
+            Value::Integer(1),
+            Value::Integer(0),
+            Value::Integer(0),
+            Value::Bulk(Some(b"v".to_vec())),
+        ]));
+        assert_eq!(reply, expect);
+        assert_eq!(c.call(&["EXISTS", "fixed"]), Value::Integer(0));
+    }
+}
+
 #[test]
 fn busy_scripts_kill_and_shutdown_as_redis() {
     busy_scripts(&[]);

@@ -48,7 +48,7 @@ pub async fn execute(
     r: &mut Reply<'_>,
 ) -> bool {
     let store = &*shared.store;
-    let now = unix_now_ms();
+    let now = super::clock::command_now_ms();
     let cluster = shared.cluster.is_some();
     // The string and key commands of `own` first, before the families'
     // chain (each family's `execute` checks the name and declines): the
@@ -441,12 +441,16 @@ async fn own(
                 return true;
             }
             store.head(db, args[1], now).await.map(|v| {
+                // Whether the key lives is decided at `now` (a script's
+                // fixed time); what is left of it by the clock, at least 0,
+                // as Redis 7.0's `ttlGenericCommand`.
+                let left = |at: u64| at.saturating_sub(unix_now_ms().max(now));
                 let n = match v.map(|(_, at)| at) {
                     None => -2,
                     Some(0) => -1,
                     Some(at) => match name {
-                        b"TTL" => ((at - now + 500) / 1000) as i64,
-                        b"PTTL" => (at - now) as i64,
+                        b"TTL" => ((left(at) + 500) / 1000) as i64,
+                        b"PTTL" => left(at) as i64,
                         b"EXPIRETIME" => (at.div_ceil(1000)) as i64,
                         _ => at as i64,
                     },

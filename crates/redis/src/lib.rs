@@ -35,6 +35,7 @@ mod blocked;
 mod blocking;
 mod client_command;
 mod clients;
+mod clock;
 pub mod cluster;
 mod combine;
 mod command_info;

@@ -446,6 +446,7 @@ impl Vm {
             shared: Arc::clone(&job.shared),
             db: job.db,
             read_only,
+            started_ms: nvdepot_cache::resp::unix_now_ms(),
             resp3: false,
             wakes: Vec::new(),
             state: Arc::clone(&state),

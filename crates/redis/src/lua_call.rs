@@ -479,6 +479,8 @@ fn complete<F: std::future::Future>(
     run: &mut Running,
     command: std::pin::Pin<&mut F>,
 ) -> F::Output {
+    // The script's time, fixed for its calls (`clock.rs`).
+    let command = std::pin::pin!(super::clock::fixed_at(run.started_ms, command));
     if !nvdepot_io::uring::in_runtime() {
         return crate::block_on(command);
     }
@@ -499,6 +501,8 @@ pub(super) struct Running {
     pub shared: Arc<Shared>,
     pub db: usize,
     pub read_only: bool,
+    /// Unix ms when the script started: the time its calls read.
+    pub started_ms: u64,
     /// `redis.setresp`: the protocol the called commands answer in.
     pub resp3: bool,
     /// Keys of commands that may wake blocked clients, signalled after.
