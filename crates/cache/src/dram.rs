@@ -220,22 +220,11 @@ impl DramTier {
     /// The cached item, or `None` with the shard's epoch to pass to
     /// [`DramTier::fill`] after reading flash.
     pub fn get(&self, ns: u32, key: &[u8]) -> Result<Item, u64> {
-        if self.shard_bytes_max == 0 {
-            return Err(0);
-        }
-        let (h, shard) = self.shard(ns, key);
-        let mut shard = shard.lock();
-        if let Some(e) = shard.map.get_mut(&h).filter(|e| e.is(ns, key)) {
-            e.referenced = true;
-            let item = e.item();
-            drop(shard);
-            self.stats.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(item);
-        }
-        let epoch = shard.epoch;
-        drop(shard);
-        self.stats.misses.fetch_add(1, Ordering::Relaxed);
-        Err(epoch)
+        self.get_with(ns, key, |item| Item {
+            value: item.value.to_vec(),
+            envelope: item.envelope,
+            cas: item.cas,
+        })
     }
 
     /// [`DramTier::get`] lending the item to `f` instead of copying it

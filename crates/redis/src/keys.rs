@@ -407,22 +407,21 @@ async fn own(
         }
         // EXISTS reads without marking the access (Redis's NOTOUCH);
         // TOUCH is a read that only counts (the read marks the access).
-        b"EXISTS" => {
+        b"EXISTS" | b"TOUCH" => {
             if !arity(args, 2, None, r) {
                 return true;
             }
-            let reads = args[1..].iter().map(|k| store.head(db, k, now));
-            let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
+            let touch = name == b"TOUCH";
+            let reads = args[1..].iter().map(|k| async move {
+                if touch {
+                    store.get(db, k, now).await.map(|v| v.is_some())
+                } else {
+                    store.head(db, k, now).await.map(|v| v.is_some())
+                }
+            });
+            let found: Result<Vec<bool>, _> = join_all(reads).await.into_iter().collect();
             // A key named twice counts twice, as in Redis.
-            found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
-        }
-        b"TOUCH" => {
-            if !arity(args, 2, None, r) {
-                return true;
-            }
-            let reads = args[1..].iter().map(|k| store.get(db, k, now));
-            let found: Result<Vec<_>, _> = join_all(reads).await.into_iter().collect();
-            found.map(|f| r.integer(f.iter().filter(|v| v.is_some()).count() as i64))
+            found.map(|f| r.integer(f.iter().filter(|&&live| live).count() as i64))
         }
         b"TYPE" => {
             if !arity(args, 2, Some(2), r) {
