@@ -207,24 +207,21 @@ fn envelope_of(kind: Kind, expire_at_ms: u64) -> Envelope {
 
 /// The live value of an item at `now_ms`; `Ok(None)` when it expired.
 fn live(item: Item, now_ms: u64) -> Result<Option<Value>, Error> {
-    let kind = Kind::from_code(item.envelope.flags);
-    let Some(kind) = kind.filter(|_| item.value.len() >= EXPIRY_BYTES) else {
-        return Err(Error::Envelope(format!(
-            "not a Redis item (type {}, {} bytes)",
-            item.envelope.flags,
-            item.value.len()
-        )));
-    };
+    let (kind, at) = head_of(item.borrowed())?;
     let v = Value {
         raw: item.value,
         version: item.cas,
         kind,
     };
-    let at = v.expire_at_ms();
-    Ok((at == 0 || at > now_ms).then_some(v))
+    Ok(lives(at, now_ms).then_some(v))
 }
 
-/// An item's type and expiry (see [`live`], which checks the same).
+/// Whether an item expiring at `at` (0: never) is live at `now_ms`.
+fn lives(at: u64, now_ms: u64) -> bool {
+    at == 0 || at > now_ms
+}
+
+/// An item's type and expiry; damage if it is not a Redis item.
 fn head_of(item: ItemRef<'_>) -> Result<(Kind, u64), Error> {
     let kind = Kind::from_code(item.envelope.flags);
     match (kind, item.value.get(..EXPIRY_BYTES)) {
@@ -456,7 +453,7 @@ impl RespStore {
             return Ok(None);
         };
         let (kind, at) = head?;
-        if at != 0 && at <= now_ms {
+        if !lives(at, now_ms) {
             self.update(db, key, now_ms, |_| (Change::Keep, ())).await?;
             self.missed(db, key);
             return Ok(None);

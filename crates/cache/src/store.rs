@@ -213,14 +213,8 @@ impl CacheStore {
             Err(epoch) => epoch,
         };
         let f = f.expect("not called on a miss");
-        match self.store.get_versioned_async(ns, key).await? {
-            Some((raw, version)) => {
-                let item = envelope::decode(raw, version)?;
-                self.dram.fill(ns.id(), key, &item, epoch);
-                Ok(Some(f(item.borrowed())))
-            }
-            None => Ok(None),
-        }
+        let item = self.read_and_fill(ns, key, epoch).await?;
+        Ok(item.map(|item| f(item.borrowed())))
     }
 
     /// [`CacheStore::get`] of the engine's item (the DRAM tier's copy of
@@ -230,10 +224,20 @@ impl CacheStore {
         ns: Namespace,
         key: &[u8],
     ) -> Result<Option<Item>, Error> {
-        let epoch = match self.dram.get(ns.id(), key) {
-            Ok(item) => return Ok(Some(item)),
-            Err(epoch) => epoch,
-        };
+        match self.dram.get(ns.id(), key) {
+            Ok(item) => Ok(Some(item)),
+            Err(epoch) => self.read_and_fill(ns, key, epoch).await,
+        }
+    }
+
+    /// A DRAM tier miss: the item read from the engine, and cached unless
+    /// the tier was invalidated since `epoch`.
+    async fn read_and_fill(
+        &self,
+        ns: Namespace,
+        key: &[u8],
+        epoch: u64,
+    ) -> Result<Option<Item>, Error> {
         match self.store.get_versioned_async(ns, key).await? {
             Some((raw, version)) => {
                 let item = envelope::decode(raw, version)?;

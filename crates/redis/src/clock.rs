@@ -21,6 +21,17 @@ pub(super) fn command_now_ms() -> u64 {
     FIXED.with(Cell::get).unwrap_or_else(unix_now_ms)
 }
 
+/// The clock's time for a command deciding at `now` (from
+/// [`command_now_ms`]): `now` itself, unless the time is fixed, when the
+/// clock is read (never before `now`). What TTL and PTTL count from, as
+/// Redis 7.0's `ttlGenericCommand` reads `mstime()` in a script too.
+pub(super) fn clock_ms(now: u64) -> u64 {
+    match FIXED.with(Cell::get) {
+        Some(_) => unix_now_ms().max(now),
+        None => now,
+    }
+}
+
 /// `future` with the time fixed at `at` while it is polled, and only
 /// then: other tasks that run on the thread while it waits read the clock.
 pub(super) fn fixed_at<F: Future>(at: u64, future: F) -> FixedAt<F> {

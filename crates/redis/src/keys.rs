@@ -11,7 +11,7 @@
 //! server commands are dispatched by `face.rs`). `needs_exclusive` says
 //! which data commands take the gate's exclusive pass.
 
-use nvdepot_cache::resp::{unix_now_ms, Change, Kind, Updated, Value};
+use nvdepot_cache::resp::{Change, Kind, Updated, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, string2ll, Reply};
 
@@ -443,7 +443,8 @@ async fn own(
                 // Whether the key lives is decided at `now` (a script's
                 // fixed time); what is left of it by the clock, at least 0,
                 // as Redis 7.0's `ttlGenericCommand`.
-                let left = |at: u64| at.saturating_sub(unix_now_ms().max(now));
+                let clock = super::clock::clock_ms(now);
+                let left = |at: u64| at.saturating_sub(clock);
                 let n = match v.map(|(_, at)| at) {
                     None => -2,
                     Some(0) => -1,
