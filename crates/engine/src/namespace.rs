@@ -132,6 +132,21 @@ impl Namespaces {
         Some(e.physical)
     }
 
+    /// Gives live namespace `logical` a fresh, empty physical id in one
+    /// step (CLEAR): a reader never finds the namespace missing between
+    /// the old id and the new. The old physical id, to purge.
+    pub fn renew(&self, logical: u32, physical: u32) -> Option<u32> {
+        let mut m = self.maps.write();
+        let e = m.by_id.get_mut(&logical)?;
+        let old = std::mem::replace(&mut e.physical, physical);
+        let count = Arc::new(AtomicI64::new(0));
+        e.count = count.clone();
+        m.counts.remove(&old);
+        m.counts.insert(physical, count);
+        self.next_id.fetch_max(physical + 1, Ordering::Relaxed);
+        Some(old)
+    }
+
     pub fn allocate_id(&self) -> u32 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }

@@ -46,9 +46,7 @@ impl Inner {
             .ok_or_else(|| Error::NoSuchNamespace(format!("id {}", ns.0)))?;
         let new_physical = self.namespaces.allocate_id();
         self.write_registry(&name, ns.0, new_physical)?;
-        let old = self.namespaces.remove(ns.0);
-        self.namespaces.insert(&name, ns.0, new_physical, 0);
-        if let Some(old) = old {
+        if let Some(old) = self.namespaces.renew(ns.0, new_physical) {
             self.purge(old)?;
         }
         Ok(())

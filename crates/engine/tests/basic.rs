@@ -540,6 +540,35 @@ fn count_after_clear_and_rewrites_is_exact() {
     }
 }
 
+/// `clear` gives the namespace a fresh physical id in one step: a put or
+/// get racing it never finds the namespace missing (it did: between the
+/// old id's removal and the new one's insertion, a racing write failed
+/// with "no such namespace").
+#[test]
+fn writes_racing_a_clear_never_find_the_namespace_missing() {
+    let (_dev, s) = mem_store(64 * MIB);
+    let ns = s.default_namespace();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for t in 0..2u32 {
+            let (s, done) = (&s, &done);
+            scope.spawn(move || {
+                let mut i = 0u32;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = format!("r{t}-{}", i % 64);
+                    s.put(ns, k.as_bytes(), b"v").unwrap();
+                    s.get(ns, k.as_bytes()).unwrap();
+                    i += 1;
+                }
+            });
+        }
+        for _ in 0..3000 {
+            s.clear(ns).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
 /// Keys of neighbouring namespaces whose two hashes collide (xxh3 seeded
 /// with the namespace id folds the seed in linearly for short keys:
 /// namespace 1's `m10` and namespace 2's `m11` hash alike). A write of one
