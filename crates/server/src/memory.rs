@@ -60,8 +60,28 @@ pub(crate) fn fix_mmap_threshold() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub(crate) fn fix_mmap_threshold() {}
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// The global allocator's own way to give free pages back, when the
+/// program that runs the server chose one other than the system's (the
+/// server kit cannot know it: the binary picks the allocator).
+static ALLOCATOR_TRIM: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Registers how the program's global allocator returns its free memory
+/// to the OS, called (on the calling thread) wherever the server trims:
+/// after many closes on a worker and every [`TRIM_INTERVAL`] on the
+/// acceptor. The first registration holds.
+pub fn set_allocator_trim(trim: fn()) {
+    let _ = ALLOCATOR_TRIM.set(trim);
+}
+
 pub(crate) fn trim_allocator() {
+    trim_system_allocator();
+    if let Some(trim) = ALLOCATOR_TRIM.get() {
+        trim();
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_system_allocator() {
     // SAFETY: malloc_trim only walks the allocator's own free lists and
     // returns whole free pages to the kernel; no memory in use moves.
     unsafe {
@@ -70,4 +90,4 @@ pub(crate) fn trim_allocator() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn trim_allocator() {}
+fn trim_system_allocator() {}
