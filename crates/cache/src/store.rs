@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use nvdepot_engine::{self as engine, Namespace, Options, PutMode, Store};
 
@@ -13,6 +14,11 @@ use crate::dram::DramTier;
 use crate::envelope::{self, Envelope, Item, ItemRef, ENVELOPE_BYTES};
 use crate::staging;
 use crate::Error;
+
+/// Record values from this size on are kept by the DRAM tier as written
+/// (shared, not copied) when a guarded batch writes them: below it a copy
+/// costs less than the shared value's and the key's own allocations.
+const KEEP_AT_BYTES: usize = 1024;
 
 /// An item to write: its data and envelope, and the CAS unique it keeps
 /// (`None`: the write's version becomes its CAS).
@@ -376,9 +382,13 @@ impl CacheStore {
         guard: (Namespace, &[u8], Option<u64>),
         linked: impl FnOnce(),
     ) -> Result<bool, Error> {
-        let raws: Vec<Option<Vec<u8>>> = ops
+        // Shared with the DRAM tier, which keeps a large one as it is
+        // instead of copying it.
+        let raws: Vec<Option<Arc<Vec<u8>>>> = ops
             .iter()
-            .map(|(_, _, put)| put.map(|(parts, env)| envelope::encode_parts(parts, env, 0)))
+            .map(|(_, _, put)| {
+                put.map(|(parts, env)| Arc::new(envelope::encode_parts(parts, env, 0)))
+            })
             .collect();
         if let Some(staging) = staging::current() {
             if self.staged_version(&staging, guard.0, guard.1).await? != guard.2 {
@@ -386,7 +396,10 @@ impl CacheStore {
             }
             for ((ns, key, _), raw) in ops.iter().zip(raws) {
                 match raw {
-                    Some(raw) => drop(staging.put(*ns, key, raw)),
+                    Some(raw) => {
+                        let raw = Arc::try_unwrap(raw).unwrap_or_else(|raw| raw.to_vec());
+                        let _version = staging.put(*ns, key, raw);
+                    }
                     None => staging.delete(*ns, key),
                 }
             }
@@ -406,7 +419,7 @@ impl CacheStore {
             key: guard.1,
             version: guard.2,
         };
-        self.write_batch_direct(&engine_ops, Some(guard), linked)
+        self.write_batch_direct(&engine_ops, &raws, Some(guard), linked)
             .await
     }
 
@@ -415,6 +428,7 @@ impl CacheStore {
     pub(crate) async fn write_batch_direct(
         &self,
         ops: &[(Namespace, engine::WriteOp<'_>)],
+        kept: &[Option<Arc<Vec<u8>>>],
         guard: Option<engine::BatchGuard<'_>>,
         linked: impl FnOnce(),
     ) -> Result<bool, Error> {
@@ -433,14 +447,22 @@ impl CacheStore {
             .write_batch_guarded_async(ops, guard, |versions| {
                 let now = unix_now();
                 let writes = writes.take().expect("linked once");
-                for ((w, (ns, op)), &version) in writes.into_iter().zip(ops).zip(versions) {
+                let ended = writes.into_iter().zip(ops).zip(versions);
+                for (i, ((w, (ns, op)), &version)) in ended.enumerate() {
                     match op {
                         // A later operation on the same key overrode this one.
                         engine::WriteOp::Put { .. } if version == 0 => w.end(None),
                         engine::WriteOp::Put { key, value } => {
-                            match envelope::decode_ref(value, version) {
-                                Ok(item) => w.end(Some(item)),
-                                Err(_) => w.end(None),
+                            let raw = kept.get(i).and_then(Option::as_ref);
+                            match (envelope::decode_ref(value, version), raw) {
+                                // `value` is `raw`'s bytes (the engine's op
+                                // was made from it).
+                                (Ok(item), Some(raw)) if raw.len() >= KEEP_AT_BYTES => {
+                                    let at = raw.len() - item.value.len();
+                                    w.end_kept(raw.clone(), at, (item.envelope, item.cas))
+                                }
+                                (Ok(item), _) => w.end(Some(item)),
+                                (Err(_), _) => w.end(None),
                             }
                             self.access.written(Self::key_hash(*ns, key), now);
                         }
@@ -709,6 +731,14 @@ impl<'a> DramWrite<'a> {
     pub(crate) fn end(mut self, written: Option<ItemRef<'_>>) {
         self.ended = true;
         self.dram.end_write(self.ns, self.key, written, self.epoch);
+    }
+
+    /// [`DramWrite::end`] of a record value the tier keeps uncopied (see
+    /// [`DramTier::end_write_kept`]).
+    pub(crate) fn end_kept(mut self, raw: Arc<Vec<u8>>, at: usize, item: (Envelope, u64)) {
+        self.ended = true;
+        self.dram
+            .end_write_kept(self.ns, self.key, raw, at, item, self.epoch);
     }
 
     /// Nothing was written: whatever the tier holds is still the flash's.
