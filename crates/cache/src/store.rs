@@ -454,9 +454,10 @@ impl CacheStore {
                         engine::WriteOp::Put { .. } if version == 0 => w.end(None),
                         engine::WriteOp::Put { key, value } => {
                             let raw = kept.get(i).and_then(Option::as_ref);
+                            // `kept[i]` is op i's value (the op was made
+                            // from it), so the tier may keep it for `value`.
+                            debug_assert!(raw.is_none_or(|r| std::ptr::eq(r.as_slice(), *value)));
                             match (envelope::decode_ref(value, version), raw) {
-                                // `value` is `raw`'s bytes (the engine's op
-                                // was made from it).
                                 (Ok(item), Some(raw)) if raw.len() >= KEEP_AT_BYTES => {
                                     let at = raw.len() - item.value.len();
                                     w.end_kept(raw.clone(), at, (item.envelope, item.cas))
