@@ -83,8 +83,8 @@ enum Payload<'a> {
 impl Payload<'_> {
     fn bytes(&self, key: &[u8]) -> usize {
         match self {
-            Payload::Copied(item) => key.len() + item.value.len() + ENTRY_OVERHEAD,
-            Payload::Kept { raw, .. } => key.len() + raw.capacity() + KEPT_OVERHEAD,
+            Payload::Copied(item) => inline_bytes(key.len() + item.value.len()),
+            Payload::Kept { raw, .. } => kept_bytes(key.len(), raw),
         }
     }
 }
@@ -92,6 +92,18 @@ impl Payload<'_> {
 /// What a kept entry costs beyond an inline one: the key's own
 /// allocation and the shared value's counts.
 const KEPT_OVERHEAD: usize = ENTRY_OVERHEAD + 48;
+
+/// What an inline entry of `data_len` bytes (key and value) counts
+/// against the budget: [`Payload::bytes`] before it is made and
+/// [`Entry::bytes`] after must agree.
+fn inline_bytes(data_len: usize) -> usize {
+    data_len + ENTRY_OVERHEAD
+}
+
+/// What a kept entry counts: see [`inline_bytes`].
+fn kept_bytes(key_len: usize, raw: &Arc<Vec<u8>>) -> usize {
+    key_len + raw.capacity() + KEPT_OVERHEAD
+}
 
 impl Entry {
     fn new(ns: u32, key: &[u8], payload: Payload<'_>, generation: u64) -> Entry {
@@ -168,8 +180,8 @@ impl Entry {
 
     fn bytes(&self) -> usize {
         match &self.data {
-            Data::Inline(d) => d.len() + ENTRY_OVERHEAD,
-            Data::Kept { key, raw, .. } => key.len() + raw.capacity() + KEPT_OVERHEAD,
+            Data::Inline(d) => inline_bytes(d.len()),
+            Data::Kept { key, raw, .. } => kept_bytes(key.len(), raw),
         }
     }
 }
