@@ -610,22 +610,24 @@ impl RespStore {
         Ok(keys)
     }
 
-    /// Deletes page `page_key` of `db` only while `owner`'s record is at
-    /// `version` (`None`: absent): the sweeper's drop of a dead page,
-    /// which a collection created or rewritten meanwhile stops.
-    pub async fn drop_page(
+    /// Deletes pages `page_keys` of `db`, all or none, only while
+    /// `owner`'s record is at `version` (`None`: absent): the sweeper's
+    /// drop of a dead collection's pages, which a collection created or
+    /// rewritten meanwhile stops.
+    pub async fn drop_pages(
         &self,
         db: usize,
-        page_key: &[u8],
+        page_keys: &[Vec<u8>],
         owner: &[u8],
         version: Option<u64>,
     ) -> Result<bool, Error> {
+        let pages = self.dbs.pages(db);
+        let ops: Vec<crate::GuardedOp<'_>> = page_keys
+            .iter()
+            .map(|pk| (pages, pk.as_slice(), None))
+            .collect();
         self.cache
-            .write_guarded(
-                &[(self.dbs.pages(db), page_key, None)],
-                (self.ns(db), owner, version),
-                || {},
-            )
+            .write_guarded(&ops, (self.ns(db), owner, version), || {})
             .await
     }
 

@@ -721,6 +721,26 @@ pub async fn write_whole(
     .await
 }
 
+/// Dead pages a sweep drops in one write.
+const DROP_BATCH: usize = 256;
+
+/// Drops `pages` of `key`'s dead collections under the key's lock, while
+/// its record is still at `version`: how many were dropped.
+async fn drop_dead(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    pages: &[Vec<u8>],
+) -> Result<u64, Error> {
+    if pages.is_empty() {
+        return Ok(0);
+    }
+    let _held = super::key_locks::PAGED.lock(db, key).await;
+    let done = store.drop_pages(db, pages, key, version).await?;
+    Ok(if done { pages.len() as u64 } else { 0 })
+}
+
 /// One pass of the sweeper over `db`'s pages: drops every page whose list
 /// or hash is gone, is no longer paged, or is stamped otherwise (deleted,
 /// overwritten, expired, or written whole again). Each drop is guarded by
@@ -739,15 +759,21 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
     // Per list (key, stamp): dead or not, and its owner's version.
     let mut verdicts: std::collections::HashMap<(Vec<u8>, u64), (bool, Option<u64>)> =
         std::collections::HashMap::new();
+    // Dead pages per owner (key, version), dropped together: one
+    // group-committed write per DROP_BATCH pages, not one per page (the
+    // listing comes in the index's order, owners interleaved).
+    let mut dead_pages: std::collections::HashMap<(Vec<u8>, Option<u64>), Vec<Vec<u8>>> =
+        std::collections::HashMap::new();
     for pk in store.page_keys(db)? {
         let Some((key, stamp, _)) = parse_page_key(&pk) else {
             continue;
         };
-        // The list's lock: no paged step of it is half committed now.
-        let _held = super::key_locks::PAGED.lock(db, key).await;
-        let (dead, version) = match verdicts.get(&(key.to_vec(), stamp)) {
-            Some(&v) => v,
+        let verdict = verdicts.get(&(key.to_vec(), stamp)).copied();
+        let (dead, version) = match verdict {
+            Some(v) => v,
             None => {
+                // The list's lock: no paged step of it is half committed now.
+                let _held = super::key_locks::PAGED.lock(db, key).await;
                 // Live while the key's record is a paged collection (a
                 // list or a hash) with this stamp.
                 // Noted for the sweeps to come (the first after a start
@@ -768,9 +794,18 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
                 verdict
             }
         };
-        if dead && store.drop_page(db, &pk, key, version).await? {
-            dropped += 1;
+        if !dead {
+            continue;
         }
+        let pages = dead_pages.entry((key.to_vec(), version)).or_default();
+        pages.push(pk.clone());
+        if pages.len() >= DROP_BATCH {
+            let pages = std::mem::take(pages);
+            dropped += drop_dead(store, db, key, version, &pages).await?;
+        }
+    }
+    for ((key, version), pages) in dead_pages {
+        dropped += drop_dead(store, db, &key, version, &pages).await?;
     }
     Ok(dropped)
 }
