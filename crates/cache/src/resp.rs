@@ -160,7 +160,7 @@ pub struct RespStore {
     /// Writes to a key of `paged_owners` that may have left pages dead
     /// ([`RespStore::paged_owner_changes`]).
     paged_owner_changes: Arc<AtomicU64>,
-    /// Passes of the page sweep made ([`RespStore::page_sweeps`]).
+    /// Passes of the page sweep finished ([`RespStore::page_sweeps`]).
     page_sweeps: AtomicU64,
     /// Told of each key removed because it expired ([`RespStore::on_expired`]).
     expired_hook: std::sync::OnceLock<KeyHook>,

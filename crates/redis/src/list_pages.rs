@@ -754,7 +754,6 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
     // this pass judge one pair's pages by another's owners (noting them
     // under the wrong pair, so their death went uncounted).
     let _same_pair = store.hold_databases();
-    store.count_page_sweep();
     let mut dropped = 0;
     // Per list (key, stamp): dead or not, and its owner's version.
     let mut verdicts: std::collections::HashMap<(Vec<u8>, u64), (bool, Option<u64>)> =
@@ -807,6 +806,9 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
     for ((key, version), pages) in dead_pages {
         dropped += drop_dead(store, db, &key, version, &pages).await?;
     }
+    // Counted once its drops are done: a reader of `page_sweeps` that saw
+    // it grow sees the pass's work.
+    store.count_page_sweep();
     Ok(dropped)
 }
 
