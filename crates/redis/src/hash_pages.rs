@@ -14,7 +14,7 @@
 //! u8   level L, u64 split s: buckets 0 .. 2^L + s; a field of hash h
 //!      lies in bucket h mod 2^L, or h mod 2^(L+1) if that is below s
 //! u32  per bucket: the fields a bucket holds on average before the next
-//!      split (chosen when the hash is written whole: ~8 KiB buckets)
+//!      split (chosen when the hash is written whole: ~2 KiB buckets)
 //! bucket page: the compact encoding (shape byte 1, then field, value,
 //!      field, value ...); every bucket below 2^L + s exists, maybe empty
 //! ```
@@ -35,8 +35,11 @@ use super::compact;
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, page_key, Stop, PAGE_AT_BYTES, SHAPE_PAGED};
 
-/// Bytes a bucket aims at.
-const BUCKET_BYTES: usize = 8 * 1024;
+/// Bytes a bucket aims at: a field's write rewrites its bucket, so small
+/// (8 KiB buckets wrote 7.8 KiB per HSET, 2 KiB ones 3.2, with ~35 % more
+/// HSETs per second: bench/results/ab-page-sizes.md); a hash paged when
+/// this was 8 KiB keeps its `per bucket`.
+const BUCKET_BYTES: usize = 2 * 1024;
 const PER_BUCKET_MAX: u64 = 4096;
 const LEVEL_MAX: u8 = 40;
 /// Bytes of the metadata.

@@ -117,8 +117,8 @@ async fn scan_step(
         }
         match got {
             Ok(()) => {
-                // Bucket numbers stay below 2^32 (2^32 buckets of ~8 KiB
-                // would be 32 TiB in one key).
+                // Bucket numbers stay below 2^32 (2^32 buckets of ~2 KiB
+                // would be 8 TiB in one key).
                 let next = if b >= m.buckets() {
                     0
                 } else {

@@ -1,10 +1,12 @@
 //! The order of a paged sorted set (`zset_pages.rs`): a counted B+-tree of
-//! (score, member) items in ~8 KiB node pages, after the flash-friendly
+//! (score, member) items in ~2 KiB node pages, after the flash-friendly
 //! B+-tree of seed 003. Every inner entry carries its subtree's item
 //! count, so a rank (ZRANK, ZRANGE by index) is one descent, as is the
 //! start of a score or lex range; the nodes above the leaves are few
-//! (fan-out ~200) and stay in the DRAM tier, so a descent costs one leaf
-//! read.
+//! (fan-out ~40-50) and stay in the DRAM tier, so a descent costs one leaf
+//! read. Nodes are small because every ZADD rewrites its leaf and the
+//! inner nodes on its path (their counts change): 8 KiB nodes wrote
+//! 13 KiB per ZADD, 2 KiB ones 6 (bench/results/ab-page-sizes.md).
 //!
 //! ```text
 //! node page (key: the set's key, stamp, page -1 - node id), every field
@@ -44,8 +46,9 @@ pub type Key<'a> = (f64, &'a [u8]);
 
 const LEAF: u8 = 3;
 const INNER: u8 = 4;
-/// A node past this many bytes splits.
-pub const NODE_BYTES: usize = 8 * 1024;
+/// A node past this many bytes splits (a store's nodes written when this
+/// was 8 KiB read as before and split on their next writes).
+pub const NODE_BYTES: usize = 2 * 1024;
 /// A leaf below this merges with a sibling when both fit in one node.
 const MERGE_BELOW: usize = NODE_BYTES / 4;
 /// A tree written whole fills nodes to this, leaving room to grow.
