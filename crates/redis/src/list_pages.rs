@@ -721,6 +721,9 @@ pub async fn write_whole(
     .await
 }
 
+/// A dead collection's owner as the sweep read it: its key and version.
+type DeadOwner = (Vec<u8>, Option<u64>);
+
 /// Dead pages a sweep drops in one write.
 const DROP_BATCH: usize = 256;
 
@@ -761,7 +764,7 @@ pub async fn sweep_pages(store: &RespStore, db: usize, now: u64) -> Result<u64, 
     // Dead pages per owner (key, version), dropped together: one
     // group-committed write per DROP_BATCH pages, not one per page (the
     // listing comes in the index's order, owners interleaved).
-    let mut dead_pages: std::collections::HashMap<(Vec<u8>, Option<u64>), Vec<Vec<u8>>> =
+    let mut dead_pages: std::collections::HashMap<DeadOwner, Vec<Vec<u8>>> =
         std::collections::HashMap::new();
     for pk in store.page_keys(db)? {
         let Some((key, stamp, _)) = parse_page_key(&pk) else {
