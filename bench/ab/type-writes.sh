@@ -10,8 +10,9 @@
 #     bash bench/ab/type-writes.sh REPS C TEST...      (e.g. 3 128 hset zadd)
 set -u
 REPS=$1 C=$2; shift 2
+source "$(dirname "$0")/lib.sh"
 N=${N:-20000} PORT=${PORT:-27002}
-W=${BENCH_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/bench/work/ab-type-writes}
+W=${BENCH_DIR:-$ROOT/bench/work/ab-type-writes}
 run() { # bin test
   rm -rf "$W"; mkdir -p "$W"
   "$1" serve --port "$PORT" --data "$W/store" --size 2G >"$W.log" 2>&1 &
@@ -21,10 +22,10 @@ run() { # bin test
   ds() { awk -v d="$dev" '$3 == d {print $8, $10}' /proc/diskstats; }
   local w0 s0 w1 s1 t0 t1 ops
   read -r w0 s0 <<<"$(ds)"
-  t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  t0=$(cpu_ticks "$pid")
   ops=$(timeout 300 redis-benchmark -p "$PORT" -c "$C" -n "$N" -r 100000 --csv -t "$2" 2>/dev/null |
         tr -d '"' | grep -E '^[A-Za-z]' | tail -1 | cut -d, -f2)
-  t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  t1=$(cpu_ticks "$pid")
   read -r w1 s1 <<<"$(ds)"
   kill "$pid"; wait "$pid" 2>/dev/null
   local hz; hz=$(getconf CLK_TCK)
