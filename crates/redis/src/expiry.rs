@@ -89,6 +89,7 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
         }
         let Some(store) = store.upgrade() else { return };
         let began = Instant::now();
+        let mut passed = false;
         swept_at.resize(store.databases(), None);
         for (db, swept) in swept_at.iter_mut().enumerate() {
             let changes = store.paged_owner_changes();
@@ -96,6 +97,7 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
             {
                 continue;
             }
+            passed = true;
             match block_on(super::list_pages::sweep_pages(&store, db, unix_now_ms())) {
                 Ok(n) => {
                     *swept = Some(changes);
@@ -109,6 +111,7 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
         let writes = store.expiring_writes();
         if writes != seen_writes || pending != 0 {
             seen_writes = writes;
+            passed = true;
             match sweep(&store, &stop) {
                 Ok((removed, live)) => {
                     pending = live;
@@ -119,8 +122,15 @@ fn run(store: Weak<RespStore>, stop: Arc<AtomicBool>, interval: Duration) {
                 Err(e) => warn!("expiry sweep: {e}"),
             }
         }
-        // The passes' scan buffers are not kept until the next one.
+        // The passes' scan buffers are not kept until the next one, nor
+        // the memory a pass freed: this thread sleeps until the next, and
+        // the allocator returns a sleeping thread's freed pages only when
+        // asked (a page sweep of the 1/10 big scenario's 4 M elements left
+        // ~9 MiB resident otherwise, bench/results/resp-types-big-allocator.md).
         nvdepot_io::AlignedBuf::release_recycled();
+        if passed {
+            nvdepot_server::trim_allocator();
+        }
         let spent = began.elapsed();
         rest = rest_after(interval, spent);
         if rest > interval {

@@ -18,7 +18,7 @@ mod shutdown;
 mod worker;
 
 pub use face::{Closer, Connection, Face, Fed, Probe, Session, OUTPUT_PAUSE_BYTES};
-pub use memory::set_allocator_trim;
+pub use memory::{set_allocator_trim, trim_allocator};
 pub use metrics::{prometheus_line, spawn_metrics};
 pub use server::{default_threads, Server, ServerConfig};
 pub use shutdown::Shutdown;

@@ -73,7 +73,12 @@ pub fn set_allocator_trim(trim: fn()) {
     let _ = ALLOCATOR_TRIM.set(trim);
 }
 
-pub(crate) fn trim_allocator() {
+/// Gives the calling thread's free memory back to the OS: the system
+/// allocator's, and the registered allocator's ([`set_allocator_trim`]).
+/// For a face's background threads that free much and then sleep (a
+/// sweep's pass), whose freed pages no later allocation of theirs reuses
+/// or returns.
+pub fn trim_allocator() {
     trim_system_allocator();
     if let Some(trim) = ALLOCATOR_TRIM.get() {
         trim();
