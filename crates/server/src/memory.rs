@@ -5,8 +5,9 @@
 //! connections opened and closed left the server 120 MB larger for good,
 //! and a sustained set load held ~100 MB of freed buffers (measured: RSS
 //! 137 MB during a 16-connection pipelined load on `-m 0`, 39 MB once the
-//! allocator was trimmed). So workers trim after many closes, and the
-//! acceptor every [`TRIM_INTERVAL`].
+//! allocator was trimmed). So workers trim after many closes, the
+//! acceptor every [`TRIM_INTERVAL`], and a face's background threads after
+//! their passes ([`trim_allocator`]).
 
 use std::time::Duration;
 
@@ -67,8 +68,9 @@ static ALLOCATOR_TRIM: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 /// Registers how the program's global allocator returns its free memory
 /// to the OS, called (on the calling thread) wherever the server trims:
-/// after many closes on a worker and every [`TRIM_INTERVAL`] on the
-/// acceptor. The first registration holds.
+/// after many closes on a worker, every 10 s (`TRIM_INTERVAL`) on the acceptor,
+/// and wherever a face calls [`trim_allocator`]. The first registration
+/// holds.
 pub fn set_allocator_trim(trim: fn()) {
     let _ = ALLOCATOR_TRIM.set(trim);
 }
@@ -76,8 +78,9 @@ pub fn set_allocator_trim(trim: fn()) {
 /// Gives the calling thread's free memory back to the OS: the system
 /// allocator's, and the registered allocator's ([`set_allocator_trim`]).
 /// For a face's background threads that free much and then sleep (a
-/// sweep's pass), whose freed pages no later allocation of theirs reuses
-/// or returns.
+/// sweep's pass): a thread-caching allocator such as mimalloc returns a
+/// thread's freed pages only when that thread allocates or collects
+/// again, so a sleeping thread would hold them until its next pass.
 pub fn trim_allocator() {
     trim_system_allocator();
     if let Some(trim) = ALLOCATOR_TRIM.get() {
