@@ -186,6 +186,14 @@ impl<T, R> Combiner<T, R> {
                 Ok(guard) => guard,
             }
         };
+        // On one worker the steps of a hot key never queue by themselves:
+        // a step runs from the lock to its commit without waiting, so the
+        // next finds the lock free and commits alone. Yielding once, lock
+        // held, lets the connections ready in this loop turn leave their
+        // steps in the mailbox first, and this batch carries them.
+        if nvdepot_io::uring::others_ready() {
+            nvdepot_io::uring::yield_now().await;
+        }
         let (ops, slots): (Vec<T>, Vec<Arc<Slot<R>>>) = {
             let mut mailbox = self.mailbox(db, key);
             let mut batch = Vec::new();
