@@ -1,7 +1,7 @@
 //! Many clients on one hot paged collection of each type at once (for
-//! sorted sets, the combined steps of `crates/redis/src/combine.rs`: the
-//! lock holder applies every ZADD/ZREM waiting for the key and commits
-//! them once): each client's every reply is what its own steps imply, and
+//! sorted sets and lists, the combined steps of
+//! `crates/redis/src/combine.rs`: the lock holder applies every ZADD/ZREM,
+//! or every push/pop, waiting for the key and commits them once): each client's every reply is what its own steps imply, and
 //! afterwards each collection holds exactly what the replies say — every
 //! pushed element popped once or still there once, every HINCRBY counted
 //! once, every SADD/SREM/HSET/ZADD/ZREM answered as the membership or
@@ -196,7 +196,7 @@ fn hot_paged_collections_answer_every_client_exactly() {
         "{batches} batches, {steps} steps"
     );
     eprintln!(
-        "resp_combining: {CLIENTS} clients x {STEPS} steps on one list, hash, set and sorted set: {} pushed, {} popped, {} left; {steps} sorted-set steps in {batches} batches",
+        "resp_combining: {CLIENTS} clients x {STEPS} steps on one list, hash, set and sorted set: {} pushed, {} popped, {} left; {steps} sorted-set and list steps in {batches} batches",
         pushed.len(),
         popped.len(),
         remaining.len()

@@ -61,6 +61,7 @@ mod key_locks;
 mod keys;
 mod lcs;
 mod list;
+mod list_combine;
 mod list_edit;
 mod list_move;
 mod list_pages;

@@ -17,6 +17,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 use super::args::arity;
 use super::compact::{self, Compact};
 use super::key_locks;
+use super::list_combine::{self, Done, Step};
 use super::list_pages::{self as pages, Found, Stop};
 use super::notify;
 use super::session::Shared;
@@ -365,6 +366,15 @@ pub(crate) async fn push_n(
     if !paged {
         return Ok(out);
     }
+    let step = Step::Push {
+        end,
+        elems: elems.iter().map(|e| e.to_vec()).collect(),
+    };
+    match list_combine::run(store, db, key, now, step).await? {
+        Some(Done::Pushed(len)) => return Ok(Ok(len)),
+        Some(Done::Popped(_)) => unreachable!("a push answered as a pop"),
+        None => {}
+    }
     let mut attempt = 0u32;
     loop {
         let _held = key_locks::turn(&mut attempt, db, key).await;
@@ -461,6 +471,13 @@ pub(crate) async fn pop_n(
     .await?;
     if !paged {
         return Ok(out);
+    }
+    if count > 0 {
+        match list_combine::run(store, db, key, now, Step::Pop { end, count }).await? {
+            Some(Done::Popped(p)) => return Ok(Ok(Some(p))),
+            Some(Done::Pushed(_)) => unreachable!("a pop answered as a push"),
+            None => {}
+        }
     }
     let mut attempt = 0u32;
     loop {

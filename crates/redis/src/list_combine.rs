@@ -1,0 +1,147 @@
+//! Pushes and pops of a paged list combined (`combine.rs`): the steps
+//! waiting for one list's lock are applied in order to one read of its
+//! end pages and committed as one batch, so a hot list's head page and
+//! metadata are written once per batch instead of once per step.
+//!
+//! A step that finds the list not paged (missing, compact, another
+//! type), or that comes after a step which emptied it, is answered
+//! `None` and runs alone (`list.rs`), as it did before combining.
+
+use std::sync::LazyLock;
+
+use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::Error;
+
+use super::combine::{self, Combiner};
+use super::key_locks::{self, KeyGuard};
+use super::list::End;
+use super::list_pages::{self as pages, Found, Stop};
+
+/// One push or pop of a paged list.
+pub enum Step {
+    Push { end: End, elems: Vec<Vec<u8>> },
+    Pop { end: End, count: usize },
+}
+
+/// What a combined step did.
+pub enum Done {
+    /// The list's length after the push.
+    Pushed(i64),
+    /// The elements popped, in pop order.
+    Popped(Vec<Vec<u8>>),
+}
+
+/// A step's answer: `None` when it must run alone.
+type Answer = Result<Option<Done>, Error>;
+
+static COMBINER: LazyLock<Combiner<Step, Answer>> = LazyLock::new(Combiner::default);
+
+/// Runs `step` on paged list `key`, combined with the other steps
+/// waiting for it. `Ok(None)`: the list is not paged (or was emptied by
+/// an earlier step of the batch); run the step alone.
+pub async fn run(store: &RespStore, db: usize, key: &[u8], now: u64, step: Step) -> Answer {
+    let scope = combine::scope(store, Kind::List as u8);
+    COMBINER
+        .run(
+            scope,
+            db,
+            key,
+            step,
+            combine::interrupted,
+            async |batch: Vec<Step>, held| lead(store, db, key, now, &batch, held).await,
+        )
+        .await
+}
+
+/// Applies `batch` in order to one read of the list under `held` (its
+/// lock) and commits what changed as one crash-atomic batch; from the
+/// top again if the list changed meanwhile.
+async fn lead(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    batch: &[Step],
+    held: KeyGuard<'static>,
+) -> Vec<Answer> {
+    let mut first = Some(held);
+    let mut attempt = 1u32;
+    loop {
+        let held = match first.take() {
+            Some(h) => h,
+            None => key_locks::turn(&mut attempt, db, key).await,
+        };
+        let (v, m, version) = match pages::find(store, db, key, now).await {
+            Err(e) => return combine::fail_all(e, batch.len()),
+            Ok(Found::Paged(v, m, version)) => (v, m, version),
+            Ok(_) => return batch.iter().map(|_| Ok(None)).collect(),
+        };
+        let mut edit = pages::Edit::new(store, db, key, m, version);
+        let mut outs: Vec<Answer> = Vec::with_capacity(batch.len());
+        let mut changed = false;
+        let mut stop = None;
+        for step in batch {
+            if edit.meta.len == 0 {
+                // Emptied: the key goes with this commit, so the steps
+                // after it run alone on what is left (nothing).
+                break;
+            }
+            match apply(&mut edit, step).await {
+                Ok(done) => {
+                    changed |= match (&done, step) {
+                        (Done::Popped(p), _) => !p.is_empty(),
+                        (Done::Pushed(_), Step::Push { elems, .. }) => !elems.is_empty(),
+                        (Done::Pushed(_), Step::Pop { .. }) => unreachable!("a pop pushed"),
+                    };
+                    outs.push(Ok(Some(done)));
+                }
+                Err(s) => {
+                    stop = Some(s);
+                    break;
+                }
+            }
+        }
+        let committed = match stop {
+            Some(s) => Err(s),
+            None if changed => edit.commit(v.expire_at_ms(), held).await,
+            None => Ok(()),
+        };
+        match committed {
+            Ok(()) => {
+                outs.resize_with(batch.len(), || Ok(None));
+                return outs;
+            }
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return combine::fail_all(e, batch.len()),
+        }
+    }
+}
+
+/// Applies one step to the list being edited (never empty when called).
+async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<Done, Stop> {
+    match step {
+        Step::Push { end, elems } => {
+            for e in elems {
+                match end {
+                    End::Left => edit.push_front(e).await?,
+                    End::Right => edit.push_back(e).await?,
+                }
+            }
+            Ok(Done::Pushed(edit.meta.len as i64))
+        }
+        Step::Pop { end, count } => {
+            let mut popped = Vec::with_capacity((*count).min(edit.meta.len as usize));
+            for _ in 0..*count {
+                let e = match end {
+                    End::Left => edit.pop_front().await?,
+                    End::Right => edit.pop_back().await?,
+                };
+                match e {
+                    Some(e) => popped.push(e),
+                    None => break,
+                }
+            }
+            Ok(Done::Popped(popped))
+        }
+    }
+}
