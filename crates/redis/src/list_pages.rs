@@ -450,8 +450,7 @@ impl<'a> Edit<'a> {
             self.dirty.insert(t);
         } else {
             self.meta.tail += 1;
-            self.pages.insert(self.meta.tail, Page::with(e));
-            self.dirty.insert(self.meta.tail);
+            self.new_page(self.meta.tail, e);
         }
         self.meta.len += 1;
         Ok(())
@@ -464,8 +463,7 @@ impl<'a> Edit<'a> {
             self.dirty.insert(h);
         } else {
             self.meta.head -= 1;
-            self.pages.insert(self.meta.head, Page::with(e));
-            self.dirty.insert(self.meta.head);
+            self.new_page(self.meta.head, e);
         }
         self.meta.len += 1;
         Ok(())
@@ -555,6 +553,16 @@ impl<'a> Edit<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Starts page `p` at an end with element `e`. A pop of the same
+    /// edit may have dropped a page of that number (a combined batch
+    /// pops, then pushes): the new one replaces it, so it is no longer
+    /// deleted at the commit.
+    fn new_page(&mut self, p: i64, e: &[u8]) {
+        self.pages.insert(p, Page::with(e));
+        self.gone.remove(&p);
+        self.dirty.insert(p);
     }
 
     fn drop_page(&mut self, p: i64) {

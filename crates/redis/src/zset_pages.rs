@@ -397,6 +397,10 @@ enum Owned {
         pairs: Vec<(f64, Vec<u8>)>,
     },
     Rem(Vec<Vec<u8>>),
+    Pop {
+        max: bool,
+        count: usize,
+    },
 }
 
 impl Owned {
@@ -407,6 +411,7 @@ impl Owned {
                 pairs: pairs.iter().map(|&(s, m)| (s, m.to_vec())).collect(),
             }),
             Op::Rem(members) => Some(Owned::Rem(members.iter().map(|m| m.to_vec()).collect())),
+            Op::Pop { max, count } => Some(Owned::Pop { max, count }),
             _ => None,
         }
     }
@@ -432,14 +437,14 @@ async fn write_batch(
         .iter()
         .map(|o| match o {
             Owned::Add { pairs, .. } => pairs.iter().map(|(s, m)| (*s, m.as_slice())).collect(),
-            Owned::Rem(_) => Vec::new(),
+            Owned::Rem(_) | Owned::Pop { .. } => Vec::new(),
         })
         .collect();
     let members: Vec<Vec<&[u8]>> = batch
         .iter()
         .map(|o| match o {
             Owned::Rem(ms) => ms.iter().map(Vec::as_slice).collect(),
-            Owned::Add { .. } => Vec::new(),
+            Owned::Add { .. } | Owned::Pop { .. } => Vec::new(),
         })
         .collect();
     let ops: Vec<Op<'_>> = batch
@@ -448,6 +453,7 @@ async fn write_batch(
         .map(|(o, (p, m))| match o {
             Owned::Add { flags, .. } => Op::Add { flags, pairs: p },
             Owned::Rem(_) => Op::Rem(m),
+            &Owned::Pop { max, count } => Op::Pop { max, count },
         })
         .collect();
     run_ops(store, db, key, now, &ops, held).await
@@ -510,8 +516,8 @@ async fn run_ops(
 
 /// Runs `op` on `key` if it is a paged sorted set: `None` when it is not
 /// (the caller's compact path), else its answer or error. ZADD (without
-/// INCR) and ZREM are combined with the others waiting for the key; the
-/// other ops run alone.
+/// INCR), ZREM and the pops are combined with the others waiting for the
+/// key; the other ops run alone.
 pub async fn write(
     store: &RespStore,
     db: usize,
