@@ -340,3 +340,61 @@ fn combined_zadds_and_zpops_pop_each_member_once() {
         "every member popped or kept once"
     );
 }
+
+/// SPOPs that empty a paged set while other clients add to it, at once
+/// (combined batches whose steps after the emptying one run alone, on the
+/// compact set that follows): every member is popped once or still
+/// there once.
+#[test]
+fn combined_spops_that_empty_a_paged_set_lose_and_repeat_nothing() {
+    let dir = temp_dir();
+    let server = Server::start_serve(
+        &dir.path().join("store"),
+        &["--size", "256M", "--segment-size", "8M"],
+    );
+    let mut c = Resp::connect(&server);
+    let pad = "s".repeat(100);
+    for i in 0..400 {
+        c.call(&["SADD", "s", &format!("seed{i}{pad}")]);
+    }
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|w| {
+            let mut c = Resp::connect(&server);
+            let pad = pad.clone();
+            thread::spawn(move || {
+                let (mut added, mut popped) = (Vec::new(), Vec::new());
+                for i in 0..60 {
+                    popped.extend(bulks(c.call(&["SPOP", "s"])));
+                    if i % 3 == 0 {
+                        let m = format!("w{w}-{i}{pad}");
+                        assert_eq!(int(c.call(&["SADD", "s", &m])), 1, "new {m}");
+                        added.push(m);
+                    }
+                }
+                (added, popped)
+            })
+        })
+        .collect();
+    let mut count: BTreeMap<String, i64> = BTreeMap::new();
+    for i in 0..400 {
+        *count.entry(format!("seed{i}{pad}")).or_default() += 1;
+    }
+    for t in workers {
+        let (added, popped) = t.join().unwrap();
+        for m in added {
+            *count.entry(m).or_default() += 1;
+        }
+        for m in popped {
+            *count.entry(m).or_default() -= 1;
+        }
+    }
+    let remaining = bulks(c.call(&["SMEMBERS", "s"]));
+    assert_eq!(int(c.call(&["SCARD", "s"])), remaining.len() as i64);
+    for m in &remaining {
+        *count.entry(m.clone()).or_default() -= 1;
+    }
+    assert!(
+        count.values().all(|&n| n == 0),
+        "every member popped or kept once"
+    );
+}

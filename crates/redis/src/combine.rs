@@ -6,16 +6,15 @@
 //! step a batch carries stops competing for the lock and only waits for
 //! its answer.
 //!
-//! Used by paged sorted sets (ZADD without INCR, ZREM, ZPOPMIN/MAX:
-//! `zset_pages.rs`) and paged lists (pushes and pops: `list_combine.rs`).
-//! The lock's taker yields once before it takes the mailbox when its
-//! worker has other tasks ready, so the steps of the connections served
-//! in the same loop turn join its batch: on one worker a step never waits
-//! between the lock and its commit, and without the yield no step ever
-//! found another waiting. Paged hashes and sets do not combine: their
-//! steps write a bucket each, mostly distinct, so a batch would share only
-//! the metadata (and measured 0.92-0.96x at 128 connections before the
-//! yield, bench/results/ab-combining.md).
+//! Used by every paged collection's writes: sorted sets (ZADD without
+//! INCR, ZREM, ZPOPMIN/MAX: `zset_pages.rs`), lists (pushes and pops:
+//! `list_combine.rs`), hashes and sets (`hash_combine.rs`). The lock's
+//! taker yields once before it takes the mailbox when its worker has
+//! other tasks ready, so the steps of the connections served in the same
+//! loop turn join its batch: on one worker a step never waits between the
+//! lock and its commit, and without the yield no step ever found another
+//! waiting (lists, hashes and sets measured 0.92-0.96x at 128 connections
+//! combined without it, bench/results/ab-combining.md).
 //!
 //! A step's answer is what it would answer alone after the steps before
 //! it in the batch (each applied to the state the previous left). All of

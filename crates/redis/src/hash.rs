@@ -418,7 +418,9 @@ async fn update<T>(
                 }
             }
             Some(Escalate::Paged) => {
-                if let Some(r) = hpages::write(store, Kind::Hash, db, key, now, &op).await? {
+                if let Some(r) =
+                    super::hash_combine::write(store, Kind::Hash, db, key, now, &op).await?
+                {
                     return Ok(r.map(&out));
                 }
             }
@@ -526,7 +528,9 @@ async fn set_raw(
             }
             Some(Escalate::Paged) => {
                 let op = hpages::Op::Set(pairs);
-                if let Some(r) = hpages::write(store, Kind::Hash, db, key, now, &op).await? {
+                if let Some(r) =
+                    super::hash_combine::write(store, Kind::Hash, db, key, now, &op).await?
+                {
                     return Ok(r.map(|o| match o {
                         hpages::Out::Int(n) => n as usize,
                         _ => unreachable!("HSET counts"),

@@ -500,7 +500,10 @@ impl Out {
 impl Op<'_> {
     /// Applies the command: whether it changed the hash, and its answer
     /// (or the error to answer).
-    async fn apply(&self, e: &mut Edit<'_>) -> Result<Result<(bool, Out), &'static str>, Stop> {
+    pub(super) async fn apply(
+        &self,
+        e: &mut Edit<'_>,
+    ) -> Result<Result<(bool, Out), &'static str>, Stop> {
         Ok(Ok(match *self {
             Op::Set(pairs) => {
                 let mut added = 0;
@@ -562,51 +565,6 @@ impl Op<'_> {
                 (!popped.is_empty(), Out::Members(popped))
             }
         }))
-    }
-}
-
-/// Runs `op` on hash `key` if it is paged: `None` when it is not (absent,
-/// compact: the caller's compact path), else its answer or error
-/// (WRONGTYPE for another type).
-pub async fn write(
-    store: &RespStore,
-    kind: Kind,
-    db: usize,
-    key: &[u8],
-    now: u64,
-    op: &Op<'_>,
-) -> Result<Option<Result<Out, &'static str>>, Error> {
-    let mut attempt = 0u32;
-    loop {
-        let held = super::key_locks::turn(&mut attempt, db, key).await;
-        let (v, version) = store.get_for_write(db, key, now).await?;
-        let Some(v) = v else { return Ok(None) };
-        if v.kind() != kind {
-            return Ok(Some(Err(nvdepot_resp::errors::WRONGTYPE)));
-        }
-        if v.data().first() != Some(&SHAPE_PAGED) {
-            return Ok(None);
-        }
-        let m = Meta::decode(v.data())?;
-        let mut edit = Edit::new(
-            store,
-            kind,
-            db,
-            key,
-            m,
-            version.expect("a live value has a record"),
-        );
-        let done = match op.apply(&mut edit).await {
-            Ok(Ok((true, out))) => edit.commit(v.expire_at_ms(), held).await.map(|()| Ok(out)),
-            Ok(Ok((false, out))) => return Ok(Some(Ok(out))),
-            Ok(Err(msg)) => return Ok(Some(Err(msg))),
-            Err(stop) => Err(stop),
-        };
-        match done {
-            Ok(out) => return Ok(Some(out)),
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return Err(e),
-        }
     }
 }
 

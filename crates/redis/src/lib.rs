@@ -52,6 +52,7 @@ mod geo;
 mod geohash;
 mod glob;
 mod hash;
+mod hash_combine;
 mod hash_pages;
 mod hub;
 mod hyperloglog;

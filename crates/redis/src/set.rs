@@ -361,7 +361,8 @@ async fn update<T>(
                 return Ok(done);
             }
         } else if paged {
-            if let Some(r) = hpages::write(store, Kind::Set, db, key, now, &op).await? {
+            if let Some(r) = super::hash_combine::write(store, Kind::Set, db, key, now, &op).await?
+            {
                 return Ok(r.map(&out));
             }
         } else {
