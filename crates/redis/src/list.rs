@@ -367,7 +367,7 @@ pub(crate) async fn push_n(
         return Ok(out);
     }
     let step = Step::Push {
-        end,
+        left: end == End::Left,
         elems: elems.iter().map(|e| e.to_vec()).collect(),
     };
     match list_combine::run(store, db, key, now, step).await? {
@@ -473,7 +473,18 @@ pub(crate) async fn pop_n(
         return Ok(out);
     }
     if count > 0 {
-        match list_combine::run(store, db, key, now, Step::Pop { end, count }).await? {
+        match list_combine::run(
+            store,
+            db,
+            key,
+            now,
+            Step::Pop {
+                left: end == End::Left,
+                count,
+            },
+        )
+        .await?
+        {
             Some(Done::Popped(p)) => return Ok(Ok(Some(p))),
             Some(Done::Pushed(_)) => unreachable!("a pop answered as a push"),
             None => {}

@@ -14,13 +14,14 @@ use nvdepot_cache::Error;
 
 use super::combine::{self, Combiner};
 use super::key_locks::{self, KeyGuard};
-use super::list::End;
 use super::list_pages::{self as pages, Found, Stop};
 
 /// One push or pop of a paged list.
+/// (`left`: at the head; else at the tail. A bool, not `list::End`:
+/// `list.rs` calls this file, so this file does not import it.)
 pub enum Step {
-    Push { end: End, elems: Vec<Vec<u8>> },
-    Pop { end: End, count: usize },
+    Push { left: bool, elems: Vec<Vec<u8>> },
+    Pop { left: bool, count: usize },
 }
 
 /// What a combined step did.
@@ -119,22 +120,24 @@ async fn lead(
 
 /// Applies one step to the list being edited (never empty when called).
 async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<Done, Stop> {
-    match step {
-        Step::Push { end, elems } => {
+    match *step {
+        Step::Push { left, ref elems } => {
             for e in elems {
-                match end {
-                    End::Left => edit.push_front(e).await?,
-                    End::Right => edit.push_back(e).await?,
+                if left {
+                    edit.push_front(e).await?;
+                } else {
+                    edit.push_back(e).await?;
                 }
             }
             Ok(Done::Pushed(edit.meta.len as i64))
         }
-        Step::Pop { end, count } => {
-            let mut popped = Vec::with_capacity((*count).min(edit.meta.len as usize));
-            for _ in 0..*count {
-                let e = match end {
-                    End::Left => edit.pop_front().await?,
-                    End::Right => edit.pop_back().await?,
+        Step::Pop { left, count } => {
+            let mut popped = Vec::with_capacity(count.min(edit.meta.len as usize));
+            for _ in 0..count {
+                let e = if left {
+                    edit.pop_front().await?
+                } else {
+                    edit.pop_back().await?
                 };
                 match e {
                     Some(e) => popped.push(e),
