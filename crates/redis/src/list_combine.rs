@@ -88,12 +88,8 @@ async fn lead(
                 break;
             }
             match apply(&mut edit, step).await {
-                Ok(done) => {
-                    changed |= match (&done, step) {
-                        (Done::Popped(p), _) => !p.is_empty(),
-                        (Done::Pushed(_), Step::Push { elems, .. }) => !elems.is_empty(),
-                        (Done::Pushed(_), Step::Pop { .. }) => unreachable!("a pop pushed"),
-                    };
+                Ok((c, done)) => {
+                    changed |= c;
                     outs.push(Ok(Some(done)));
                 }
                 Err(s) => {
@@ -118,8 +114,9 @@ async fn lead(
     }
 }
 
-/// Applies one step to the list being edited (never empty when called).
-async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<Done, Stop> {
+/// Applies one step to the list being edited (never empty when called):
+/// whether it changed the list, and what it did.
+async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<(bool, Done), Stop> {
     match *step {
         Step::Push { left, ref elems } => {
             for e in elems {
@@ -129,7 +126,7 @@ async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<Done, Stop> {
                     edit.push_back(e).await?;
                 }
             }
-            Ok(Done::Pushed(edit.meta.len as i64))
+            Ok((!elems.is_empty(), Done::Pushed(edit.meta.len as i64)))
         }
         Step::Pop { left, count } => {
             let mut popped = Vec::with_capacity(count.min(edit.meta.len as usize));
@@ -144,7 +141,7 @@ async fn apply(edit: &mut pages::Edit<'_>, step: &Step) -> Result<Done, Stop> {
                     None => break,
                 }
             }
-            Ok(Done::Popped(popped))
+            Ok((!popped.is_empty(), Done::Popped(popped)))
         }
     }
 }
