@@ -244,28 +244,11 @@ fn combined_pops_and_pushes_across_page_boundaries_keep_the_list_whole() {
             })
         })
         .collect();
-    let mut count: BTreeMap<String, i64> = BTreeMap::new();
-    for i in 0..40 {
-        *count.entry(format!("seed{i}{pad}")).or_default() += 1;
-    }
-    for t in workers {
-        let (pushed, popped) = t.join().unwrap();
-        for e in pushed {
-            *count.entry(e).or_default() += 1;
-        }
-        for e in popped {
-            *count.entry(e).or_default() -= 1;
-        }
-    }
+    let done: Vec<_> = workers.into_iter().map(|t| t.join().unwrap()).collect();
     let remaining = bulks(c.call(&["LRANGE", "l", "0", "-1"]));
     assert_eq!(int(c.call(&["LLEN", "l"])), remaining.len() as i64);
-    for e in &remaining {
-        *count.entry(e.clone()).or_default() -= 1;
-    }
-    assert!(
-        count.values().all(|&n| n == 0),
-        "every element popped or kept once"
-    );
+    let seeds = (0..40).map(|i| format!("seed{i}{pad}"));
+    assert_each_taken_or_kept_once(seeds, done, &remaining);
 }
 
 /// ZADDs and ZPOPMIN/ZPOPMAX of one paged sorted set from many clients at
@@ -317,28 +300,11 @@ fn combined_zadds_and_zpops_pop_each_member_once() {
             })
         })
         .collect();
-    let mut count: BTreeMap<String, i64> = BTreeMap::new();
-    for i in 0..400 {
-        *count.entry(format!("seed{i}{pad}")).or_default() += 1;
-    }
-    for t in workers {
-        let (added, popped) = t.join().unwrap();
-        for m in added {
-            *count.entry(m).or_default() += 1;
-        }
-        for m in popped {
-            *count.entry(m).or_default() -= 1;
-        }
-    }
+    let done: Vec<_> = workers.into_iter().map(|t| t.join().unwrap()).collect();
     let remaining = bulks(c.call(&["ZRANGE", "z", "0", "-1"]));
     assert_eq!(int(c.call(&["ZCARD", "z"])), remaining.len() as i64);
-    for m in &remaining {
-        *count.entry(m.clone()).or_default() -= 1;
-    }
-    assert!(
-        count.values().all(|&n| n == 0),
-        "every member popped or kept once"
-    );
+    let seeds = (0..400).map(|i| format!("seed{i}{pad}"));
+    assert_each_taken_or_kept_once(seeds, done, &remaining);
 }
 
 /// SPOPs that empty a paged set while other clients add to it, at once
@@ -375,26 +341,38 @@ fn combined_spops_that_empty_a_paged_set_lose_and_repeat_nothing() {
             })
         })
         .collect();
-    let mut count: BTreeMap<String, i64> = BTreeMap::new();
-    for i in 0..400 {
-        *count.entry(format!("seed{i}{pad}")).or_default() += 1;
-    }
-    for t in workers {
-        let (added, popped) = t.join().unwrap();
-        for m in added {
-            *count.entry(m).or_default() += 1;
-        }
-        for m in popped {
-            *count.entry(m).or_default() -= 1;
-        }
-    }
+    let done: Vec<_> = workers.into_iter().map(|t| t.join().unwrap()).collect();
     let remaining = bulks(c.call(&["SMEMBERS", "s"]));
     assert_eq!(int(c.call(&["SCARD", "s"])), remaining.len() as i64);
-    for m in &remaining {
-        *count.entry(m.clone()).or_default() -= 1;
+    let seeds = (0..400).map(|i| format!("seed{i}{pad}"));
+    assert_each_taken_or_kept_once(seeds, done, &remaining);
+}
+
+/// Every element put in (`seeds`, and each worker's first list) was
+/// taken once (each worker's second list: popped) or is in `remaining`
+/// once, and nothing else was taken or is there.
+fn assert_each_taken_or_kept_once(
+    seeds: impl Iterator<Item = String>,
+    workers: Vec<(Vec<String>, Vec<String>)>,
+    remaining: &[String],
+) {
+    let mut count: BTreeMap<String, i64> = BTreeMap::new();
+    for e in seeds {
+        *count.entry(e).or_default() += 1;
+    }
+    for (put, taken) in workers {
+        for e in put {
+            *count.entry(e).or_default() += 1;
+        }
+        for e in taken {
+            *count.entry(e).or_default() -= 1;
+        }
+    }
+    for e in remaining {
+        *count.entry(e.clone()).or_default() -= 1;
     }
     assert!(
         count.values().all(|&n| n == 0),
-        "every member popped or kept once"
+        "every element popped or kept once"
     );
 }
