@@ -28,7 +28,8 @@ use std::task::{Poll, Waker};
 
 use nvdepot_cache::Error;
 
-use super::key_locks::{KeyGuard, PAGED};
+use super::key_locks::{self, KeyGuard, PAGED};
+use super::list_pages::Stop;
 
 const STRIPES: usize = 1024;
 
@@ -235,6 +236,92 @@ impl<T, R> Combiner<T, R> {
             Err(_) => Poll::Pending,
         })
         .await
+    }
+}
+
+/// A paged collection read once for a batch of combined steps of kind
+/// `S` (`hash_combine.rs`, `list_combine.rs`, `zset_pages.rs`): the
+/// batch applies its steps to it in order and commits them together.
+pub(crate) trait BatchEdit<S> {
+    /// A step's answer when the batch carried it.
+    type Answer;
+    /// Whether a step emptied the collection: the commit deletes the key,
+    /// so the steps after it are not applied (they run alone on what is
+    /// left, as they would have after a batch of their own).
+    fn emptied(&self) -> bool;
+    /// Applies one step: whether it changed the collection, and its
+    /// answer (a step that answers an error changes nothing).
+    async fn apply(&mut self, step: &S) -> Result<(bool, Self::Answer), Stop>;
+    /// Writes every change as one crash-atomic batch, under `held`.
+    async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop>;
+}
+
+/// What a batch's read of its key found.
+pub(crate) enum Opened<E, A> {
+    /// The paged collection, ready to edit.
+    Paged(E),
+    /// Not paged (absent, compact): every step runs alone.
+    NotPaged,
+    /// Every step answers this (WRONGTYPE).
+    Every(fn() -> A),
+}
+
+/// A batch's steps applied in order to one read of the collection
+/// (`open`) under `held`, the key's lock, and committed as one batch if
+/// any changed it: each step's answer, `None` for a step to run alone.
+/// From the top again (every step, the key read anew under a new turn of
+/// its lock) if the collection changed meanwhile.
+pub(crate) async fn edit_batch<S, E: BatchEdit<S>>(
+    db: usize,
+    key: &[u8],
+    steps: &[S],
+    held: KeyGuard<'static>,
+    mut open: impl AsyncFnMut() -> Result<Opened<E, E::Answer>, Error>,
+) -> Vec<Result<Option<E::Answer>, Error>> {
+    let mut first = Some(held);
+    let mut attempt = 1u32;
+    loop {
+        let held = match first.take() {
+            Some(h) => h,
+            None => key_locks::turn(&mut attempt, db, key).await,
+        };
+        let mut edit = match open().await {
+            Err(e) => return fail_all(e, steps.len()),
+            Ok(Opened::NotPaged) => return steps.iter().map(|_| Ok(None)).collect(),
+            Ok(Opened::Every(answer)) => return steps.iter().map(|_| Ok(Some(answer()))).collect(),
+            Ok(Opened::Paged(edit)) => edit,
+        };
+        let mut outs = Vec::with_capacity(steps.len());
+        let mut changed = false;
+        let mut stop = None;
+        for step in steps {
+            if edit.emptied() {
+                break;
+            }
+            match edit.apply(step).await {
+                Ok((c, answer)) => {
+                    changed |= c;
+                    outs.push(Ok(Some(answer)));
+                }
+                Err(s) => {
+                    stop = Some(s);
+                    break;
+                }
+            }
+        }
+        let committed = match stop {
+            Some(s) => Err(s),
+            None if changed => edit.commit(held).await,
+            None => Ok(()),
+        };
+        match committed {
+            Ok(()) => {
+                outs.resize_with(steps.len(), || Ok(None));
+                return outs;
+            }
+            Err(Stop::Retry) => continue,
+            Err(Stop::Fail(e)) => return fail_all(e, steps.len()),
+        }
     }
 }
 

@@ -14,9 +14,9 @@ use std::sync::LazyLock;
 use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 
-use super::combine::{self, Combiner};
+use super::combine::{self, BatchEdit, Combiner, Opened};
 use super::hash_pages::{Edit, Meta, Op, Out};
-use super::key_locks::{self, KeyGuard};
+use super::key_locks::KeyGuard;
 use super::list_pages::{Stop, SHAPE_PAGED};
 
 /// A write command's operation, owned (it waits in a mailbox).
@@ -108,9 +108,7 @@ async fn write_batch(
 }
 
 /// Applies `ops` in order to one edit of the paged collection under
-/// `held` (its lock) and commits them as one batch if any changed it;
-/// from the top again if the key changed meanwhile. An op that answers an
-/// error changed nothing.
+/// `held` (its lock) and commits them as one batch (`combine::edit_batch`).
 async fn run_ops(
     store: &RespStore,
     kind: Kind,
@@ -120,69 +118,48 @@ async fn run_ops(
     ops: &[Op<'_>],
     held: KeyGuard<'static>,
 ) -> Vec<Written> {
-    let fail_all = |e: Error| combine::fail_all(e, ops.len());
-    let mut first = Some(held);
-    let mut attempt = 1u32;
-    loop {
-        let held = match first.take() {
-            Some(h) => h,
-            None => key_locks::turn(&mut attempt, db, key).await,
-        };
-        let (v, version) = match store.get_for_write(db, key, now).await {
-            Ok(found) => found,
-            Err(e) => return fail_all(e),
-        };
+    combine::edit_batch(db, key, ops, held, async || {
+        let (v, version) = store.get_for_write(db, key, now).await?;
         let Some(v) = v else {
-            return ops.iter().map(|_| Ok(None)).collect();
+            return Ok(Opened::NotPaged);
         };
         if v.kind() != kind {
-            return ops
-                .iter()
-                .map(|_| Ok(Some(Err(nvdepot_resp::errors::WRONGTYPE))))
-                .collect();
+            return Ok(Opened::Every(|| Err(nvdepot_resp::errors::WRONGTYPE)));
         }
         if v.data().first() != Some(&SHAPE_PAGED) {
-            return ops.iter().map(|_| Ok(None)).collect();
+            return Ok(Opened::NotPaged);
         }
-        let m = match Meta::decode(v.data()) {
-            Ok(m) => m,
-            Err(e) => return fail_all(e),
-        };
+        let meta = Meta::decode(v.data())?;
         let version = version.expect("a live value has a record");
-        let mut edit = Edit::new(store, kind, db, key, m, version);
-        let mut outs: Vec<Written> = Vec::with_capacity(ops.len());
-        let mut changed = false;
-        let mut stop = None;
-        for op in ops {
-            if edit.meta.count == 0 {
-                // Emptied: the commit deletes the key, and the steps
-                // after it run alone on what is left.
-                break;
-            }
-            match op.apply(&mut edit).await {
-                Ok(Ok((c, out))) => {
-                    changed |= c;
-                    outs.push(Ok(Some(Ok(out))));
-                }
-                Ok(Err(msg)) => outs.push(Ok(Some(Err(msg)))),
-                Err(s) => {
-                    stop = Some(s);
-                    break;
-                }
-            }
-        }
-        let done = match stop {
-            Some(s) => Err(s),
-            None if changed => edit.commit(v.expire_at_ms(), held).await,
-            None => Ok(()),
-        };
-        match done {
-            Ok(()) => {
-                outs.resize_with(ops.len(), || Ok(None));
-                return outs;
-            }
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return fail_all(e),
-        }
+        Ok(Opened::Paged(Batch {
+            edit: Edit::new(store, kind, db, key, meta, version),
+            expire_at_ms: v.expire_at_ms(),
+        }))
+    })
+    .await
+}
+
+/// A paged hash or set read for a batch, and its expiry.
+struct Batch<'a> {
+    edit: Edit<'a>,
+    expire_at_ms: u64,
+}
+
+impl<'o> BatchEdit<Op<'o>> for Batch<'_> {
+    type Answer = Result<Out, &'static str>;
+
+    fn emptied(&self) -> bool {
+        self.edit.meta.count == 0
+    }
+
+    async fn apply(&mut self, op: &Op<'o>) -> Result<(bool, Self::Answer), Stop> {
+        Ok(match op.apply(&mut self.edit).await? {
+            Ok((changed, out)) => (changed, Ok(out)),
+            Err(msg) => (false, Err(msg)),
+        })
+    }
+
+    async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop> {
+        self.edit.commit(self.expire_at_ms, held).await
     }
 }

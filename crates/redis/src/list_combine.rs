@@ -12,8 +12,8 @@ use std::sync::LazyLock;
 use nvdepot_cache::resp::{Kind, RespStore};
 use nvdepot_cache::Error;
 
-use super::combine::{self, Combiner};
-use super::key_locks::{self, KeyGuard};
+use super::combine::{self, BatchEdit, Combiner, Opened};
+use super::key_locks::KeyGuard;
 use super::list_pages::{self as pages, Found, Stop};
 
 /// One push or pop of a paged list.
@@ -55,8 +55,8 @@ pub async fn run(store: &RespStore, db: usize, key: &[u8], now: u64, step: Step)
 }
 
 /// Applies `batch` in order to one read of the list under `held` (its
-/// lock) and commits what changed as one crash-atomic batch; from the
-/// top again if the list changed meanwhile.
+/// lock) and commits what changed as one crash-atomic batch
+/// (`combine::edit_batch`).
 async fn lead(
     store: &RespStore,
     db: usize,
@@ -65,52 +65,37 @@ async fn lead(
     batch: &[Step],
     held: KeyGuard<'static>,
 ) -> Vec<Answer> {
-    let mut first = Some(held);
-    let mut attempt = 1u32;
-    loop {
-        let held = match first.take() {
-            Some(h) => h,
-            None => key_locks::turn(&mut attempt, db, key).await,
-        };
-        let (v, m, version) = match pages::find(store, db, key, now).await {
-            Err(e) => return combine::fail_all(e, batch.len()),
-            Ok(Found::Paged(v, m, version)) => (v, m, version),
-            Ok(_) => return batch.iter().map(|_| Ok(None)).collect(),
-        };
-        let mut edit = pages::Edit::new(store, db, key, m, version);
-        let mut outs: Vec<Answer> = Vec::with_capacity(batch.len());
-        let mut changed = false;
-        let mut stop = None;
-        for step in batch {
-            if edit.meta.len == 0 {
-                // Emptied: the key goes with this commit, so the steps
-                // after it run alone on what is left (nothing).
-                break;
-            }
-            match apply(&mut edit, step).await {
-                Ok((c, done)) => {
-                    changed |= c;
-                    outs.push(Ok(Some(done)));
-                }
-                Err(s) => {
-                    stop = Some(s);
-                    break;
-                }
-            }
-        }
-        let committed = match stop {
-            Some(s) => Err(s),
-            None if changed => edit.commit(v.expire_at_ms(), held).await,
-            None => Ok(()),
-        };
-        match committed {
-            Ok(()) => {
-                outs.resize_with(batch.len(), || Ok(None));
-                return outs;
-            }
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return combine::fail_all(e, batch.len()),
-        }
+    combine::edit_batch(db, key, batch, held, async || {
+        Ok(match pages::find(store, db, key, now).await? {
+            Found::Paged(v, m, version) => Opened::Paged(Batch {
+                edit: pages::Edit::new(store, db, key, m, version),
+                expire_at_ms: v.expire_at_ms(),
+            }),
+            _ => Opened::NotPaged,
+        })
+    })
+    .await
+}
+
+/// A paged list read for a batch, and its expiry.
+struct Batch<'a> {
+    edit: pages::Edit<'a>,
+    expire_at_ms: u64,
+}
+
+impl BatchEdit<Step> for Batch<'_> {
+    type Answer = Done;
+
+    fn emptied(&self) -> bool {
+        self.edit.meta.len == 0
+    }
+
+    async fn apply(&mut self, step: &Step) -> Result<(bool, Done), Stop> {
+        apply(&mut self.edit, step).await
+    }
+
+    async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop> {
+        self.edit.commit(self.expire_at_ms, held).await
     }
 }
 

@@ -30,7 +30,7 @@
 use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
-use super::combine::Combiner;
+use super::combine::{BatchEdit, Combiner, Opened};
 use super::hash_pages::{self as hpages, Whole};
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, page_key, Stop, SHAPE_PAGED};
@@ -460,10 +460,10 @@ async fn write_batch(
 }
 
 /// Applies `ops` in order to one read of the set, under `held` (the key's
-/// lock), and commits them as one batch if any changed it: each op's
-/// answer, or `None` for all when the key is not a paged sorted set.
-/// From the top again (every op) if the key changed meanwhile. An op that
-/// answers an error changed nothing (ZADD's INCR fails before it writes).
+/// lock), and commits them as one batch if any changed it
+/// (`combine::edit_batch`): each op's answer, or `None` for all when the
+/// key is not a paged sorted set. An op that answers an error changed
+/// nothing (ZADD's INCR fails before it writes).
 async fn run_ops(
     store: &RespStore,
     db: usize,
@@ -472,45 +472,42 @@ async fn run_ops(
     ops: &[Op<'_>],
     held: KeyGuard<'static>,
 ) -> Vec<Written> {
-    let fail_all = |e: Error| super::combine::fail_all(e, ops.len());
-    let mut first = Some(held);
-    let mut attempt = 1u32;
-    loop {
-        let held = match first.take() {
-            Some(h) => h,
-            None => super::key_locks::turn(&mut attempt, db, key).await,
-        };
-        let (v, mut edit) = match find(store, db, key, now).await {
-            Err(e) => return fail_all(e),
-            Ok(None) => return ops.iter().map(|_| Ok(None)).collect(),
-            Ok(Some(found)) => found,
-        };
-        let mut outs = Vec::with_capacity(ops.len());
-        let mut changed = false;
-        let mut stop = None;
-        for op in ops {
-            match op.apply(&mut edit).await {
-                Ok(Ok((c, out))) => {
-                    changed |= c;
-                    outs.push(Ok(out));
-                }
-                Ok(Err(msg)) => outs.push(Err(msg)),
-                Err(s) => {
-                    stop = Some(s);
-                    break;
-                }
-            }
-        }
-        let done = match stop {
-            Some(s) => Err(s),
-            None if changed => edit.commit(v.expire_at_ms(), held).await,
-            None => Ok(()),
-        };
-        match done {
-            Ok(()) => return outs.into_iter().map(|o| Ok(Some(o))).collect(),
-            Err(Stop::Retry) => continue,
-            Err(Stop::Fail(e)) => return fail_all(e),
-        }
+    super::combine::edit_batch(db, key, ops, held, async || {
+        Ok(match find(store, db, key, now).await? {
+            None => Opened::NotPaged,
+            Some((v, edit)) => Opened::Paged(Batch {
+                edit,
+                expire_at_ms: v.expire_at_ms(),
+            }),
+        })
+    })
+    .await
+}
+
+/// A paged sorted set read for a batch, and its expiry.
+struct Batch<'a> {
+    edit: Edit<'a>,
+    expire_at_ms: u64,
+}
+
+impl<'o> BatchEdit<Op<'o>> for Batch<'_> {
+    type Answer = Result<Out, &'static str>;
+
+    /// Never: an add after a pop that emptied the set goes on in the same
+    /// edit, and the commit deletes the key only if the set ends empty.
+    fn emptied(&self) -> bool {
+        false
+    }
+
+    async fn apply(&mut self, op: &Op<'o>) -> Result<(bool, Self::Answer), Stop> {
+        Ok(match op.apply(&mut self.edit).await? {
+            Ok((changed, out)) => (changed, Ok(out)),
+            Err(msg) => (false, Err(msg)),
+        })
+    }
+
+    async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop> {
+        self.edit.commit(self.expire_at_ms, held).await
     }
 }
 
