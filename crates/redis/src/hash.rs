@@ -16,17 +16,12 @@ use rand::Rng;
 
 use super::args::{arity, format_float, parse_float};
 use super::compact::{self, Compact};
+use super::compact_update::{try_once, Escalate, Fail, Shape};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
 use super::paged_scan;
 use super::session::Shared;
-
-/// Why a command stopped before its reply.
-pub enum Fail {
-    WrongType,
-    Store(Error),
-}
 
 /// The commands of this module.
 pub fn is_hash_command(name: &[u8]) -> bool {
@@ -373,68 +368,29 @@ async fn update<T>(
     mut apply: impl FnMut(&mut Hash) -> Result<(bool, T), &'static str>,
     out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
+    let shape = Shape {
+        is_paged: |v: &Value| v.kind() == Kind::Hash && is_paged(v.data()),
+        read: |v: Option<&Value>| hash_of(v).map(Option::unwrap_or_default),
+        change: |h: Hash, at| h.change(at, limits),
+        should_page: |data: &[u8]| hpages::should_page(data[0] == 1, data.len(), key),
+    };
     loop {
-        let mut damage = None;
-        let mut escalate = None;
-        let (done, _) = store
-            .update(db, key, now, |cur| {
-                if cur.is_some_and(|v| v.kind() == Kind::Hash && is_paged(v.data())) {
-                    escalate = Some(Escalate::Paged);
-                    return (Change::Keep, Err(""));
-                }
-                let (mut h, at) = match hash_of(cur) {
-                    Ok(h) => (h.unwrap_or_default(), cur.map_or(0, Value::expire_at_ms)),
-                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                    Err(Fail::Store(e)) => {
-                        damage = Some(e);
-                        return (Change::Keep, Err(""));
-                    }
-                };
-                match apply(&mut h) {
-                    Ok((true, t)) => {
-                        let change = h.change(at, limits);
-                        if let Change::Put { data, .. } = &change {
-                            if hpages::should_page(data[0] == 1, data.len(), key) {
-                                let version = cur.map(Value::version);
-                                escalate = Some(Escalate::Convert(version, data.clone(), at));
-                                return (Change::Keep, Ok(t));
-                            }
-                        }
-                        (change, Ok(t))
-                    }
-                    Ok((false, t)) => (Change::Keep, Ok(t)),
-                    Err(msg) => (Change::Keep, Err(msg)),
-                }
-            })
-            .await?;
-        if let Some(e) = damage {
-            return Err(e);
-        }
-        match escalate {
-            None => return Ok(done),
-            Some(Escalate::Convert(version, data, at)) => {
+        match try_once(store, db, key, now, &shape, &mut apply).await? {
+            (done, None) => return Ok(done),
+            (done, Some(Escalate::Convert(version, data, at))) => {
                 if hpages::convert(store, Kind::Hash, db, key, version, &data, at).await? {
                     return Ok(done);
                 }
             }
-            Some(Escalate::Paged) => {
-                if let Some(r) =
-                    super::hash_combine::write(store, Kind::Hash, db, key, now, &op).await?
-                {
+            (_, Some(Escalate::Paged)) => {
+                let paged =
+                    super::hash_combine::write(store, Kind::Hash, db, key, now, &op).await?;
+                if let Some(r) = paged {
                     return Ok(r.map(&out));
                 }
             }
         }
     }
-}
-
-/// Why a compact update stopped for the paged layout.
-enum Escalate {
-    /// The hash is paged.
-    Paged,
-    /// The change makes it large enough to page: (the version it was
-    /// decided on, the compact data it would have written, its expiry).
-    Convert(Option<u64>, Vec<u8>, u64),
 }
 
 /// HSET's write on the encoded hash: the fields it names are found by

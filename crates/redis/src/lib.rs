@@ -18,7 +18,9 @@
 //! `strings` (with `bitmap`: the bit commands; `hyperloglog`: PFADD and the rest; `lcs`: LCS), `hash`, `set`, `list`
 //! (with `blocking`: blocked clients),
 //! `zset`, `zset_ops` and `zset_range` (sorted sets; `geo` with `geohash`: the geo commands on them), `stream` and `stream_log` (streams),
-//! over `compact` (the one-record layout of collections) and `types`
+//! over `compact` (the one-record layout of collections) with
+//! `compact_update` (an atomic change of one, or its way to the paged
+//! layout) and `types`
 //! (what every type answers alike); `multi` (MULTI/EXEC/WATCH), `clients`
 //! (the connections) with `client_command` (CLIENT), `pubsub` (Pub/Sub), `script` with `lua`, `lua_libs`, `lua_msgpack`, `lua_struct` and `functions` (EVAL, FUNCTION and the Lua VM), `config` (CONFIG) and `tunables` (the encoding settings
 //! CONFIG SET may change), `commands` (the command table: arity and key
@@ -42,6 +44,7 @@ mod command_info;
 mod command_keys;
 mod commands;
 mod compact;
+mod compact_update;
 mod config;
 mod dump;
 pub mod expiry;

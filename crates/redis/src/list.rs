@@ -16,6 +16,7 @@ use nvdepot_resp::{errors, string2ll, Reply};
 
 use super::args::arity;
 use super::compact::{self, Compact};
+use super::compact_update::Fail;
 use super::key_locks;
 use super::list_combine::{self, Done, Step};
 use super::list_pages::{self as pages, Found, Stop};
@@ -44,11 +45,6 @@ pub fn may_push(name: &[u8]) -> bool {
             | b"BLMOVE"
             | b"BRPOPLPUSH"
     )
-}
-
-enum Fail {
-    WrongType,
-    Store(Error),
 }
 
 fn list_of(v: Option<&Value>) -> Result<Option<VecDeque<Vec<u8>>>, Fail> {

@@ -21,6 +21,7 @@ use rand::Rng;
 
 use super::args::arity;
 use super::compact::{self, Compact};
+use super::compact_update::{try_once, Escalate, Fail, Shape};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
@@ -48,11 +49,6 @@ pub fn needs_exclusive(name: &[u8]) -> bool {
 pub(crate) struct Set {
     pub large: bool,
     pub members: Vec<Vec<u8>>,
-}
-
-enum Fail {
-    WrongType,
-    Store(Error),
 }
 
 fn set_of(v: Option<&Value>) -> Result<Option<Set>, Fail> {
@@ -319,54 +315,26 @@ async fn update<T>(
     mut apply: impl FnMut(&mut Option<Set>) -> Result<(bool, T), &'static str>,
     out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
+    let shape = Shape {
+        is_paged: |v: &Value| v.kind() == Kind::Set && is_paged(v.data()),
+        read: set_of,
+        change: |s: Option<Set>, at| s.unwrap_or_default().change(at),
+        should_page: |data: &[u8]| hpages::should_page(data[0] == 1, data.len(), key),
+    };
     loop {
-        let mut damage = None;
-        let mut paged = false;
-        let mut convert = None;
-        let (done, _) = store
-            .update(db, key, now, |cur| {
-                if cur.is_some_and(|v| v.kind() == Kind::Set && is_paged(v.data())) {
-                    paged = true;
-                    return (Change::Keep, Err(""));
+        match try_once(store, db, key, now, &shape, &mut apply).await? {
+            (done, None) => return Ok(done),
+            (done, Some(Escalate::Convert(version, data, at))) => {
+                if hpages::convert(store, Kind::Set, db, key, version, &data, at).await? {
+                    return Ok(done);
                 }
-                let (mut s, at) = match set_of(cur) {
-                    Ok(s) => (s, cur.map_or(0, Value::expire_at_ms)),
-                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                    Err(Fail::Store(e)) => {
-                        damage = Some(e);
-                        return (Change::Keep, Err(""));
-                    }
-                };
-                match apply(&mut s) {
-                    Ok((true, t)) => {
-                        let change = s.unwrap_or_default().change(at);
-                        if let Change::Put { data, .. } = &change {
-                            if hpages::should_page(data[0] == 1, data.len(), key) {
-                                convert = Some((cur.map(Value::version), data.clone(), at));
-                                return (Change::Keep, Ok(t));
-                            }
-                        }
-                        (change, Ok(t))
-                    }
-                    Ok((false, t)) => (Change::Keep, Ok(t)),
-                    Err(msg) => (Change::Keep, Err(msg)),
+            }
+            (_, Some(Escalate::Paged)) => {
+                let paged = super::hash_combine::write(store, Kind::Set, db, key, now, &op).await?;
+                if let Some(r) = paged {
+                    return Ok(r.map(&out));
                 }
-            })
-            .await?;
-        if let Some(e) = damage {
-            return Err(e);
-        }
-        if let Some((version, data, at)) = convert {
-            if hpages::convert(store, Kind::Set, db, key, version, &data, at).await? {
-                return Ok(done);
             }
-        } else if paged {
-            if let Some(r) = super::hash_combine::write(store, Kind::Set, db, key, now, &op).await?
-            {
-                return Ok(r.map(&out));
-            }
-        } else {
-            return Ok(done);
         }
     }
 }

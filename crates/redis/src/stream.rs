@@ -9,6 +9,7 @@ use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::args::arity;
+use super::compact_update::Fail;
 use super::key_locks::KeyGuard;
 use super::list_pages::{commit_records, Stop};
 use super::notify;
@@ -18,11 +19,6 @@ use super::stream_log::{
     INVALID_ID,
 };
 use super::stream_pages::{self, Loaded, Need};
-
-enum Fail {
-    WrongType,
-    Store(Error),
-}
 
 /// The stream `v` holds (`None`: no key), loaded as `need` says when it
 /// is paged (with what its write-back compares against).

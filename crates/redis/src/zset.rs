@@ -13,12 +13,13 @@
 
 use std::cmp::Ordering;
 
-use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
+use nvdepot_cache::resp::{Kind, RespStore, Value};
 use nvdepot_cache::Error;
 use nvdepot_resp::{errors, Reply};
 
 use super::args::arity;
 use super::compact::Compact;
+use super::compact_update::{try_once, Escalate, Shape};
 use super::notify;
 use super::session::Shared;
 use super::zset_pages::{self, Answer, Query};
@@ -65,59 +66,31 @@ pub(crate) async fn update<T>(
     out: impl Fn(zset_pages::Out) -> T,
     mut apply: impl FnMut(&mut Option<ZSet>) -> Result<(bool, T), &'static str>,
 ) -> Result<Result<T, &'static str>, Error> {
+    let shape = Shape {
+        is_paged: zset_pages::is_paged,
+        read: zset_of,
+        change: |z: Option<ZSet>, at| z.unwrap_or_default().change(at),
+        should_page: |data: &[u8]| zset_pages::should_page(data[0] == 1, data.len(), key),
+    };
     loop {
-        let mut damage = None;
-        let mut paged = false;
-        let mut convert = None;
-        let (done, _) = store
-            .update(db, key, now, |cur| {
-                if cur.is_some_and(zset_pages::is_paged) {
-                    paged = true;
-                    return (Change::Keep, Err(""));
+        match try_once(store, db, key, now, &shape, &mut apply).await? {
+            (done, None) => return Ok(done),
+            (done, Some(Escalate::Convert(version, data, at))) => {
+                if zset_pages::convert(store, db, key, version, decode(&data)?, at).await? {
+                    return Ok(done);
                 }
-                let (mut z, at) = match zset_of(cur) {
-                    Ok(z) => (z, cur.map_or(0, Value::expire_at_ms)),
-                    Err(Fail::WrongType) => return (Change::Keep, Err(errors::WRONGTYPE)),
-                    Err(Fail::Store(e)) => {
-                        damage = Some(e);
-                        return (Change::Keep, Err(""));
-                    }
+            }
+            (_, Some(Escalate::Paged)) => {
+                let r = match &op {
+                    Some(op) => zset_pages::write(store, db, key, now, op)
+                        .await?
+                        .map(|r| r.map(&out)),
+                    None => zset_pages::rewrite(store, db, key, now, &mut apply).await?,
                 };
-                match apply(&mut z) {
-                    Ok((true, t)) => {
-                        let change = z.unwrap_or_default().change(at);
-                        if let Change::Put { data, .. } = &change {
-                            if zset_pages::should_page(data[0] == 1, data.len(), key) {
-                                convert = Some((cur.map(Value::version), data.clone(), at));
-                                return (Change::Keep, Ok(t));
-                            }
-                        }
-                        (change, Ok(t))
-                    }
-                    Ok((false, t)) => (Change::Keep, Ok(t)),
-                    Err(msg) => (Change::Keep, Err(msg)),
+                if let Some(r) = r {
+                    return Ok(r);
                 }
-            })
-            .await?;
-        if let Some(e) = damage {
-            return Err(e);
-        }
-        if let Some((version, data, at)) = convert {
-            if zset_pages::convert(store, db, key, version, decode(&data)?, at).await? {
-                return Ok(done);
             }
-        } else if paged {
-            let r = match &op {
-                Some(op) => zset_pages::write(store, db, key, now, op)
-                    .await?
-                    .map(|r| r.map(&out)),
-                None => zset_pages::rewrite(store, db, key, now, &mut apply).await?,
-            };
-            if let Some(r) = r {
-                return Ok(r);
-            }
-        } else {
-            return Ok(done);
         }
     }
 }
