@@ -256,6 +256,15 @@ pub(crate) trait BatchEdit<S> {
     async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop>;
 }
 
+/// A step's outcome as [`BatchEdit::apply`] answers it, for steps that
+/// may answer an error (which changed nothing).
+pub(crate) fn or_error<O>(r: Result<(bool, O), &'static str>) -> (bool, Result<O, &'static str>) {
+    match r {
+        Ok((changed, out)) => (changed, Ok(out)),
+        Err(msg) => (false, Err(msg)),
+    }
+}
+
 /// What a batch's read of its key found.
 pub(crate) enum Opened<E, A> {
     /// The paged collection, ready to edit.

@@ -500,10 +500,7 @@ impl<'o> BatchEdit<Op<'o>> for Batch<'_> {
     }
 
     async fn apply(&mut self, op: &Op<'o>) -> Result<(bool, Self::Answer), Stop> {
-        Ok(match op.apply(&mut self.edit).await? {
-            Ok((changed, out)) => (changed, Ok(out)),
-            Err(msg) => (false, Err(msg)),
-        })
+        Ok(super::combine::or_error(op.apply(&mut self.edit).await?))
     }
 
     async fn commit(self, held: KeyGuard<'static>) -> Result<(), Stop> {
