@@ -62,6 +62,9 @@ where
     let mut escalate = None;
     let (done, _) = store
         .update(db, key, now, |cur| {
+            // The store may decide again (the key changed before the
+            // write): only the last decision's findings count.
+            (damage, escalate) = (None, None);
             if cur.is_some_and(&shape.is_paged) {
                 escalate = Some(Escalate::Paged);
                 return (Change::Keep, Err(""));

@@ -409,6 +409,8 @@ async fn set_raw(
         let mut escalate = None;
         let (out, _) = store
             .update(db, key, now, |cur| {
+                // Only the store's last decision counts (it may decide again).
+                escalate = None;
                 if cur.is_some_and(|v| v.kind() == Kind::Hash && is_paged(v.data())) {
                     escalate = Some(Escalate::Paged);
                     return (Change::Keep, Ok(0));

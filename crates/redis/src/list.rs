@@ -331,6 +331,8 @@ pub(crate) async fn push_n(
     let added: usize = elems.iter().map(|e| e.len() + 5).sum();
     let mut paged = false;
     let out = update_raw(store, db, key, now, |old| {
+        // Only the store's last decision counts (it may decide again).
+        paged = false;
         if only_existing && old.is_none() {
             return Ok((Raw::Keep, 0));
         }
@@ -428,6 +430,8 @@ pub(crate) async fn pop_n(
 ) -> Result<Result<Option<Vec<Vec<u8>>>, &'static str>, Error> {
     let mut paged = false;
     let out = update_raw(store, db, key, now, |old| {
+        // Only the store's last decision counts (it may decide again).
+        paged = false;
         let Some(old) = old else {
             return Ok((Raw::Keep, None));
         };
