@@ -16,7 +16,7 @@ use rand::Rng;
 
 use super::args::{arity, format_float, parse_float};
 use super::compact::{self, Compact};
-use super::compact_update::{try_once, Escalate, Fail, Shape};
+use super::compact_update::{Escalate, Fail};
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
@@ -365,32 +365,22 @@ async fn update<T>(
     now: u64,
     limits: &Limits,
     op: hpages::Op<'_>,
-    mut apply: impl FnMut(&mut Hash) -> Result<(bool, T), &'static str>,
+    apply: impl FnMut(&mut Hash) -> Result<(bool, T), &'static str>,
     out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
-    let shape = Shape {
-        is_paged: |v: &Value| v.kind() == Kind::Hash && is_paged(v.data()),
-        read: |v: Option<&Value>| hash_of(v).map(Option::unwrap_or_default),
-        change: |h: Hash, at| h.change(at, limits),
-        should_page: |data: &[u8]| hpages::should_page(data[0] == 1, data.len(), key),
-    };
-    loop {
-        match try_once(store, db, key, now, &shape, &mut apply).await? {
-            (done, None) => return Ok(done),
-            (done, Some(Escalate::Convert(version, data, at))) => {
-                if hpages::convert(store, Kind::Hash, db, key, version, &data, at).await? {
-                    return Ok(done);
-                }
-            }
-            (_, Some(Escalate::Paged)) => {
-                let paged =
-                    super::hash_combine::write(store, Kind::Hash, db, key, now, &op).await?;
-                if let Some(r) = paged {
-                    return Ok(r.map(&out));
-                }
-            }
-        }
-    }
+    super::hash_combine::update(
+        store,
+        Kind::Hash,
+        db,
+        key,
+        now,
+        |v| hash_of(v).map(Option::unwrap_or_default),
+        |h: Hash, at| h.change(at, limits),
+        &op,
+        apply,
+        out,
+    )
+    .await
 }
 
 /// HSET's write on the encoded hash: the fields it names are found by

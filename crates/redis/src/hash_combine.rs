@@ -11,13 +11,14 @@
 
 use std::sync::LazyLock;
 
-use nvdepot_cache::resp::{Kind, RespStore};
+use nvdepot_cache::resp::{Change, Kind, RespStore, Value};
 use nvdepot_cache::Error;
 
 use super::combine::{self, BatchEdit, Combiner, Opened};
-use super::hash_pages::{Edit, Meta, Op, Out};
+use super::compact_update::{try_once, Escalate, Fail, Shape};
+use super::hash_pages::{self as hpages, Edit, Meta, Op, Out};
 use super::key_locks::KeyGuard;
-use super::list_pages::{Stop, SHAPE_PAGED};
+use super::list_pages::{is_paged, Stop};
 
 /// A write command's operation, owned (it waits in a mailbox).
 enum Owned {
@@ -75,6 +76,47 @@ pub async fn write(
         .await
 }
 
+/// One atomic update of hash or set (`kind`) `key`: while compact,
+/// `apply` on the value `read` gives (WRONGTYPE is `read`'s), its change
+/// encoded by `change`; a compact one the change takes past the paged
+/// threshold is written paged; a paged one runs `op` (its answer made by
+/// `out`, combined with the others waiting for the key).
+#[allow(clippy::too_many_arguments)]
+pub async fn update<V, T>(
+    store: &RespStore,
+    kind: Kind,
+    db: usize,
+    key: &[u8],
+    now: u64,
+    read: impl Fn(Option<&Value>) -> Result<V, Fail>,
+    change: impl Fn(V, u64) -> Change,
+    op: &Op<'_>,
+    mut apply: impl FnMut(&mut V) -> Result<(bool, T), &'static str>,
+    out: impl Fn(Out) -> T,
+) -> Result<Result<T, &'static str>, Error> {
+    let shape = Shape {
+        is_paged: |v: &Value| v.kind() == kind && is_paged(v.data()),
+        read,
+        change,
+        should_page: |data: &[u8]| hpages::should_page(data[0] == 1, data.len(), key),
+    };
+    loop {
+        match try_once(store, db, key, now, &shape, &mut apply).await? {
+            (done, None) => return Ok(done),
+            (done, Some(Escalate::Convert(version, data, at))) => {
+                if hpages::convert(store, kind, db, key, version, &data, at).await? {
+                    return Ok(done);
+                }
+            }
+            (_, Some(Escalate::Paged)) => {
+                if let Some(r) = write(store, kind, db, key, now, op).await? {
+                    return Ok(r.map(&out));
+                }
+            }
+        }
+    }
+}
+
 /// Runs a batch of combined steps under `held`, the key's lock.
 async fn write_batch(
     store: &RespStore,
@@ -126,7 +168,7 @@ async fn run_ops(
         if v.kind() != kind {
             return Ok(Opened::Every(|| Err(nvdepot_resp::errors::WRONGTYPE)));
         }
-        if v.data().first() != Some(&SHAPE_PAGED) {
+        if !is_paged(v.data()) {
             return Ok(Opened::NotPaged);
         }
         let meta = Meta::decode(v.data())?;

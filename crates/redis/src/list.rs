@@ -473,18 +473,8 @@ pub(crate) async fn pop_n(
         return Ok(out);
     }
     if count > 0 {
-        match list_combine::run(
-            store,
-            db,
-            key,
-            now,
-            Step::Pop {
-                left: end == End::Left,
-                count,
-            },
-        )
-        .await?
-        {
+        let left = end == End::Left;
+        match list_combine::run(store, db, key, now, Step::Pop { left, count }).await? {
             Some(Done::Popped(p)) => return Ok(Ok(Some(p))),
             Some(Done::Pushed(_)) => unreachable!("a pop answered as a push"),
             None => {}

@@ -21,7 +21,7 @@ use rand::Rng;
 
 use super::args::arity;
 use super::compact::{self, Compact};
-use super::compact_update::{try_once, Escalate, Fail, Shape};
+use super::compact_update::Fail;
 use super::hash_pages as hpages;
 use super::list_pages::is_paged;
 use super::notify;
@@ -312,31 +312,22 @@ async fn update<T>(
     key: &[u8],
     now: u64,
     op: hpages::Op<'_>,
-    mut apply: impl FnMut(&mut Option<Set>) -> Result<(bool, T), &'static str>,
+    apply: impl FnMut(&mut Option<Set>) -> Result<(bool, T), &'static str>,
     out: impl Fn(hpages::Out) -> T,
 ) -> Result<Result<T, &'static str>, Error> {
-    let shape = Shape {
-        is_paged: |v: &Value| v.kind() == Kind::Set && is_paged(v.data()),
-        read: set_of,
-        change: |s: Option<Set>, at| s.unwrap_or_default().change(at),
-        should_page: |data: &[u8]| hpages::should_page(data[0] == 1, data.len(), key),
-    };
-    loop {
-        match try_once(store, db, key, now, &shape, &mut apply).await? {
-            (done, None) => return Ok(done),
-            (done, Some(Escalate::Convert(version, data, at))) => {
-                if hpages::convert(store, Kind::Set, db, key, version, &data, at).await? {
-                    return Ok(done);
-                }
-            }
-            (_, Some(Escalate::Paged)) => {
-                let paged = super::hash_combine::write(store, Kind::Set, db, key, now, &op).await?;
-                if let Some(r) = paged {
-                    return Ok(r.map(&out));
-                }
-            }
-        }
-    }
+    super::hash_combine::update(
+        store,
+        Kind::Set,
+        db,
+        key,
+        now,
+        set_of,
+        |s: Option<Set>, at| s.unwrap_or_default().change(at),
+        &op,
+        apply,
+        out,
+    )
+    .await
 }
 
 /// The members as a paged set's op takes them: member, "", member, "" …

@@ -19,14 +19,14 @@ use nvdepot_resp::{errors, Reply};
 
 use super::args::arity;
 use super::compact::Compact;
-use super::compact_update::{try_once, Escalate, Shape};
+use super::compact_update::{try_once, Escalate, Fail, Shape};
 use super::notify;
 use super::session::Shared;
 use super::zset_pages::{self, Answer, Query};
 pub use super::zset_range::{parse_score, LexRange, Range, RangeQuery, ScoreRange};
 use super::zset_value::{
-    decode, order, reply_items, reply_score, zadd_step, zset_of, AddFlags, Fail, Limits, Step,
-    ZSet, NOT_FLOAT,
+    decode, order, reply_items, reply_score, zadd_step, zset_of, AddFlags, Limits, Step, ZSet,
+    NOT_FLOAT,
 };
 
 /// Whether `data` is a sorted set record's data.

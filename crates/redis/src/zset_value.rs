@@ -26,7 +26,7 @@ pub struct ZSet {
     pub items: Vec<(f64, Vec<u8>)>,
 }
 
-pub(crate) use super::compact_update::Fail;
+use super::compact_update::Fail;
 
 /// The order of members: by score, then by bytes.
 pub fn order(a: &(f64, Vec<u8>), b: &(f64, Vec<u8>)) -> Ordering {
