@@ -121,12 +121,23 @@ impl<'a> Iterator for Items<'a> {
     }
 }
 
-fn write_len(out: &mut Vec<u8>, mut n: usize) {
+fn write_len(out: &mut Vec<u8>, n: usize) {
+    let (prefix, used) = len_prefix(n);
+    out.extend_from_slice(&prefix[..used]);
+}
+
+/// The LEB128 length prefix of an item of `n` bytes: (its bytes, how
+/// many of them it takes).
+pub fn len_prefix(mut n: usize) -> ([u8; LEN_BYTES_MAX], usize) {
+    let mut out = [0u8; LEN_BYTES_MAX];
+    let mut used = 0;
     while n >= 0x80 {
-        out.push((n as u8) | 0x80);
+        out[used] = (n as u8) | 0x80;
         n >>= 7;
+        used += 1;
     }
-    out.push(n as u8);
+    out[used] = n as u8;
+    (out, used + 1)
 }
 
 /// A LEB128 length at the start of `b`: (length, bytes it took).

@@ -68,6 +68,7 @@ mod list;
 mod list_combine;
 mod list_edit;
 mod list_move;
+mod list_page;
 mod list_pages;
 mod list_read;
 mod lua;

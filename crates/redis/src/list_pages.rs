@@ -33,6 +33,7 @@ use nvdepot_cache::Error;
 
 use super::compact::{self, Compact};
 use super::key_locks::KeyGuard;
+use super::list_page::Page;
 
 /// The shape byte of a paged list's metadata (and every paged
 /// collection's: the store notes their stamps by it).
@@ -173,107 +174,6 @@ fn encode_page<'a>(items: impl Iterator<Item = &'a Vec<u8>>) -> Vec<u8> {
         compact::push_item(&mut out, e);
     }
     out
-}
-
-/// A page as its record holds it (the shape byte, then each element's
-/// length and bytes), worked on in place: a push appends or splices one
-/// item, a pop cuts one, with no allocation per element of the page.
-struct Page {
-    bytes: Vec<u8>,
-    count: usize,
-}
-
-impl Page {
-    fn parse(bytes: Vec<u8>) -> Result<Page, Error> {
-        if bytes.first().is_none_or(|&b| b > 1) {
-            return Err(damaged("a page of an unknown shape"));
-        }
-        let count = compact::items(&bytes).try_fold(0usize, |n, i| i.map(|_| n + 1))?;
-        Ok(Page { bytes, count })
-    }
-
-    fn with(e: &[u8]) -> Page {
-        let mut bytes = vec![1u8];
-        compact::push_item(&mut bytes, e);
-        Page { bytes, count: 1 }
-    }
-
-    /// Element `i`: where its item starts and ends in the bytes, and the
-    /// element.
-    fn nth(&self, i: usize) -> Result<(usize, usize, &[u8]), Stop> {
-        let base = self.bytes.as_ptr() as usize;
-        match compact::items(&self.bytes).nth(i) {
-            Some(Ok((start, e))) => Ok((start, e.as_ptr() as usize - base + e.len(), e)),
-            Some(Err(e)) => Err(Stop::Fail(e)),
-            None => Err(Stop::Fail(damaged("index past its page"))),
-        }
-    }
-
-    fn item(e: &[u8]) -> Vec<u8> {
-        let mut item = Vec::with_capacity(e.len() + 5);
-        compact::push_item(&mut item, e);
-        item
-    }
-
-    fn push_back(&mut self, e: &[u8]) {
-        compact::push_item(&mut self.bytes, e);
-        self.count += 1;
-    }
-
-    fn push_front(&mut self, e: &[u8]) {
-        self.bytes.splice(1..1, Self::item(e));
-        self.count += 1;
-    }
-
-    fn pop_front(&mut self) -> Result<Vec<u8>, Stop> {
-        let (_, end, e) = self.nth(0)?;
-        let e = e.to_vec();
-        self.bytes.drain(1..end);
-        self.count -= 1;
-        Ok(e)
-    }
-
-    fn pop_back(&mut self) -> Result<Vec<u8>, Stop> {
-        let (start, _, e) = self.nth(self.count - 1)?;
-        let e = e.to_vec();
-        self.bytes.truncate(start);
-        self.count -= 1;
-        Ok(e)
-    }
-
-    fn set(&mut self, i: usize, e: &[u8]) -> Result<(), Stop> {
-        let (start, end, _) = self.nth(i)?;
-        self.bytes.splice(start..end, Self::item(e));
-        Ok(())
-    }
-
-    /// Drops the first `n` elements (fewer than it holds).
-    fn drain_front(&mut self, n: usize) -> Result<(), Stop> {
-        if n > 0 {
-            let (_, end, _) = self.nth(n - 1)?;
-            self.bytes.drain(1..end);
-            self.count -= n;
-        }
-        Ok(())
-    }
-
-    /// Keeps the first `keep` elements.
-    fn truncate(&mut self, keep: usize) -> Result<(), Stop> {
-        if keep < self.count {
-            let (start, _, _) = self.nth(keep)?;
-            self.bytes.truncate(start);
-            self.count = keep;
-        }
-        Ok(())
-    }
-
-    /// Elements `from..=to`.
-    fn range(&self, from: usize, to: usize) -> impl Iterator<Item = Result<&[u8], Error>> {
-        compact::items(&self.bytes)
-            .skip(from)
-            .take(to + 1 - from)
-            .map(|i| i.map(|(_, e)| e))
-    }
 }
 
 /// Why a paged step stopped.
@@ -591,7 +491,7 @@ impl<'a> Edit<'a> {
         let stamp = self.meta.stamp;
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for &p in &self.dirty {
-            let data = std::mem::take(&mut self.pages.get_mut(&p).expect("dirty").bytes);
+            let data = self.pages.remove(&p).expect("dirty").into_record();
             writes.push((page_key(self.key, stamp, p), Some(data)));
         }
         for &p in &self.gone {
