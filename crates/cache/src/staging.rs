@@ -334,7 +334,9 @@ impl CacheStore {
                     None => (*ns, engine::WriteOp::Delete { key }),
                 })
                 .collect();
-            let done = self.write_batch_direct(&ops, &[], None, None, || {}).await?;
+            let done = self
+                .write_batch_direct(&ops, &[], None, None, || {})
+                .await?;
             debug_assert!(done, "an unguarded batch is always applied");
             return Ok(());
         }
