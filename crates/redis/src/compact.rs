@@ -103,22 +103,29 @@ impl<'a> Iterator for Items<'a> {
             return None;
         }
         let start = self.at;
-        let rest = &self.data[start..];
-        let Some((len, used)) = read_len(rest) else {
-            self.at = self.data.len();
-            return Some(Err(Error::Envelope(
-                "compact collection: bad length".into(),
-            )));
-        };
-        if rest.len() - used < len {
-            self.at = self.data.len();
-            return Some(Err(Error::Envelope(
-                "compact collection: item past the end".into(),
-            )));
+        match item_at(self.data, start) {
+            Ok((end, item)) => {
+                self.at = end;
+                Some(Ok((start, item)))
+            }
+            Err(e) => {
+                self.at = self.data.len();
+                Some(Err(e))
+            }
         }
-        self.at = start + used + len;
-        Some(Ok((start, &rest[used..used + len])))
     }
+}
+
+/// The item of encoded data whose length prefix starts at `at`: (where it
+/// ends, the item), or the damage.
+pub fn item_at(data: &[u8], at: usize) -> Result<(usize, &[u8]), Error> {
+    let bad = |what: &str| Error::Envelope(format!("compact collection: {what}"));
+    let rest = data.get(at..).unwrap_or_default();
+    let (len, used) = read_len(rest).ok_or_else(|| bad("bad length"))?;
+    if rest.len() - used < len {
+        return Err(bad("item past the end"));
+    }
+    Ok((at + used + len, &rest[used..used + len]))
 }
 
 fn write_len(out: &mut Vec<u8>, n: usize) {

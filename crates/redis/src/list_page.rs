@@ -69,17 +69,6 @@ impl Page {
         self.buf
     }
 
-    /// The item whose length prefix starts at `at` in `buf`: (where it
-    /// ends, the element).
-    fn item_at(&self, at: usize) -> Result<(usize, &[u8]), Error> {
-        let rest = self.buf.get(at..).unwrap_or_default();
-        let (len, used) = compact::read_len(rest).ok_or_else(|| damaged("a bad length"))?;
-        let e = rest
-            .get(used..used + len)
-            .ok_or_else(|| damaged("an element past its page"))?;
-        Ok((at + used + len, e))
-    }
-
     /// Where item `i`'s length prefix starts in `buf`.
     fn start_of(&mut self, i: usize) -> Result<usize, Error> {
         if i == 0 && self.count > 0 {
@@ -106,7 +95,7 @@ impl Page {
     /// element.
     pub fn nth(&mut self, i: usize) -> Result<(usize, usize, &[u8]), Error> {
         let start = self.start_of(i)?;
-        let (end, e) = self.item_at(start)?;
+        let (end, e) = compact::item_at(&self.buf, start)?;
         Ok((start, end, e))
     }
 
