@@ -175,6 +175,11 @@ for proto in (2, 3):
     q = r.pubsub(ignore_subscribe_messages=True)
     q.subscribe(**{"py:inval": lambda m: heard.append(m["data"])})
     listener = q.run_in_thread(sleep_time=0.01, daemon=True)
+    # SUBSCRIBE goes out on the listener's connection: publish only once
+    # the server counts the subscriber, or the first messages reach no one.
+    deadline = time.time() + 5
+    while dict(r.pubsub_numsub("py:inval")).get("py:inval", 0) < 1 and time.time() < deadline:
+        time.sleep(0.01)
     for i in range(100):
         r.publish("py:inval", f"k{i}")
     deadline = time.time() + 5
