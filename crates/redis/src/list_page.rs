@@ -63,10 +63,9 @@ impl Page {
         }
     }
 
-    /// The record's bytes.
-    pub fn into_record(mut self) -> Vec<u8> {
-        self.buf.drain(..self.lo);
-        self.buf
+    /// The record's bytes (the room kept before them left out).
+    pub fn record(&self) -> &[u8] {
+        &self.buf[self.lo..]
     }
 
     /// Where item `i`'s length prefix starts in `buf`.
@@ -285,7 +284,7 @@ mod tests {
                 }
             }
             if !model.is_empty() {
-                assert_eq!(page.into_record(), record(&model));
+                assert_eq!(page.record(), record(&model));
             }
         }
     }

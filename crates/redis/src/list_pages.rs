@@ -489,17 +489,31 @@ impl<'a> Edit<'a> {
             Some(self.meta.encode())
         };
         let stamp = self.meta.stamp;
-        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        for &p in &self.dirty {
-            let data = self.pages.remove(&p).expect("dirty").into_record();
-            writes.push((page_key(self.key, stamp, p), Some(data)));
-        }
-        for &p in &self.gone {
-            writes.push((page_key(self.key, stamp, p), None));
-        }
-        let (store, db, key, version) = (self.store, self.db, self.key, self.version);
-        let meta = meta.map(|m| (Kind::List, m, expire_at_ms));
-        commit_records(store, db, key, Some(version), meta, &writes, held).await
+        let page_keys: Vec<Vec<u8>> = (self.dirty.iter().chain(&self.gone))
+            .map(|&p| page_key(self.key, stamp, p))
+            .collect();
+        // The pages' records are borrowed, not copied out of their
+        // buffers (a head page keeps room before its record).
+        let data = self.dirty.iter().map(|p| {
+            let page = self.pages.get(p).expect("a dirty page is loaded");
+            Some(page.record())
+        });
+        let pages: Vec<(&[u8], Option<&[u8]>)> = page_keys
+            .iter()
+            .map(Vec::as_slice)
+            .zip(data.chain(self.gone.iter().map(|_| None)))
+            .collect();
+        let meta = meta.as_deref().map(|m| (Kind::List, m, expire_at_ms));
+        commit_pages(
+            self.store,
+            self.db,
+            self.key,
+            Some(self.version),
+            meta,
+            &pages,
+            held,
+        )
+        .await
     }
 }
 
@@ -524,8 +538,21 @@ pub async fn commit_records(
     let meta = meta
         .as_ref()
         .map(|(kind, m, at)| (*kind, m.as_slice(), *at));
+    commit_pages(store, db, key, version, meta, &pages, held).await
+}
+
+/// [`commit_records`] of borrowed metadata and pages.
+pub async fn commit_pages(
+    store: &RespStore,
+    db: usize,
+    key: &[u8],
+    version: Option<u64>,
+    meta: Option<(Kind, &[u8], u64)>,
+    pages: &[(&[u8], Option<&[u8]>)],
+    held: KeyGuard<'static>,
+) -> Result<(), Stop> {
     let done = store
-        .commit(db, key, version, meta, &pages, move || drop(held))
+        .commit(db, key, version, meta, pages, move || drop(held))
         .await?;
     if done {
         Ok(())

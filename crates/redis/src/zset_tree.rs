@@ -601,14 +601,14 @@ impl<'a> Tree<'a> {
         Ok(())
     }
 
-    /// The page writes of the change: nodes changed, nodes freed.
+    /// The page writes of the change: nodes changed, nodes freed. The
+    /// changed nodes leave the tree (their bytes move into the writes
+    /// instead of being copied: the tree is done once it is committed).
     pub fn writes(&mut self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let mut out = Vec::with_capacity(self.dirty.len() + self.freed.len());
         for &id in &self.dirty {
-            out.push((
-                node_page(self.key, self.stamp, id),
-                Some(self.node(id).encode()),
-            ));
+            let node = self.nodes.remove(&id).expect("a changed node is loaded");
+            out.push((node_page(self.key, self.stamp, id), Some(node.bytes)));
         }
         for &id in &self.freed {
             out.push((node_page(self.key, self.stamp, id), None));
