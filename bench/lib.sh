@@ -31,11 +31,15 @@ start_server() {
   local opts=("$@")
   [ ${#opts[@]} -gt 0 ] || opts=(--size 2G)
   rm -rf "${WORK:?}/$server"; mkdir -p "$WORK/$server"
+  # SERVER_PIN (a core list): every server runs on those cores only
+  # (taskset execs the server: $! stays its pid).
+  local pin=()
+  [ -z "${SERVER_PIN:-}" ] || pin=(taskset -c "$SERVER_PIN")
   case $server in
-    redis-none) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
-    redis-always) redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
-    nvdepot) "$NV" serve --port "$port" --data "$WORK/$server/store" "${opts[@]}" 2>"$WORK/$server.log" & ;;
-    nvdepot-base) "$NV_BASE" serve --port "$port" --data "$WORK/$server/store" "${opts[@]}" 2>"$WORK/$server.log" & ;;
+    redis-none) "${pin[@]}" redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly no >"$WORK/$server.log" 2>&1 & ;;
+    redis-always) "${pin[@]}" redis-server --port "$port" --bind 127.0.0.1 --dir "$WORK/$server" --save '' --appendonly yes --appendfsync always >"$WORK/$server.log" 2>&1 & ;;
+    nvdepot) "${pin[@]}" "$NV" serve --port "$port" --data "$WORK/$server/store" "${opts[@]}" 2>"$WORK/$server.log" & ;;
+    nvdepot-base) "${pin[@]}" "$NV_BASE" serve --port "$port" --data "$WORK/$server/store" "${opts[@]}" 2>"$WORK/$server.log" & ;;
     *) echo "start_server: unknown server $server" >&2; return 1 ;;
   esac
   pid=$!

@@ -19,6 +19,10 @@
 #        (more options for nvdepot serve: one worker, as redis-server runs
 #        commands on one thread, on a machine whose other core runs
 #        redis-benchmark)
+#        PIN=1 QUICK=1 bash bench/resp-scripts-pubsub.sh
+#        (per core, as bench/percore.sh measures: every server on core 1,
+#        nvdepot with one worker; redis-benchmark and the subscribers'
+#        process on core 0; output …-pinned[-quick].md)
 # Output: bench/results/resp-scripts-pubsub[-quick].md, ending with
 #   ratio script_vs_redis=… publish_vs_redis=…
 # script_vs_redis: the LOWEST over concurrencies of evalsha_read /
@@ -29,12 +33,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=${QUICK:-0}
+PINNED=; [ "${PIN:-0}" = 1 ] && PINNED=-pinned
 if [ "$QUICK" = 1 ]; then
-  CONCS=(16) REPS=${REPS:-1} N=${N:-20000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub-quick.md}
+  CONCS=(16) REPS=${REPS:-1} N=${N:-20000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub$PINNED-quick.md}
 else
-  CONCS=(1 16) REPS=${REPS:-3} N=${N:-50000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub.md}
+  CONCS=(1 16) REPS=${REPS:-3} N=${N:-50000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub$PINNED.md}
 fi
 SUBS=(1 10 100)
+PIN=${PIN:-0}
+client=()
+if [ "$PIN" = 1 ]; then
+  export SERVER_PIN=${SERVER_CPU:-1}
+  client=(taskset -c "${CLIENT_CPU:-0}")
+  NV_ARGS=${NV_ARGS:---threads 1}
+fi
 PORT_BASE=${PORT_BASE:-26900}
 source bench/lib.sh
 resp_bench_setup scripts
@@ -51,7 +63,7 @@ WRITE='redis.call("GET", KEYS[1]) local n = redis.call("INCR", KEYS[1] .. ":n") 
 
 # SUBS PORT: a process draining S subscribers of channel `ch`.
 subscribers() {
-  python3 - "$1" "$2" <<'PY' &
+  "${client[@]}" python3 - "$1" "$2" <<'PY' &
 import selectors, socket, sys
 n, port = int(sys.argv[1]), int(sys.argv[2])
 sel = selectors.DefaultSelector()
@@ -74,7 +86,7 @@ PY
 
 bench() { # PORT C TEST-NAME COMMAND…: ops/s of redis-benchmark
   local port=$1 c=$2; shift 2; local name=$1; shift
-  redis-benchmark -p "$port" -c "$c" -n "$N" -r 10000 --csv "$@" 2>/dev/null |
+  "${client[@]}" redis-benchmark -p "$port" -c "$c" -n "$N" -r 10000 --csv "$@" 2>/dev/null |
     tr -d '"' | grep -E '^[A-Za-z]' | tail -1 | cut -d, -f2
 }
 
@@ -106,7 +118,7 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 
-python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" "${NV_ARGS:-}" <<'PY'
+python3 - "$WORK/points.tsv" "$OUT" "$N" "${CONCS[*]}" "$REPS" "${NV_ARGS:-}" "$PIN" <<'PY'
 import sys, statistics, collections
 pts = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -119,7 +131,9 @@ concs = sorted({c for (_, c, _) in pts})
 lines = ["# Scripts and Pub/Sub: nvdepot serve against redis-server", "",
          f"`bash bench/resp-scripts-pubsub.sh` (N={sys.argv[3]} requests per test, concurrency "
          f"{sys.argv[4]}, {sys.argv[5]} rep(s); medians in ops/s; ranges min-max"
-         + (f"; nvdepot serve with `{sys.argv[6]}`" if sys.argv[6] else "") + ").", "",
+         + (f"; nvdepot serve with `{sys.argv[6]}`" if sys.argv[6] else "")
+         + ("; pinned: every server on core 1, redis-benchmark and the subscribers on core 0"
+            if sys.argv[7] == "1" else "") + ").", "",
          "| test | c | redis-none | redis-always | nvdepot | nvdepot / redis-none | nvdepot / redis-always |",
          "|---|---|---|---|---|---|---|"]
 script, publish = [], []

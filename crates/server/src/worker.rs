@@ -254,6 +254,10 @@ struct ConnectionIo<F: Face> {
     buf_bytes_max: usize,
     /// Replies not yet sent.
     out: Vec<u8>,
+    /// The replies of the last requests, on their way: the connection
+    /// receives its next request while they are sent, instead of arming
+    /// its receive only once the send has completed, a loop turn later.
+    sending: Option<Sending>,
     /// Input handed to the next `feed` (see [`FEED_WINDOW_BYTES`]).
     window: usize,
     /// The face's reply to a request larger than `buf_bytes_max`.
@@ -272,6 +276,7 @@ impl<F: Face> ConnectionIo<F> {
             buf_bytes,
             buf_bytes_max,
             out: Vec::new(),
+            sending: None,
             window: FEED_WINDOW_BYTES,
         }
     }
@@ -285,6 +290,14 @@ impl<F: Face> ConnectionIo<F> {
     /// multishot receive armed for the connection's life where the
     /// worker's ring has provided buffers, else a receive per read.
     async fn run(&mut self) -> io::Result<()> {
+        let served = self.serve().await;
+        // Whatever ended the connection, the replies already on their way
+        // finish first (a client that closed its side still reads them).
+        let sent = self.sent().await;
+        served.and(sent)
+    }
+
+    async fn serve(&mut self) -> io::Result<()> {
         let mut stream =
             uring::recv_buffers_registered().then(|| uring::RecvStream::new(self.fd()));
         loop {
@@ -313,18 +326,32 @@ impl<F: Face> ConnectionIo<F> {
                 let mut recv = pin!(recv);
                 loop {
                     let received = {
+                        let sending = &mut self.sending;
                         let mut pushed = pin!(self.session.pushed(&mut self.out));
                         poll_fn(|cx| {
                             if let Poll::Ready(r) = recv.as_mut().poll(cx) {
-                                return Poll::Ready(Some(r));
+                                return Poll::Ready(Woke::Received(r));
                             }
-                            pushed.as_mut().poll(cx).map(|()| None)
+                            match sending {
+                                // Pushed messages wait behind a send in
+                                // flight where the session holds them (its
+                                // output limit counts them there): one send
+                                // at a time, in order.
+                                Some(s) => s.as_mut().poll(cx).map(Woke::Sent),
+                                None => pushed.as_mut().poll(cx).map(|()| Woke::Pushed),
+                            }
                         })
                         .await
                     };
                     match received {
-                        Some(r) => break r,
-                        None => send_out(fd, &mut self.out).await?,
+                        Woke::Received(r) => break r,
+                        Woke::Sent((r, spare)) => {
+                            self.sending = None;
+                            sent_back(&mut self.out, spare);
+                            r?;
+                            start_send(fd, &mut self.out, &mut self.sending);
+                        }
+                        Woke::Pushed => start_send(fd, &mut self.out, &mut self.sending),
                     }
                 }
             };
@@ -391,14 +418,56 @@ impl<F: Face> ConnectionIo<F> {
                 self.flush().await?;
             }
         }
-        self.flush().await?;
+        self.sent().await?;
+        start_send(self.fd(), &mut self.out, &mut self.sending);
         Ok((pos, false))
     }
 
-    /// Sends the pending replies.
+    /// Sends the pending replies, and waits until they are sent.
     async fn flush(&mut self) -> io::Result<()> {
+        self.sent().await?;
         send_out(self.fd(), &mut self.out).await
     }
+
+    /// Waits for the send in flight, if any.
+    async fn sent(&mut self) -> io::Result<()> {
+        let Some(sending) = self.sending.take() else {
+            return Ok(());
+        };
+        let (r, spare) = sending.await;
+        sent_back(&mut self.out, spare);
+        r
+    }
+}
+
+/// Starts sending `out` (if not empty) on `fd`, without waiting for the
+/// send; none may be in flight.
+fn start_send(fd: RawFd, out: &mut Vec<u8>, sending: &mut Option<Sending>) {
+    debug_assert!(sending.is_none(), "one send at a time");
+    if out.is_empty() {
+        return;
+    }
+    let out = std::mem::take(out);
+    *sending = Some(Box::pin(uring::send_all(fd, out, 0)));
+}
+
+/// Takes back a sent buffer for the next replies (emptied), unless
+/// replies were written meanwhile or it grew large.
+fn sent_back(out: &mut Vec<u8>, mut spare: Vec<u8>) {
+    if out.is_empty() && spare.capacity() <= 4 * WRITE_BATCH_BYTES {
+        spare.clear();
+        *out = spare;
+    }
+}
+
+/// A send in flight and the buffer it gives back.
+type Sending = std::pin::Pin<Box<dyn Future<Output = (io::Result<()>, Vec<u8>)>>>;
+
+/// What woke a connection waiting for its next request.
+enum Woke {
+    Received(io::Result<usize>),
+    Sent((io::Result<()>, Vec<u8>)),
+    Pushed,
 }
 
 /// Sends `out` on `fd` and empties it.
