@@ -389,6 +389,12 @@ impl<F: Face> ConnectionIo<F> {
     /// Feeds `buf` to the protocol window by window, sending the replies;
     /// returns the bytes consumed and whether to close.
     async fn execute(&mut self) -> io::Result<(usize, bool)> {
+        // The replies before go out whole before these requests run: a
+        // request may block (BLPOP) or take long, and a partly sent reply
+        // only progresses while its send is polled. Its completion has
+        // almost always been reaped with the receive that brought these
+        // requests, so this rarely waits.
+        self.sent().await?;
         let filled = self.buf.len();
         let mut pos = 0;
         while pos < filled {
@@ -419,6 +425,8 @@ impl<F: Face> ConnectionIo<F> {
             }
         }
         self.sent().await?;
+        // Started, not awaited: the connection's next receive is armed
+        // while the replies go out.
         start_send(self.fd(), &mut self.out, &mut self.sending);
         Ok((pos, false))
     }
