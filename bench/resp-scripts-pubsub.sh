@@ -33,14 +33,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=${QUICK:-0}
-PINNED=; [ "${PIN:-0}" = 1 ] && PINNED=-pinned
+PIN=${PIN:-0}
+PINNED=; [ "$PIN" = 1 ] && PINNED=-pinned
 if [ "$QUICK" = 1 ]; then
   CONCS=(16) REPS=${REPS:-1} N=${N:-20000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub$PINNED-quick.md}
 else
   CONCS=(1 16) REPS=${REPS:-3} N=${N:-50000} OUT=${OUT:-$ROOT/bench/results/resp-scripts-pubsub$PINNED.md}
 fi
 SUBS=(1 10 100)
-PIN=${PIN:-0}
 client=()
 if [ "$PIN" = 1 ]; then
   export SERVER_PIN=${SERVER_CPU:-1}

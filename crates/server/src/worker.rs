@@ -424,9 +424,9 @@ impl<F: Face> ConnectionIo<F> {
                 self.flush().await?;
             }
         }
-        self.sent().await?;
-        // Started, not awaited: the connection's next receive is armed
-        // while the replies go out.
+        // Started, not awaited (none is in flight: every send above was
+        // awaited): the connection's next receive is armed while the
+        // replies go out.
         start_send(self.fd(), &mut self.out, &mut self.sending);
         Ok((pos, false))
     }
@@ -434,7 +434,8 @@ impl<F: Face> ConnectionIo<F> {
     /// Sends the pending replies, and waits until they are sent.
     async fn flush(&mut self) -> io::Result<()> {
         self.sent().await?;
-        send_out(self.fd(), &mut self.out).await
+        start_send(self.fd(), &mut self.out, &mut self.sending);
+        self.sent().await
     }
 
     /// Waits for the send in flight, if any.
@@ -460,7 +461,8 @@ fn start_send(fd: RawFd, out: &mut Vec<u8>, sending: &mut Option<Sending>) {
 }
 
 /// Takes back a sent buffer for the next replies (emptied), unless
-/// replies were written meanwhile or it grew large.
+/// replies were written meanwhile or it grew large (a multi-get of many
+/// values went out: its buffer is not kept for the connection's life).
 fn sent_back(out: &mut Vec<u8>, mut spare: Vec<u8>) {
     if out.is_empty() && spare.capacity() <= 4 * WRITE_BATCH_BYTES {
         spare.clear();
@@ -476,20 +478,4 @@ enum Woke {
     Received(io::Result<usize>),
     Sent((io::Result<()>, Vec<u8>)),
     Pushed,
-}
-
-/// Sends `out` on `fd` and empties it.
-async fn send_out(fd: RawFd, out: &mut Vec<u8>) -> io::Result<()> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    let (r, mut sent) = uring::send_all(fd, std::mem::take(out), 0).await;
-    sent.clear();
-    // A large reply (a multi-get of many values) went out: do not keep
-    // its buffer for the rest of the connection's life.
-    if sent.capacity() > 4 * WRITE_BATCH_BYTES {
-        sent = Vec::new();
-    }
-    *out = sent;
-    r
 }
