@@ -132,8 +132,9 @@ impl Hub {
         let st = self.state.lock();
         let mut n = 0;
         if let Some(subs) = st.channels.get(channel) {
+            let mut composed = Composed::default();
             for m in subs {
-                m.deliver(|r| {
+                m.deliver_composed(&mut composed, |r| {
                     r.push(3);
                     r.bulk(b"message");
                     r.bulk(channel);
@@ -144,8 +145,9 @@ impl Hub {
         }
         for (pattern, subs) in &st.patterns {
             if glob::matches_strictly(pattern, channel) {
+                let mut composed = Composed::default();
                 for m in subs {
-                    m.deliver(|r| {
+                    m.deliver_composed(&mut composed, |r| {
                         r.push(4);
                         r.bulk(b"pmessage");
                         r.bulk(pattern);
@@ -168,8 +170,9 @@ impl Hub {
         let Some(subs) = st.shard.get(channel) else {
             return 0;
         };
+        let mut composed = Composed::default();
         for m in subs {
-            m.deliver(|r| {
+            m.deliver_composed(&mut composed, |r| {
                 r.push(3);
                 r.bulk(b"smessage");
                 r.bulk(channel);
@@ -213,6 +216,13 @@ impl Hub {
         let st = self.state.lock();
         (st.channels.len(), st.patterns.len(), st.shard.len())
     }
+}
+
+/// One message composed for many mailboxes, per protocol version (a
+/// RESP3 push and a RESP2 array differ in their first byte).
+#[derive(Default)]
+pub(super) struct Composed {
+    by_version: [Vec<u8>; 2],
 }
 
 /// What waits to be sent to one subscriber.
@@ -265,6 +275,33 @@ impl Mailbox {
         }
         let version = inbox.version;
         compose(&mut Reply::new(&mut inbox.bytes, version));
+        self.delivered(inbox);
+    }
+
+    /// As [`Mailbox::deliver`], for one message to many mailboxes: it is
+    /// composed once per protocol version into `composed`, and each
+    /// mailbox copies its bytes (PUBLISH to 100 subscribers composed it
+    /// 100 times).
+    pub(super) fn deliver_composed(
+        &self,
+        composed: &mut Composed,
+        compose: impl Fn(&mut Reply<'_>),
+    ) {
+        let mut inbox = self.inner.lock();
+        if inbox.dropped {
+            return;
+        }
+        let version = inbox.version;
+        let bytes = &mut composed.by_version[usize::from(version == Version::Resp3)];
+        if bytes.is_empty() {
+            compose(&mut Reply::new(bytes, version));
+        }
+        inbox.bytes.extend_from_slice(bytes);
+        self.delivered(inbox);
+    }
+
+    /// After a message was appended: the output limits, then the wake.
+    fn delivered(&self, mut inbox: parking_lot::MutexGuard<'_, Inbox>) {
         let len = inbox.bytes.len();
         let over = if len > HARD_LIMIT_BYTES {
             true
