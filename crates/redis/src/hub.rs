@@ -132,29 +132,23 @@ impl Hub {
         let st = self.state.lock();
         let mut n = 0;
         if let Some(subs) = st.channels.get(channel) {
-            let mut composed = Composed::default();
-            for m in subs {
-                m.deliver_composed(&mut composed, |r| {
-                    r.push(3);
-                    r.bulk(b"message");
-                    r.bulk(channel);
-                    r.bulk(message);
-                });
-            }
+            deliver_to_all(subs, |r| {
+                r.push(3);
+                r.bulk(b"message");
+                r.bulk(channel);
+                r.bulk(message);
+            });
             n += subs.len();
         }
         for (pattern, subs) in &st.patterns {
             if glob::matches_strictly(pattern, channel) {
-                let mut composed = Composed::default();
-                for m in subs {
-                    m.deliver_composed(&mut composed, |r| {
-                        r.push(4);
-                        r.bulk(b"pmessage");
-                        r.bulk(pattern);
-                        r.bulk(channel);
-                        r.bulk(message);
-                    });
-                }
+                deliver_to_all(subs, |r| {
+                    r.push(4);
+                    r.bulk(b"pmessage");
+                    r.bulk(pattern);
+                    r.bulk(channel);
+                    r.bulk(message);
+                });
                 n += subs.len();
             }
         }
@@ -170,15 +164,12 @@ impl Hub {
         let Some(subs) = st.shard.get(channel) else {
             return 0;
         };
-        let mut composed = Composed::default();
-        for m in subs {
-            m.deliver_composed(&mut composed, |r| {
-                r.push(3);
-                r.bulk(b"smessage");
-                r.bulk(channel);
-                r.bulk(message);
-            });
-        }
+        deliver_to_all(subs, |r| {
+            r.push(3);
+            r.bulk(b"smessage");
+            r.bulk(channel);
+            r.bulk(message);
+        });
         subs.len()
     }
 
@@ -218,11 +209,15 @@ impl Hub {
     }
 }
 
-/// One message composed for many mailboxes, per protocol version (a
-/// RESP3 push and a RESP2 array differ in their first byte).
-#[derive(Default)]
-pub(super) struct Composed {
-    by_version: [Vec<u8>; 2],
+/// Delivers one message to every mailbox of `subs`: composed once per
+/// protocol version (a RESP3 push and a RESP2 array differ in their first
+/// byte), each mailbox copying those bytes (PUBLISH to 100 subscribers
+/// composed it 100 times).
+fn deliver_to_all(subs: &[Arc<Mailbox>], compose: impl Fn(&mut Reply<'_>)) {
+    let mut by_version: [Vec<u8>; 2] = Default::default();
+    for m in subs {
+        m.deliver_composed(&mut by_version, &compose);
+    }
 }
 
 /// What waits to be sent to one subscriber.
@@ -278,21 +273,16 @@ impl Mailbox {
         self.delivered(inbox);
     }
 
-    /// As [`Mailbox::deliver`], for one message to many mailboxes: it is
-    /// composed once per protocol version into `composed`, and each
-    /// mailbox copies its bytes (PUBLISH to 100 subscribers composed it
-    /// 100 times).
-    pub(super) fn deliver_composed(
-        &self,
-        composed: &mut Composed,
-        compose: impl Fn(&mut Reply<'_>),
-    ) {
+    /// As [`Mailbox::deliver`], for one message to many mailboxes
+    /// ([`deliver_to_all`]): composed into `by_version`'s slot for this
+    /// mailbox's protocol unless an earlier mailbox composed it there.
+    fn deliver_composed(&self, by_version: &mut [Vec<u8>; 2], compose: impl Fn(&mut Reply<'_>)) {
         let mut inbox = self.inner.lock();
         if inbox.dropped {
             return;
         }
         let version = inbox.version;
-        let bytes = &mut composed.by_version[usize::from(version == Version::Resp3)];
+        let bytes = &mut by_version[usize::from(version == Version::Resp3)];
         if bytes.is_empty() {
             compose(&mut Reply::new(bytes, version));
         }
